@@ -1,0 +1,256 @@
+/* kvc eval: stream a trace through one method, compare each output z_j with
+ * exact attention over tokens 0..j computed in double, and summarise the
+ * errors over the positions where the method is compressing (j + 1 > budget),
+ * ALGORITHMS.md section 0. */
+#include "eval.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvc/kvc.h"
+#include "kvc_oracle/kvc_oracle.h"
+#include "trace.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double percentile(const double *sorted, size_t n, double pct)
+{
+    if (n == 0) return NAN;
+    size_t rank = (size_t)ceil(pct / 100.0 * (double)n);
+    if (rank < 1) rank = 1;
+    return sorted[rank - 1];
+}
+
+static double mean_of(const double *x, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return n ? s / (double)n : NAN;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
+            "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
+            "                [--subgen-delta0 R]\n"
+            "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
+            "  M is exact | sink-window | uniform | subgen. N is the cache budget in tokens\n"
+            "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
+            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n");
+}
+
+int kvc_cmd_eval(int argc, char **argv)
+{
+    const char *trace_dir = NULL, *method_name = NULL;
+    uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
+    double beta = 0.0, delta0 = 0.0;
+    int have_budget = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--trace")) trace_dir = val;
+        else if (!strcmp(a, "--method")) method_name = val;
+        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget), have_budget = 1;
+        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
+        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
+        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
+        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
+        else if (!strcmp(a, "--beta")) bad = kvc_cli_f64(a, val, 1e-6, 1e6, &beta);
+        else if (!strcmp(a, "--subgen-t")) bad = kvc_cli_u64(a, val, 1, 4096, &t);
+        else if (!strcmp(a, "--subgen-s")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &s);
+        else if (!strcmp(a, "--subgen-mmax")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &mmax);
+        else if (!strcmp(a, "--subgen-delta0")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &delta0);
+        else {
+            fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) return 2;
+        if (val == NULL) {
+            fprintf(stderr, "kvc eval: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!trace_dir || !method_name || !have_budget) {
+        fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
+        usage(stderr);
+        return 2;
+    }
+    kvc_method method;
+    if (kvc_method_parse(method_name, &method) != KVC_OK) {
+        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen)\n", method_name);
+        return 2;
+    }
+
+    kvc_trace tr;
+    if (kvc_trace_load(trace_dir, (size_t)head, &tr)) return 1;
+    if (tr.d > KVC_MAX_HEAD_DIM || tr.dv > KVC_MAX_HEAD_DIM) {
+        fprintf(stderr, "kvc eval: head dimension %zu/%zu exceeds %u\n", tr.d, tr.dv, KVC_MAX_HEAD_DIM);
+        kvc_trace_free(&tr);
+        return 1;
+    }
+
+    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv,
+                                                      (uint32_t)budget, seed);
+    cfg.n_sink = (uint32_t)sink;
+    cfg.n_window = (uint32_t)window;
+    cfg.beta = (float)beta;
+    cfg.subgen.t = (uint32_t)t;
+    cfg.subgen.s = (uint32_t)s;
+    cfg.subgen.m_max = (uint32_t)mmax;
+    cfg.subgen.delta0 = (float)delta0;
+    kvc_eval_result res;
+    int rc = kvc_eval_run(&tr, &cfg, trace_dir, (size_t)head, 1, &res);
+    kvc_trace_free(&tr);
+    return rc;
+}
+
+int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
+                 int verbose, kvc_eval_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *why = kvc_stream_config_problem(cfg);
+    if (why) {
+        fprintf(stderr, "kvc eval: %s: %s\n", kvc_method_name(cfg->method), why);
+        return 1;
+    }
+    if (cfg->method == KVC_METHOD_EXACT && cfg->budget < tr->n) {
+        fprintf(stderr,
+                "kvc eval: exact refuses: the trace has %zu tokens but the budget holds %" PRIu32
+                "; exact never drops a token (use --budget %zu or a compressing method)\n",
+                tr->n, cfg->budget, tr->n);
+        return 1;
+    }
+    kvc_stream_plan plan;
+    kvc_stream_plan_make(cfg, &plan);
+    void *arena = aligned_alloc(KVC_ARENA_ALIGN, plan.arena_bytes);
+    const size_t n = tr->n, d = tr->d, dv = tr->dv;
+    float *z = malloc(dv * sizeof(float));
+    double *ex = malloc(dv * sizeof(double));
+    double *rel = malloc(n * sizeof(double)), *nrm = malloc(n * sizeof(double));
+    double *gram = cfg->method == KVC_METHOD_SUBGEN ? calloc(dv * dv, sizeof(double)) : NULL;
+    int rc = 1;
+    kvc_stream *st = NULL;
+    if (!arena || !z || !ex || !rel || !nrm || (cfg->method == KVC_METHOD_SUBGEN && !gram)) {
+        fprintf(stderr, "kvc eval: out of memory\n");
+        goto done;
+    }
+    kvc_status s = kvc_stream_init(arena, plan.arena_bytes, cfg, &st);
+    if (s != KVC_OK) {
+        fprintf(stderr, "kvc eval: init failed: %s\n", kvc_status_str(s));
+        goto done;
+    }
+    if (verbose) {
+        printf("kvc eval: trace %s (n=%zu, d=%zu, dv=%zu, head %zu), method %s, budget %" PRIu32
+               " tokens, seed %" PRIu64 "\n",
+               label, n, d, dv, head, kvc_method_name(cfg->method), cfg->budget, cfg->seed);
+        printf("  plan: n_sink=%" PRIu32 " n_window=%" PRIu32 " method_tokens=%" PRIu32, plan.n_sink,
+               plan.n_window, plan.method_tokens);
+        if (plan.method == KVC_METHOD_EXACT || plan.method == KVC_METHOD_UNIFORM)
+            printf(" capacity=%" PRIu32, plan.capacity);
+        if (plan.method == KVC_METHOD_SUBGEN)
+            printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
+                   (double)plan.delta0);
+        printf(" beta=%g\n", (double)plan.beta);
+        printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %zu B; arena %zu B\n",
+               plan.worst_elements, plan.budget_elements, plan.metadata_bytes, plan.arena_bytes);
+    }
+
+    /* positions where the method compresses: more tokens seen than the budget */
+    size_t n_pos = 0, first = cfg->budget < n ? cfg->budget : 0;
+    double vf2 = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        const float *kj = tr->k + j * d, *vj = tr->v + j * dv, *qj = tr->q + j * d;
+        s = kvc_stream_append(st, NULL, kj, vj);
+        if (s != KVC_OK) {
+            fprintf(stderr, "kvc eval: append of token %zu failed: %s\n", j, kvc_status_str(s));
+            goto done;
+        }
+        for (size_t c = 0; c < dv; c++) vf2 += (double)vj[c] * (double)vj[c];
+        if (gram)
+            for (size_t a = 0; a < dv; a++)
+                for (size_t b = 0; b < dv; b++) gram[a * dv + b] += (double)vj[a] * (double)vj[b];
+        if (j < first) continue;
+        s = kvc_stream_attend(st, NULL, qj, 1, z);
+        if (s != KVC_OK) {
+            fprintf(stderr, "kvc eval: attend at token %zu failed: %s\n", j, kvc_status_str(s));
+            goto done;
+        }
+        kvc_exact_result er;
+        kvc_exact_attention_f64(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, ex, &er);
+        double diff2 = 0.0, a2 = 0.0;
+        for (size_t c = 0; c < dv; c++) {
+            double e = (double)z[c] - ex[c];
+            diff2 += e * e;
+            a2 += ex[c] * ex[c];
+        }
+        double vnorm = sqrt(vf2);
+        if (gram) {
+            double lam = kvc_sym_max_eig(gram, dv);
+            if (lam < 0) {
+                fprintf(stderr, "kvc eval: LAPACKE eigenvalue computation failed\n");
+                goto done;
+            }
+            vnorm = sqrt(lam);
+        }
+        rel[n_pos] = a2 > 0 ? sqrt(diff2 / a2) : (diff2 > 0 ? INFINITY : 0.0);
+        nrm[n_pos] = (er.softmax_l2 * vnorm) > 0 ? sqrt(diff2) / (er.softmax_l2 * vnorm) : 0.0;
+        n_pos++;
+    }
+
+    kvc_stream_stats stats;
+    kvc_stream_get_stats(st, &stats);
+    out->positions = n_pos;
+    out->mean_rel = mean_of(rel, n_pos);
+    out->mean_norm = mean_of(nrm, n_pos);
+    qsort(rel, n_pos, sizeof(double), cmp_double);
+    qsort(nrm, n_pos, sizeof(double), cmp_double);
+    out->p99_rel = percentile(rel, n_pos, 99.0);
+    out->p99_norm = percentile(nrm, n_pos, 99.0);
+    out->max_tokens = (stats.peak_elements + (d + dv) - 1) / (d + dv);
+    out->arena_bytes = plan.arena_bytes;
+    if (verbose) {
+        if (first > 0)
+            printf("  positions: %zu compressing (token count > budget %" PRIu32 ")\n", n_pos, cfg->budget);
+        else
+            printf("  positions: all %zu (the trace never exceeds the budget, nothing is compressed)\n", n_pos);
+        printf("  %-11s %11s %11s %11s %11s\n", "metric", "mean", "p50", "p99", "max");
+        printf("  %-11s %11.4e %11.4e %11.4e %11.4e\n", "rel_error", out->mean_rel, percentile(rel, n_pos, 50),
+               out->p99_rel, n_pos ? rel[n_pos - 1] : NAN);
+        printf("  %-11s %11.4e %11.4e %11.4e %11.4e   (scale ||softmax||_2 * ||V||_%s)\n", "norm_error",
+               out->mean_norm, percentile(nrm, n_pos, 50), out->p99_norm, n_pos ? nrm[n_pos - 1] : NAN,
+               gram ? "op" : "F");
+        printf("  cache: peak %" PRIu64 " elements = %" PRIu64 " tokens of budget %" PRIu32 "\n",
+               stats.peak_elements, out->max_tokens, cfg->budget);
+        if (cfg->method == KVC_METHOD_SUBGEN)
+            printf("  subgen: clusters=%" PRIu32 " doublings=%" PRIu32 " merges=%" PRIu32 " delta=%.4g\n",
+                   stats.clusters, stats.doublings, stats.merges, stats.delta);
+        printf("mean_rel_error=%.6g p99_rel_error=%.6g mean_norm_error=%.6g max_tokens=%" PRIu64
+               " arena_bytes=%zu\n",
+               out->mean_rel, out->p99_rel, out->mean_norm, out->max_tokens, out->arena_bytes);
+    }
+    rc = 0;
+done:
+    free(arena);
+    free(z);
+    free(ex);
+    free(rel);
+    free(nrm);
+    free(gram);
+    return rc;
+}

@@ -1,0 +1,25 @@
+#ifndef KVC_APP_EVAL_H
+#define KVC_APP_EVAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvc/kvc_stream.h"
+#include "trace.h"
+
+/** Summary of one evaluation (errors over compressing positions). */
+typedef struct kvc_eval_result {
+    size_t positions;
+    double mean_rel, p99_rel, mean_norm, p99_norm;
+    uint64_t max_tokens; /**< peak cache held, in tokens (elements / (d+dv), rounded up) */
+    size_t arena_bytes;
+} kvc_eval_result;
+
+/** `kvc eval` command. Returns a process exit code. */
+int kvc_cmd_eval(int argc, char **argv);
+
+/** Run one evaluation; prints the plan, table and summary line when verbose.
+ *  Returns 0, or 1 after printing why (exact refusing a too-small budget,
+ *  invalid configuration, ...). */
+int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
+                 int verbose, kvc_eval_result *out);
+#endif

@@ -1,0 +1,40 @@
+/* kvc: the kvcompress command line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "demo.h"
+#include "eval.h"
+#include "synth.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvc <command> [options]   (kvc <command> --help for its options)\n"
+            "  synth   write a synthetic q/k/v trace with structure (.npy)\n"
+            "  eval    stream a trace through a method and compare with exact attention\n"
+            "  demo    synth + eval of every method at one budget, as a table\n"
+            "  version print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "eval")) return kvc_cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "synth")) return kvc_cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "demo")) return kvc_cmd_demo(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("kvc %s\n", KVC_VERSION_STRING);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "kvc: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,171 @@
+/**
+ * @file kvc_stream.h
+ * @brief One compressed KV stream (one layer x kv-head): the exact-region
+ *        wrapper around a compression method, configured from a token budget.
+ *
+ * Life of a token j:  kvc_stream_append(k_j, v_j)  then  kvc_stream_attend(q_j).
+ * The query sees (with weight 1) the first n_sink tokens, the n_window tokens
+ * before the current one, the current token itself, and the method's weighted
+ * cache of everything that left the window. A token enters the method when it
+ * is pushed out of the window by the next append ("attend first, then update").
+ *
+ * Budget (ALGORITHMS.md section 0): a budget of N tokens is N*(d+dv) stored
+ * cache elements; key-only entries cost d/(d+dv) of a token. It covers sink,
+ * window, the current token and the method, and bounds the peak (no transient
+ * copies exist in any update). Per-entry metadata (weights, counters, token
+ * ids) is reported separately in bytes. Streaming methods never need the
+ * stream length.
+ */
+#ifndef KVC_STREAM_H
+#define KVC_STREAM_H
+
+#include "kvc_kernels.h"
+#include "kvc_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Compression methods. */
+typedef enum kvc_method {
+    KVC_METHOD_EXACT = 1,       /**< keep everything; refuses (KVC_E_CAPACITY) when full */
+    KVC_METHOD_SINK_WINDOW = 2, /**< StreamingLLM: sinks + FIFO window, drop the middle */
+    KVC_METHOD_UNIFORM = 3,     /**< reservoir sample of the middle, weight seen/kept */
+    KVC_METHOD_SUBGEN = 4       /**< SubGen: key clusters + value-norm reservoir */
+} kvc_method;
+
+/** SubGen parameters; 0 means "derive from the budget". */
+typedef struct kvc_subgen_params {
+    uint32_t t;       /**< samples per cluster, 0 -> 8; else 1 .. 4096 */
+    uint32_t s;       /**< value-reservoir slots, 0 -> half the method budget */
+    uint32_t m_max;   /**< cluster capacity, 0 -> what the rest of the budget holds */
+    float delta0;     /**< starting cluster radius >= 0; 0 = set at first overflow */
+} kvc_subgen_params;
+
+/** Everything needed to size and initialise a stream. Plain data: copyable. */
+typedef struct kvc_stream_config {
+    kvc_method method;
+    kvc_dtype dtype;   /**< storage type; only KVC_DTYPE_F32 today */
+    uint32_t d;        /**< key dim, 1 .. KVC_MAX_HEAD_DIM */
+    uint32_t dv;       /**< value dim, 1 .. KVC_MAX_HEAD_DIM */
+    uint32_t budget;   /**< tokens, 1 .. KVC_MAX_BUDGET (see file comment) */
+    uint32_t n_sink;   /**< exact first tokens (default 32; may be 0) */
+    uint32_t n_window; /**< exact recent tokens before the current one (default 32; may be 0);
+                            ignored by sink-window, whose window is the whole rest of the budget */
+    float beta;        /**< score scale > 0; 0 -> 1/sqrt(d) */
+    uint64_t seed;     /**< any value; same seed + same stream -> same arena bytes */
+    kvc_subgen_params subgen;
+} kvc_stream_config;
+
+/** What a configuration turns into (all derived from the budget). */
+typedef struct kvc_stream_plan {
+    kvc_method method;
+    uint32_t d, dv;
+    float beta;
+    uint32_t n_sink, n_window; /**< exact regions actually used */
+    uint32_t method_tokens;    /**< budget left to the method (tokens) */
+    uint32_t capacity;         /**< exact / uniform: token slots of the method */
+    uint32_t t, s, m_max;      /**< SubGen */
+    float delta0;              /**< SubGen */
+    uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
+    uint64_t budget_elements;  /**< budget * (d + dv) */
+    size_t metadata_bytes;     /**< per-entry weights / counters / ids, worst case */
+    size_t arena_bytes;        /**< what kvc_stream_arena_size returns */
+} kvc_stream_plan;
+
+/** Opaque stream state; it lives at the start of its arena. */
+typedef struct kvc_stream kvc_stream;
+
+/** Method names as the command line spells them ("exact", "sink-window",
+ *  "uniform", "subgen"); NULL for an unknown value. */
+const char *kvc_method_name(kvc_method m);
+
+/** Parse a method name; returns KVC_E_ARG for an unknown name. */
+kvc_status kvc_method_parse(const char *name, kvc_method *out);
+
+/**
+ * @brief A configuration with the documented defaults (sink 32, window 32,
+ *        beta 1/sqrt(d), f32 storage, SubGen parameters derived).
+ */
+kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv,
+                                            uint32_t budget, uint64_t seed);
+
+/**
+ * @brief Derive every parameter from the budget.
+ * @return KVC_OK; KVC_E_ARG for out-of-range fields or a budget too small for
+ *         the method (the plan is then not written); KVC_E_UNSUPPORTED for a
+ *         dtype other than f32.
+ */
+kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *plan);
+
+/**
+ * @brief Why a configuration is rejected, in one sentence.
+ * @return a static string naming the first rule @p cfg breaks, or NULL when
+ *         kvc_stream_plan_make would accept it.
+ */
+const char *kvc_stream_config_problem(const kvc_stream_config *cfg);
+
+/** @brief Arena bytes for @p cfg (0 when the configuration is invalid). */
+size_t kvc_stream_arena_size(const kvc_stream_config *cfg);
+
+/**
+ * @brief Initialise a stream inside @p arena (zeroed first, so equal streams
+ *        give equal bytes).
+ * @param arena        aligned to KVC_ARENA_ALIGN.
+ * @param arena_bytes  >= kvc_stream_arena_size(cfg).
+ * @param[out] out     the stream handle (== arena) on success.
+ * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED, or KVC_E_ARENA (NULL,
+ *         misaligned or too small).
+ */
+kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg,
+                           kvc_stream **out);
+
+/**
+ * @brief Append the next token (its key and value, post-RoPE).
+ * @param kern  kernel table, NULL for the reference kernels.
+ * @param k     d finite floats.  @param v  dv finite floats.
+ * @return KVC_OK; KVC_E_NONFINITE, KVC_E_ARG (NULL), KVC_E_STATE (bad
+ *         handle), KVC_E_CAPACITY (exact is full). On error nothing changed.
+ */
+kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k,
+                             const float *v);
+
+/**
+ * @brief Attend @p n_q queries (a GQA group) to everything appended so far,
+ *        including the current token.
+ * @param q    n_q x d finite floats.  @param n_q  1 .. KVC_MAX_QUERY_HEADS.
+ * @param out  n_q x dv floats.
+ * @return KVC_OK; KVC_E_STATE before the first append; KVC_E_NONFINITE; KVC_E_ARG.
+ */
+kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
+                             size_t n_q, float *out);
+
+/** @brief The weighted cache the next attend would use (pointers into the arena). */
+kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);
+
+/** @brief The plan the stream was built from. */
+const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st);
+
+/** Live counters of a stream. */
+typedef struct kvc_stream_stats {
+    uint64_t tokens_seen;     /**< appends accepted */
+    uint64_t elements;        /**< cache elements held now */
+    uint64_t peak_elements;   /**< max of elements over the stream's life */
+    uint64_t method_tokens_in;/**< tokens handed to the method so far */
+    /* SubGen only */
+    uint32_t clusters;        /**< live clusters */
+    uint32_t doublings;       /**< radius doublings (bounded-memory rule) */
+    uint32_t merges;          /**< clusters absorbed by merges */
+    double delta;             /**< current radius */
+} kvc_stream_stats;
+
+/** @brief Current counters (KVC_E_STATE for a bad handle). */
+kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
+
+/** @brief The inner method's state (for introspection and tests), or NULL. */
+const void *kvc_stream_method_state(const kvc_stream *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVC_STREAM_H */

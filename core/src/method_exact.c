@@ -1,0 +1,70 @@
+/* exact: keeps every token handed to it, up to its capacity; then it refuses
+ * (KVC_E_CAPACITY from the wrapper) instead of silently dropping. */
+#include "arena.h"
+#include "methods.h"
+
+typedef struct exact_state {
+    uint32_t magic;
+    uint32_t d, dv, capacity;
+    uint32_t count;
+    uint32_t pad_;
+    size_t off_k, off_v;
+} exact_state;
+
+static size_t exact_layout(exact_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
+{
+    size_t cur = KVC_ALIGN_UP(sizeof(exact_state));
+    s->off_k = kvc_carve(&cur, (size_t)capacity * d * sizeof(float));
+    s->off_v = kvc_carve(&cur, (size_t)capacity * dv * sizeof(float));
+    return cur;
+}
+
+size_t kvc_exact_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
+{
+    exact_state tmp;
+    return exact_layout(&tmp, d, dv, capacity);
+}
+
+void kvc_exact_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity)
+{
+    exact_state *s = (exact_state *)arena;
+    exact_layout(s, d, dv, capacity);
+    s->magic = KVC_MAGIC_EXACT;
+    s->d = d;
+    s->dv = dv;
+    s->capacity = capacity;
+    s->count = 0;
+}
+
+int kvc_exact_can_accept(const void *st)
+{
+    const exact_state *s = (const exact_state *)st;
+    return s->count < s->capacity;
+}
+
+void kvc_exact_update(void *st, const float *k, const float *v, uint64_t token)
+{
+    exact_state *s = (exact_state *)st;
+    (void)token;
+    memcpy(KVC_AT(s, s->off_k, float) + (size_t)s->count * s->d, k, s->d * sizeof(float));
+    memcpy(KVC_AT(s, s->off_v, float) + (size_t)s->count * s->dv, v, s->dv * sizeof(float));
+    s->count++;
+}
+
+size_t kvc_exact_view(const void *st, kvc_segment *seg)
+{
+    const exact_state *s = (const exact_state *)st;
+    seg->keys = KVC_AT_C(s, s->off_k, float);
+    seg->values = KVC_AT_C(s, s->off_v, float);
+    seg->weights = NULL;
+    seg->scale = 1.0;
+    seg->n = s->count;
+    seg->role = KVC_SET_BOTH;
+    return 1;
+}
+
+uint64_t kvc_exact_elements(const void *st)
+{
+    const exact_state *s = (const exact_state *)st;
+    return (uint64_t)s->count * (s->d + s->dv);
+}

@@ -1,0 +1,328 @@
+/* SubGen (ALGORITHMS.md section 1): online key clustering for the softmax
+ * denominator, a ||v||^2-proportional reservoir for the numerator, and the
+ * bounded-memory rule (start radius, doubling, greedy merge, key re-test).
+ *
+ * Arrays (offsets from the header): representatives m_max x d, their token
+ * ids and counts; samples m_max x t x d with token ids and per-slot weights
+ * n_i/t (the denominator segment reads them directly); reservoir s x d keys,
+ * s x dv values, s inverse squared norms and token ids. Live clusters are kept
+ * compacted at the front, in order of creation. */
+#include <float.h>
+#include <math.h>
+
+#include "arena.h"
+#include "kvc/kvc_rng.h"
+#include "kvc/kvc_subgen.h"
+#include "methods.h"
+
+typedef struct subgen_state {
+    uint32_t magic;
+    uint32_t d, dv, t, s, m_max;
+    uint32_t m;          /* live clusters */
+    uint32_t doublings;  /* radius doublings */
+    uint32_t merges;     /* clusters absorbed */
+    uint32_t res_filled; /* reservoir slots holding a token */
+    double delta;        /* current radius */
+    double mu;           /* sum of ||v||^2 */
+    uint64_t n_total;    /* tokens seen by the method */
+    kvc_rng rng;
+    size_t off_rep, off_rep_tok, off_cnt;
+    size_t off_samp, off_samp_tok, off_samp_w;
+    size_t off_res_k, off_res_v, off_res_w, off_res_tok;
+} subgen_state;
+
+static size_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
+                            uint32_t m_max)
+{
+    size_t cur = KVC_ALIGN_UP(sizeof(subgen_state));
+    const size_t slots = (size_t)m_max * t;
+    g->off_rep = kvc_carve(&cur, (size_t)m_max * d * sizeof(float));
+    g->off_rep_tok = kvc_carve(&cur, (size_t)m_max * sizeof(uint32_t));
+    g->off_cnt = kvc_carve(&cur, (size_t)m_max * sizeof(uint64_t));
+    g->off_samp = kvc_carve(&cur, slots * d * sizeof(float));
+    g->off_samp_tok = kvc_carve(&cur, slots * sizeof(uint32_t));
+    g->off_samp_w = kvc_carve(&cur, slots * sizeof(float));
+    g->off_res_k = kvc_carve(&cur, (size_t)s * d * sizeof(float));
+    g->off_res_v = kvc_carve(&cur, (size_t)s * dv * sizeof(float));
+    g->off_res_w = kvc_carve(&cur, (size_t)s * sizeof(float));
+    g->off_res_tok = kvc_carve(&cur, (size_t)s * sizeof(uint32_t));
+    return cur;
+}
+
+size_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max)
+{
+    subgen_state tmp;
+    return subgen_layout(&tmp, d, dv, t, s, m_max);
+}
+
+void kvc_subgen_init(void *arena, uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max,
+                     float delta0, uint64_t seed)
+{
+    subgen_state *g = (subgen_state *)arena;
+    subgen_layout(g, d, dv, t, s, m_max);
+    g->magic = KVC_MAGIC_SUBGEN;
+    g->d = d;
+    g->dv = dv;
+    g->t = t;
+    g->s = s;
+    g->m_max = m_max;
+    g->delta = delta0;
+    kvc_rng_seed(&g->rng, seed);
+}
+
+/* ---- accessors ---- */
+static float *rep(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_rep, float) + (size_t)i * g->d; }
+static uint32_t *rep_tok(subgen_state *g) { return KVC_AT(g, g->off_rep_tok, uint32_t); }
+static uint64_t *cnt(subgen_state *g) { return KVC_AT(g, g->off_cnt, uint64_t); }
+static float *samp(subgen_state *g, uint32_t i, uint32_t j)
+{
+    return KVC_AT(g, g->off_samp, float) + ((size_t)i * g->t + j) * g->d;
+}
+static uint32_t *samp_tok(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_tok, uint32_t) + (size_t)i * g->t; }
+static float *samp_w(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_w, float) + (size_t)i * g->t; }
+
+static void set_cluster_weights(subgen_state *g, uint32_t i)
+{
+    const float w = (float)((double)cnt(g)[i] / (double)g->t);
+    float *wi = samp_w(g, i);
+    for (uint32_t j = 0; j < g->t; j++) wi[j] = w;
+}
+
+static void open_cluster(subgen_state *g, const float *k, uint32_t token)
+{
+    const uint32_t i = g->m++;
+    memcpy(rep(g, i), k, g->d * sizeof(float));
+    rep_tok(g)[i] = token;
+    cnt(g)[i] = 1;
+    for (uint32_t j = 0; j < g->t; j++) {
+        memcpy(samp(g, i, j), k, g->d * sizeof(float));
+        samp_tok(g, i)[j] = token;
+    }
+    set_cluster_weights(g, i);
+}
+
+static void join_cluster(subgen_state *g, uint32_t i, const float *k, uint32_t token)
+{
+    const uint64_t n = ++cnt(g)[i];
+    const double p = 1.0 / (double)n;
+    /* each slot independently becomes k with probability 1/n: reservoir
+       sampling with replacement keeps t i.i.d. uniform samples of C_i */
+    for (uint32_t j = 0; j < g->t; j++) {
+        if (kvc_rng_unit(&g->rng) < p) {
+            memcpy(samp(g, i, j), k, g->d * sizeof(float));
+            samp_tok(g, i)[j] = token;
+        }
+    }
+    set_cluster_weights(g, i);
+}
+
+static void copy_cluster(subgen_state *g, uint32_t dst, uint32_t src)
+{
+    memcpy(rep(g, dst), rep(g, src), g->d * sizeof(float));
+    rep_tok(g)[dst] = rep_tok(g)[src];
+    cnt(g)[dst] = cnt(g)[src];
+    memcpy(samp(g, dst, 0), samp(g, src, 0), (size_t)g->t * g->d * sizeof(float));
+    memcpy(samp_tok(g, dst), samp_tok(g, src), (size_t)g->t * sizeof(uint32_t));
+    memcpy(samp_w(g, dst), samp_w(g, src), (size_t)g->t * sizeof(float));
+}
+
+/* Greedy merge at the current radius: in creation order, each surviving
+ * cluster absorbs every later surviving cluster whose representative lies
+ * within delta of its own (not transitive). Absorbed clusters are marked with
+ * count 0, then the survivors are compacted in order. */
+static void merge_clusters(subgen_state *g, const kvc_kernels *kern)
+{
+    const double d2 = g->delta * g->delta;
+    for (uint32_t a = 0; a < g->m; a++) {
+        if (cnt(g)[a] == 0) continue;
+        for (uint32_t b = a + 1; b < g->m; b++) {
+            if (cnt(g)[b] == 0) continue;
+            if (kern->sqdist_f32(rep(g, a), rep(g, b), g->d) > d2) continue;
+            const uint64_t na = cnt(g)[a], nb = cnt(g)[b];
+            const double keep_a = (double)na / (double)(na + nb);
+            /* slot j of the union is uniform over C_a u C_b: take S_a[j] with
+               probability n_a/(n_a+n_b), else S_b[j] */
+            for (uint32_t j = 0; j < g->t; j++) {
+                if (kvc_rng_unit(&g->rng) >= keep_a) {
+                    memcpy(samp(g, a, j), samp(g, b, j), g->d * sizeof(float));
+                    samp_tok(g, a)[j] = samp_tok(g, b)[j];
+                }
+            }
+            cnt(g)[a] = na + nb;
+            cnt(g)[b] = 0;
+            g->merges++;
+        }
+        set_cluster_weights(g, a);
+    }
+    uint32_t w = 0;
+    for (uint32_t r = 0; r < g->m; r++) {
+        if (cnt(g)[r] == 0) continue;
+        if (w != r) copy_cluster(g, w, r);
+        w++;
+    }
+    /* clear the freed tail so equal histories give equal arena bytes */
+    for (uint32_t r = w; r < g->m; r++) {
+        memset(rep(g, r), 0, g->d * sizeof(float));
+        rep_tok(g)[r] = 0;
+        memset(samp(g, r, 0), 0, (size_t)g->t * g->d * sizeof(float));
+        memset(samp_tok(g, r), 0, (size_t)g->t * sizeof(uint32_t));
+        memset(samp_w(g, r), 0, (size_t)g->t * sizeof(float));
+    }
+    g->m = w;
+}
+
+/* Half the minimum pairwise distance among the representatives and k. */
+static double start_radius(subgen_state *g, const kvc_kernels *kern, const float *k)
+{
+    double best = INFINITY;
+    for (uint32_t a = 0; a < g->m; a++) {
+        double dk = kern->sqdist_f32(rep(g, a), k, g->d);
+        if (dk < best) best = dk;
+        for (uint32_t b = a + 1; b < g->m; b++) {
+            double dab = kern->sqdist_f32(rep(g, a), rep(g, b), g->d);
+            if (dab < best) best = dab;
+        }
+    }
+    return 0.5 * sqrt(best);
+}
+
+static void cluster_update(subgen_state *g, const kvc_kernels *kern, const float *k, uint32_t token)
+{
+    for (;;) {
+        uint32_t best_i = 0;
+        double best = INFINITY;
+        for (uint32_t i = 0; i < g->m; i++) {
+            const double dist2 = kern->sqdist_f32(rep(g, i), k, g->d);
+            if (dist2 < best) {
+                best = dist2;
+                best_i = i;
+            }
+        }
+        if (g->m > 0 && best <= g->delta * g->delta) {
+            join_cluster(g, best_i, k, token);
+            return;
+        }
+        if (g->m < g->m_max) {
+            open_cluster(g, k, token);
+            return;
+        }
+        /* full: grow the radius, merge, re-test the key */
+        if (g->delta == 0.0) {
+            g->delta = start_radius(g, kern, k);
+        } else {
+            g->delta *= 2.0;
+            g->doublings++;
+        }
+        merge_clusters(g, kern);
+    }
+}
+
+static void reservoir_update(subgen_state *g, const float *k, const float *v, uint32_t token)
+{
+    double sq = 0.0;
+    for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
+    const double inv = sq > 0.0 ? 1.0 / sq : 0.0;
+    if (!(sq > 0.0) || inv > (double)FLT_MAX) {
+        g->mu += sq; /* never sampled (probability ~0); keeps mu exact */
+        return;
+    }
+    const double p = sq / (g->mu + sq);
+    float *rk = KVC_AT(g, g->off_res_k, float);
+    float *rv = KVC_AT(g, g->off_res_v, float);
+    float *rw = KVC_AT(g, g->off_res_w, float);
+    uint32_t *rt = KVC_AT(g, g->off_res_tok, uint32_t);
+    for (uint32_t j = 0; j < g->s; j++) {
+        if (kvc_rng_unit(&g->rng) < p) {
+            if (rw[j] == 0.0f) g->res_filled++;
+            memcpy(rk + (size_t)j * g->d, k, g->d * sizeof(float));
+            memcpy(rv + (size_t)j * g->dv, v, g->dv * sizeof(float));
+            rw[j] = (float)inv;
+            rt[j] = token;
+        }
+    }
+    g->mu += sq;
+}
+
+void kvc_subgen_update(void *st, const kvc_kernels *kern, const float *k, const float *v,
+                       uint64_t token)
+{
+    subgen_state *g = (subgen_state *)st;
+    cluster_update(g, kern, k, (uint32_t)token);
+    reservoir_update(g, k, v, (uint32_t)token);
+    g->n_total++;
+}
+
+size_t kvc_subgen_view(const void *st, kvc_segment *seg)
+{
+    const subgen_state *g = (const subgen_state *)st;
+    seg[0].keys = KVC_AT_C(g, g->off_samp, float);
+    seg[0].values = NULL;
+    seg[0].weights = KVC_AT_C(g, g->off_samp_w, float);
+    seg[0].scale = 1.0;
+    seg[0].n = (size_t)g->m * g->t;
+    seg[0].role = KVC_SET_DEN;
+    seg[1].keys = KVC_AT_C(g, g->off_res_k, float);
+    seg[1].values = KVC_AT_C(g, g->off_res_v, float);
+    seg[1].weights = KVC_AT_C(g, g->off_res_w, float);
+    seg[1].scale = g->mu > 0.0 ? g->mu / (double)g->s : 1.0;
+    seg[1].n = g->s;
+    seg[1].role = KVC_SET_NUM;
+    return 2;
+}
+
+uint64_t kvc_subgen_elements(const void *st)
+{
+    const subgen_state *g = (const subgen_state *)st;
+    return (uint64_t)g->m * (g->t + 1u) * g->d + (uint64_t)g->res_filled * (g->d + g->dv);
+}
+
+void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats)
+{
+    const subgen_state *g = (const subgen_state *)st;
+    stats->clusters = g->m;
+    stats->doublings = g->doublings;
+    stats->merges = g->merges;
+    stats->delta = g->delta;
+}
+
+static const subgen_state *subgen_of(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = kvc_stream_get_plan(st);
+    if (p == NULL || p->method != KVC_METHOD_SUBGEN) return NULL;
+    return (const subgen_state *)kvc_stream_method_state(st);
+}
+
+uint32_t kvc_subgen_num_clusters(const kvc_stream *st)
+{
+    const subgen_state *g = subgen_of(st);
+    return g ? g->m : 0;
+}
+
+kvc_status kvc_subgen_cluster(const kvc_stream *st, uint32_t i, kvc_subgen_cluster_info *out)
+{
+    const subgen_state *g = subgen_of(st);
+    if (g == NULL) return KVC_E_STATE;
+    if (out == NULL || i >= g->m) return KVC_E_ARG;
+    subgen_state *gm = (subgen_state *)(uintptr_t)g; /* accessors are shared; nothing is written */
+    out->rep = rep(gm, i);
+    out->rep_token = rep_tok(gm)[i];
+    out->count = cnt(gm)[i];
+    out->t = g->t;
+    out->samples = samp(gm, i, 0);
+    out->sample_tokens = samp_tok(gm, i);
+    return KVC_OK;
+}
+
+kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info *out)
+{
+    const subgen_state *g = subgen_of(st);
+    if (g == NULL) return KVC_E_STATE;
+    if (out == NULL) return KVC_E_ARG;
+    out->s = g->s;
+    out->mu = g->mu;
+    out->keys = KVC_AT_C(g, g->off_res_k, float);
+    out->values = KVC_AT_C(g, g->off_res_v, float);
+    out->inv_sqnorm = KVC_AT_C(g, g->off_res_w, float);
+    out->tokens = KVC_AT_C(g, g->off_res_tok, uint32_t);
+    return KVC_OK;
+}

@@ -1,0 +1,97 @@
+/* uniform: Vitter's Algorithm R over the tokens leaving the window. Each kept
+ * token stands for seen/kept tokens in both sets, so numerator and
+ * denominator are unbiased estimates of the full sums. */
+#include "arena.h"
+#include "kvc/kvc_rng.h"
+#include "kvc/kvc_uniform.h"
+#include "methods.h"
+
+typedef struct uniform_state {
+    uint32_t magic;
+    uint32_t d, dv, capacity;
+    uint64_t seen;
+    kvc_rng rng;
+    size_t off_k, off_v, off_tok;
+} uniform_state;
+
+static size_t uniform_layout(uniform_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
+{
+    size_t cur = KVC_ALIGN_UP(sizeof(uniform_state));
+    s->off_k = kvc_carve(&cur, (size_t)capacity * d * sizeof(float));
+    s->off_v = kvc_carve(&cur, (size_t)capacity * dv * sizeof(float));
+    s->off_tok = kvc_carve(&cur, (size_t)capacity * sizeof(uint32_t));
+    return cur;
+}
+
+size_t kvc_uniform_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
+{
+    uniform_state tmp;
+    return uniform_layout(&tmp, d, dv, capacity);
+}
+
+void kvc_uniform_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity, uint64_t seed)
+{
+    uniform_state *s = (uniform_state *)arena;
+    uniform_layout(s, d, dv, capacity);
+    s->magic = KVC_MAGIC_UNIFORM;
+    s->d = d;
+    s->dv = dv;
+    s->capacity = capacity;
+    s->seen = 0;
+    kvc_rng_seed(&s->rng, seed);
+}
+
+static uint32_t kept_of(const uniform_state *s)
+{
+    return s->seen < s->capacity ? (uint32_t)s->seen : s->capacity;
+}
+
+void kvc_uniform_update(void *st, const float *k, const float *v, uint64_t token)
+{
+    uniform_state *s = (uniform_state *)st;
+    uint64_t slot;
+    if (s->seen < s->capacity) {
+        slot = s->seen;
+    } else if (s->seen < UINT32_MAX) {
+        slot = kvc_rng_below(&s->rng, (uint32_t)(s->seen + 1)); /* uniform in [0, seen] */
+    } else {
+        /* past 2^32 tokens: 53-bit uniform, bias < seen / 2^53 */
+        slot = (uint64_t)(kvc_rng_unit(&s->rng) * (double)(s->seen + 1));
+    }
+    s->seen++;
+    if (slot >= s->capacity) return;
+    memcpy(KVC_AT(s, s->off_k, float) + slot * s->d, k, s->d * sizeof(float));
+    memcpy(KVC_AT(s, s->off_v, float) + slot * s->dv, v, s->dv * sizeof(float));
+    KVC_AT(s, s->off_tok, uint32_t)[slot] = (uint32_t)token;
+}
+
+size_t kvc_uniform_view(const void *st, kvc_segment *seg)
+{
+    const uniform_state *s = (const uniform_state *)st;
+    const uint32_t kept = kept_of(s);
+    seg->keys = KVC_AT_C(s, s->off_k, float);
+    seg->values = KVC_AT_C(s, s->off_v, float);
+    seg->weights = NULL;
+    seg->scale = kept ? (double)s->seen / (double)kept : 1.0;
+    seg->n = kept;
+    seg->role = KVC_SET_BOTH;
+    return 1;
+}
+
+uint64_t kvc_uniform_elements(const void *st)
+{
+    const uniform_state *s = (const uniform_state *)st;
+    return (uint64_t)kept_of(s) * (s->d + s->dv);
+}
+
+kvc_status kvc_uniform_reservoir(const kvc_stream *st, kvc_uniform_info *out)
+{
+    const kvc_stream_plan *p = kvc_stream_get_plan(st);
+    if (p == NULL || p->method != KVC_METHOD_UNIFORM || out == NULL) return KVC_E_STATE;
+    const uniform_state *s = (const uniform_state *)kvc_stream_method_state(st);
+    out->capacity = s->capacity;
+    out->kept = kept_of(s);
+    out->seen = s->seen;
+    out->tokens = KVC_AT_C(s, s->off_tok, uint32_t);
+    return KVC_OK;
+}

@@ -1,0 +1,185 @@
+/* Budget -> parameters for every method (ALGORITHMS.md section 0), and the
+ * arena layout of the stream wrapper. One function derives everything so the
+ * size function, init and the printed plan can never disagree. */
+#include <math.h>
+#include <string.h>
+
+#include "arena.h"
+#include "methods.h"
+#include "plan.h"
+
+#define KVC_SUBGEN_DEFAULT_T 8u
+#define KVC_SUBGEN_MAX_T 4096u
+
+const char *kvc_method_name(kvc_method m)
+{
+    switch (m) {
+    case KVC_METHOD_EXACT: return "exact";
+    case KVC_METHOD_SINK_WINDOW: return "sink-window";
+    case KVC_METHOD_UNIFORM: return "uniform";
+    case KVC_METHOD_SUBGEN: return "subgen";
+    }
+    return NULL;
+}
+
+kvc_status kvc_method_parse(const char *name, kvc_method *out)
+{
+    static const kvc_method all[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
+                                     KVC_METHOD_SUBGEN};
+    if (name == NULL || out == NULL) return KVC_E_ARG;
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        if (strcmp(name, kvc_method_name(all[i])) == 0) {
+            *out = all[i];
+            return KVC_OK;
+        }
+    }
+    return KVC_E_ARG;
+}
+
+kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
+                                            uint64_t seed)
+{
+    kvc_stream_config c;
+    memset(&c, 0, sizeof c);
+    c.method = m;
+    c.dtype = KVC_DTYPE_F32;
+    c.d = d;
+    c.dv = dv;
+    c.budget = budget;
+    c.n_sink = 32;
+    c.n_window = 32;
+    c.beta = 0.0f;
+    c.seed = seed;
+    return c;
+}
+
+/* The first field rule a configuration breaks, or NULL. */
+static const char *field_problem(const kvc_stream_config *c)
+{
+    if (c == NULL) return "configuration is NULL";
+    if (kvc_method_name(c->method) == NULL) return "unknown method";
+    if (c->d < 1 || c->d > KVC_MAX_HEAD_DIM) return "d must be in 1..256";
+    if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM) return "dv must be in 1..256";
+    if (c->budget < 1 || c->budget > KVC_MAX_BUDGET) return "budget must be in 1..16777216 tokens";
+    if (c->n_sink > KVC_MAX_BUDGET || c->n_window > KVC_MAX_BUDGET) return "n_sink and n_window must be <= 16777216";
+    if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";
+    if (c->method == KVC_METHOD_SINK_WINDOW) {
+        if ((uint64_t)c->n_sink + 1u > c->budget)
+            return "budget must be at least n_sink + 1 (the current token) for sink-window";
+        return NULL;
+    }
+    if ((uint64_t)c->n_sink + c->n_window + 2u > c->budget)
+        return "budget must be at least n_sink + n_window + 2 (current token + one method token)";
+    if (c->method == KVC_METHOD_SUBGEN) {
+        const kvc_subgen_params *p = &c->subgen;
+        if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
+        if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
+    }
+    return NULL;
+}
+
+/* Derive the plan; returns NULL or the rule the configuration breaks. */
+static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
+{
+    const char *why = field_problem(c);
+    if (why != NULL) return why;
+    if (c->dtype != KVC_DTYPE_F32) return "only f32 storage is implemented";
+
+    kvc_stream_plan p;
+    memset(&p, 0, sizeof p);
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    p.method = c->method;
+    p.d = c->d;
+    p.dv = c->dv;
+    p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
+    p.n_sink = c->n_sink;
+    p.budget_elements = (uint64_t)c->budget * tok;
+    size_t method_bytes = 0;
+    uint64_t method_worst = 0;
+
+    if (c->method == KVC_METHOD_SINK_WINDOW) {
+        p.n_window = c->budget - c->n_sink - 1u; /* the FIFO is the rest of the budget */
+        p.method_tokens = 0;
+    } else {
+        p.n_window = c->n_window;
+        p.method_tokens = c->budget - c->n_sink - c->n_window - 1u;
+    }
+
+    switch (c->method) {
+    case KVC_METHOD_SINK_WINDOW: break;
+    case KVC_METHOD_EXACT:
+        p.capacity = p.method_tokens;
+        method_bytes = kvc_exact_arena_size(c->d, c->dv, p.capacity);
+        method_worst = (uint64_t)p.capacity * tok;
+        break;
+    case KVC_METHOD_UNIFORM:
+        p.capacity = p.method_tokens;
+        method_bytes = kvc_uniform_arena_size(c->d, c->dv, p.capacity);
+        method_worst = (uint64_t)p.capacity * tok;
+        p.metadata_bytes = (size_t)p.capacity * sizeof(uint32_t);
+        break;
+    case KVC_METHOD_SUBGEN: {
+        const uint64_t elems = (uint64_t)p.method_tokens * tok;
+        p.t = c->subgen.t ? c->subgen.t : KVC_SUBGEN_DEFAULT_T;
+        p.s = c->subgen.s ? c->subgen.s : p.method_tokens / 2u;
+        if (p.s < 1) p.s = 1;
+        if ((uint64_t)p.s * tok > elems) return "subgen s does not fit the method budget";
+        const uint64_t per_cluster = (uint64_t)(p.t + 1u) * c->d;
+        const uint64_t m_fit = (elems - (uint64_t)p.s * tok) / per_cluster;
+        p.m_max = c->subgen.m_max ? c->subgen.m_max : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
+        if (m_fit < 1)
+            return "budget too small for subgen: no room for one cluster beside the reservoir";
+        if (p.m_max < 1 || p.m_max > m_fit) return "subgen m_max does not fit the method budget";
+        p.delta0 = c->subgen.delta0;
+        method_bytes = kvc_subgen_arena_size(c->d, c->dv, p.t, p.s, p.m_max);
+        method_worst = (uint64_t)p.m_max * per_cluster + (uint64_t)p.s * tok;
+        p.metadata_bytes = (size_t)p.m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                           (size_t)p.m_max * p.t * (sizeof(uint32_t) + sizeof(float)) +
+                           (size_t)p.s * (sizeof(uint32_t) + sizeof(float));
+        break;
+    }
+    }
+    p.worst_elements = ((uint64_t)p.n_sink + p.n_window + 1u) * tok + method_worst;
+    kvc_stream_layout lay;
+    p.arena_bytes = kvc_stream_layout_make(&p, method_bytes, &lay);
+    *plan = p;
+    return NULL;
+}
+
+const char *kvc_stream_config_problem(const kvc_stream_config *c)
+{
+    kvc_stream_plan p;
+    return plan_build(c, &p);
+}
+
+kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *plan)
+{
+    kvc_stream_plan p;
+    if (c == NULL || plan == NULL) return KVC_E_ARG;
+    if (plan_build(c, &p) != NULL) return c->dtype != KVC_DTYPE_F32 && field_problem(c) == NULL
+                                               ? KVC_E_UNSUPPORTED
+                                               : KVC_E_ARG;
+    *plan = p;
+    return KVC_OK;
+}
+
+size_t kvc_stream_layout_make(const kvc_stream_plan *p, size_t method_bytes, kvc_stream_layout *lay)
+{
+    size_t cur = KVC_ALIGN_UP(kvc_stream_header_bytes());
+    lay->off_sink_k = kvc_carve(&cur, (size_t)p->n_sink * p->d * sizeof(float));
+    lay->off_sink_v = kvc_carve(&cur, (size_t)p->n_sink * p->dv * sizeof(float));
+    lay->off_win_k = kvc_carve(&cur, (size_t)p->n_window * p->d * sizeof(float));
+    lay->off_win_v = kvc_carve(&cur, (size_t)p->n_window * p->dv * sizeof(float));
+    lay->off_pend_k = kvc_carve(&cur, (size_t)p->d * sizeof(float));
+    lay->off_pend_v = kvc_carve(&cur, (size_t)p->dv * sizeof(float));
+    lay->off_method = kvc_carve(&cur, method_bytes);
+    lay->method_bytes = method_bytes;
+    return cur;
+}
+
+size_t kvc_stream_arena_size(const kvc_stream_config *cfg)
+{
+    kvc_stream_plan p;
+    if (kvc_stream_plan_make(cfg, &p) != KVC_OK) return 0;
+    return p.arena_bytes;
+}

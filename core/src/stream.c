@@ -1,0 +1,242 @@
+/* The exact-region wrapper: sinks, a FIFO window, the current ("pending")
+ * token, and the compression method behind them. State machine per append:
+ *   pending token (if any) -> sink (while sinks are not full)
+ *                          -> window (while the window is not full)
+ *                          -> else the window's oldest token goes to the
+ *                             method (or is dropped by sink-window) and the
+ *                             pending token takes its slot;
+ *   the new token becomes pending.
+ * Every check happens before the first write, so a rejected append leaves the
+ * arena byte-identical (the method's RNG included). */
+#include <math.h>
+
+#include "arena.h"
+#include "kvc/kvc_attend.h"
+#include "methods.h"
+#include "plan.h"
+
+struct kvc_stream {
+    uint32_t magic;
+    uint32_t has_pending;
+    kvc_stream_config cfg;
+    kvc_stream_plan plan;
+    kvc_stream_layout lay;
+    uint64_t n_seen;         /* tokens appended */
+    uint64_t method_in;      /* tokens handed to the method (or dropped by sink-window) */
+    uint64_t peak_elements;
+    uint32_t sink_used;
+    uint32_t win_head, win_count;
+    uint32_t pad_;
+};
+
+size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
+
+static int stream_ok(const kvc_stream *st) { return st != NULL && st->magic == KVC_MAGIC_STREAM; }
+
+static void *method_of(kvc_stream *st) { return KVC_AT(st, st->lay.off_method, void); }
+static const void *method_of_c(const kvc_stream *st) { return KVC_AT_C(st, st->lay.off_method, void); }
+
+kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg,
+                           kvc_stream **out)
+{
+    kvc_stream_plan plan;
+    if (cfg == NULL || out == NULL) return KVC_E_ARG;
+    kvc_status rc = kvc_stream_plan_make(cfg, &plan);
+    if (rc != KVC_OK) return rc;
+    if (!kvc_arena_ok(arena, arena_bytes, plan.arena_bytes)) return KVC_E_ARENA;
+
+    memset(arena, 0, plan.arena_bytes);
+    kvc_stream *st = (kvc_stream *)arena;
+    st->cfg = *cfg;
+    st->plan = plan;
+    size_t mbytes = 0;
+    switch (plan.method) {
+    case KVC_METHOD_EXACT: mbytes = kvc_exact_arena_size(plan.d, plan.dv, plan.capacity); break;
+    case KVC_METHOD_UNIFORM: mbytes = kvc_uniform_arena_size(plan.d, plan.dv, plan.capacity); break;
+    case KVC_METHOD_SUBGEN: mbytes = kvc_subgen_arena_size(plan.d, plan.dv, plan.t, plan.s, plan.m_max); break;
+    case KVC_METHOD_SINK_WINDOW: break;
+    }
+    kvc_stream_layout_make(&plan, mbytes, &st->lay);
+    void *m = method_of(st);
+    switch (plan.method) {
+    case KVC_METHOD_EXACT: kvc_exact_init(m, plan.d, plan.dv, plan.capacity); break;
+    case KVC_METHOD_UNIFORM: kvc_uniform_init(m, plan.d, plan.dv, plan.capacity, cfg->seed); break;
+    case KVC_METHOD_SUBGEN:
+        kvc_subgen_init(m, plan.d, plan.dv, plan.t, plan.s, plan.m_max, plan.delta0, cfg->seed);
+        break;
+    case KVC_METHOD_SINK_WINDOW: break;
+    }
+    st->magic = KVC_MAGIC_STREAM;
+    *out = st;
+    return KVC_OK;
+}
+
+static uint64_t method_elements(const kvc_stream *st)
+{
+    const void *m = method_of_c(st);
+    switch (st->plan.method) {
+    case KVC_METHOD_EXACT: return kvc_exact_elements(m);
+    case KVC_METHOD_UNIFORM: return kvc_uniform_elements(m);
+    case KVC_METHOD_SUBGEN: return kvc_subgen_elements(m);
+    case KVC_METHOD_SINK_WINDOW: return 0;
+    }
+    return 0;
+}
+
+static uint64_t stream_elements(const kvc_stream *st)
+{
+    const uint64_t exact_tokens = (uint64_t)st->sink_used + st->win_count + st->has_pending;
+    return exact_tokens * (st->plan.d + st->plan.dv) + method_elements(st);
+}
+
+/* Hand one token that leaves the window to the method. */
+static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v,
+                          uint64_t token)
+{
+    void *m = method_of(st);
+    switch (st->plan.method) {
+    case KVC_METHOD_EXACT: kvc_exact_update(m, k, v, token); break;
+    case KVC_METHOD_UNIFORM: kvc_uniform_update(m, k, v, token); break;
+    case KVC_METHOD_SUBGEN: kvc_subgen_update(m, kern, k, v, token); break;
+    case KVC_METHOD_SINK_WINDOW: break; /* StreamingLLM drops the middle */
+    }
+    st->method_in++;
+}
+
+/* Would committing the pending token push a token into the method? */
+static int commit_reaches_method(const kvc_stream *st)
+{
+    return st->has_pending && st->sink_used >= st->plan.n_sink && st->win_count >= st->plan.n_window;
+}
+
+static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
+{
+    const kvc_stream_plan *p = &st->plan;
+    float *pk = KVC_AT(st, st->lay.off_pend_k, float);
+    float *pv = KVC_AT(st, st->lay.off_pend_v, float);
+    const uint64_t pend_token = st->n_seen - 1u;
+    if (st->sink_used < p->n_sink) {
+        memcpy(KVC_AT(st, st->lay.off_sink_k, float) + (size_t)st->sink_used * p->d, pk, p->d * sizeof(float));
+        memcpy(KVC_AT(st, st->lay.off_sink_v, float) + (size_t)st->sink_used * p->dv, pv, p->dv * sizeof(float));
+        st->sink_used++;
+        return;
+    }
+    if (p->n_window == 0) {
+        method_update(st, kern, pk, pv, pend_token);
+        return;
+    }
+    float *wk = KVC_AT(st, st->lay.off_win_k, float);
+    float *wv = KVC_AT(st, st->lay.off_win_v, float);
+    uint32_t slot;
+    if (st->win_count < p->n_window) {
+        slot = st->win_head + st->win_count;
+        if (slot >= p->n_window) slot -= p->n_window;
+        st->win_count++;
+    } else {
+        slot = st->win_head;
+        const uint64_t oldest = st->n_seen - 1u - st->win_count;
+        method_update(st, kern, wk + (size_t)slot * p->d, wv + (size_t)slot * p->dv, oldest);
+        st->win_head = slot + 1u == p->n_window ? 0u : slot + 1u;
+    }
+    memcpy(wk + (size_t)slot * p->d, pk, p->d * sizeof(float));
+    memcpy(wv + (size_t)slot * p->dv, pv, p->dv * sizeof(float));
+}
+
+kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
+{
+    if (!stream_ok(st)) return KVC_E_STATE;
+    if (k == NULL || v == NULL) return KVC_E_ARG;
+    if (kern == NULL) kern = kvc_kernels_ref();
+    if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
+    if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
+    if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
+    if (commit_reaches_method(st) && st->plan.method == KVC_METHOD_EXACT &&
+        !kvc_exact_can_accept(method_of_c(st)))
+        return KVC_E_CAPACITY;
+
+    if (st->has_pending) commit_pending(st, kern);
+    memcpy(KVC_AT(st, st->lay.off_pend_k, float), k, st->plan.d * sizeof(float));
+    memcpy(KVC_AT(st, st->lay.off_pend_v, float), v, st->plan.dv * sizeof(float));
+    st->has_pending = 1;
+    st->n_seen++;
+    const uint64_t e = stream_elements(st);
+    if (e > st->peak_elements) st->peak_elements = e;
+    return KVC_OK;
+}
+
+static void put_segment(kvc_view *view, const float *k, const float *v, size_t n)
+{
+    kvc_segment *s = &view->seg[view->n_seg++];
+    s->keys = k;
+    s->values = v;
+    s->weights = NULL;
+    s->scale = 1.0;
+    s->n = n;
+    s->role = KVC_SET_BOTH;
+}
+
+kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
+{
+    if (!stream_ok(st)) return KVC_E_STATE;
+    if (view == NULL) return KVC_E_ARG;
+    const kvc_stream_plan *p = &st->plan;
+    memset(view, 0, sizeof *view);
+    view->d = p->d;
+    view->dv = p->dv;
+    view->beta = p->beta;
+    put_segment(view, KVC_AT_C(st, st->lay.off_sink_k, float), KVC_AT_C(st, st->lay.off_sink_v, float),
+                st->sink_used);
+    /* the window ring in two pieces: [head, end) then [0, wrap) */
+    const float *wk = KVC_AT_C(st, st->lay.off_win_k, float);
+    const float *wv = KVC_AT_C(st, st->lay.off_win_v, float);
+    const uint32_t first = st->win_count < p->n_window - st->win_head ? st->win_count : p->n_window - st->win_head;
+    put_segment(view, wk + (size_t)st->win_head * p->d, wv + (size_t)st->win_head * p->dv, first);
+    put_segment(view, wk, wv, st->win_count - first);
+    put_segment(view, KVC_AT_C(st, st->lay.off_pend_k, float), KVC_AT_C(st, st->lay.off_pend_v, float),
+                st->has_pending);
+    const void *m = method_of_c(st);
+    switch (p->method) {
+    case KVC_METHOD_EXACT: view->n_seg += kvc_exact_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_UNIFORM: view->n_seg += kvc_uniform_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_SUBGEN: view->n_seg += kvc_subgen_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_SINK_WINDOW: break;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                             float *out)
+{
+    kvc_view view;
+    if (!stream_ok(st)) return KVC_E_STATE;
+    if (q == NULL || out == NULL || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
+    if (!st->has_pending) return KVC_E_STATE; /* nothing appended yet */
+    if (!kvc_all_finite(q, n_q * st->plan.d)) return KVC_E_NONFINITE;
+    kvc_status rc = kvc_stream_view(st, &view);
+    if (rc != KVC_OK) return rc;
+    return kvc_attend(kern, &view, q, n_q, out);
+}
+
+const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st)
+{
+    return stream_ok(st) ? &st->plan : NULL;
+}
+
+const void *kvc_stream_method_state(const kvc_stream *st)
+{
+    if (!stream_ok(st) || st->plan.method == KVC_METHOD_SINK_WINDOW) return NULL;
+    return method_of_c(st);
+}
+
+kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
+{
+    if (!stream_ok(st)) return KVC_E_STATE;
+    if (stats == NULL) return KVC_E_ARG;
+    memset(stats, 0, sizeof *stats);
+    stats->tokens_seen = st->n_seen;
+    stats->elements = stream_elements(st);
+    stats->peak_elements = st->peak_elements;
+    stats->method_tokens_in = st->method_in;
+    if (st->plan.method == KVC_METHOD_SUBGEN) kvc_subgen_fill_stats(method_of_c(st), stats);
+    return KVC_OK;
+}

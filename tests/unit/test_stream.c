@@ -1,0 +1,380 @@
+/* The exact-region wrapper and the simple methods: exact, sink-window,
+ * uniform; bad input, determinism, arena and worst-case footprint for every
+ * method. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "kvc/kvc.h"
+#include "kvc_oracle/kvc_oracle.h"
+#include "kvc_stats.h"
+#include "kvc_test.h"
+#include "kvc_testutil.h"
+
+static const kvc_method all_methods[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
+                                         KVC_METHOD_SUBGEN};
+#define N_METHODS 4
+
+typedef struct stream_data {
+    size_t n, d, dv;
+    float *q, *k, *v;
+} stream_data;
+
+static stream_data make_data(uint64_t seed, size_t n, size_t d, size_t dv)
+{
+    kvc_rng r;
+    kvc_rng_seed(&r, seed);
+    stream_data s = {n, d, dv, tu_normal(&r, n, d, 1.0), tu_normal(&r, n, d, 1.0), tu_normal(&r, n, dv, 1.0)};
+    for (size_t i = 0; i < n * dv; i++) s.v[i] += 0.3f;
+    return s;
+}
+
+static void free_data(stream_data *s) { free(s->q), free(s->k), free(s->v); }
+
+static double rel_err(const float *z, const double *x, size_t n)
+{
+    double e = 0, a = 0;
+    for (size_t i = 0; i < n; i++) e += ((double)z[i] - x[i]) * ((double)z[i] - x[i]), a += x[i] * x[i];
+    return sqrt(e / a);
+}
+
+/* exact through the wrapper equals exact attention at every position (1e-6). */
+static int exact_matches_attention(void)
+{
+    printf("seed 101\n");
+    stream_data s = make_data(101, 400, 32, 32);
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_EXACT, 32, 32, 400, 1);
+    cfg.n_sink = 8, cfg.n_window = 8;
+    kvc_stream *st = tu_stream(&cfg);
+    CHECK(st != NULL);
+    float z[32];
+    double ex[32], worst = 0;
+    for (size_t j = 0; j < s.n; j++) {
+        CHECK(kvc_stream_append(st, NULL, s.k + j * 32, s.v + j * 32) == KVC_OK);
+        CHECK(kvc_stream_attend(st, NULL, s.q + j * 32, 1, z) == KVC_OK);
+        kvc_exact_attention_f64(s.q + j * 32, s.k, s.v, j + 1, 32, 32, 1.0 / sqrt(32.0), ex, NULL);
+        double e = rel_err(z, ex, 32);
+        if (e > worst) worst = e;
+    }
+    printf("max relative error %.3e (bound 1e-6)\n", worst);
+    CHECK(worst <= 1e-6);
+    free(st), free_data(&s);
+    return 0;
+}
+
+/* The current token is attended before it enters any region: at position 0
+ * the output is v_0 exactly, for every method. */
+static int attend_sees_current_token(void)
+{
+    float k[4] = {1, 2, 3, 4}, v[4] = {0.5f, -1, 2, 3}, q[4] = {1, 1, 1, 1}, z[4];
+    for (int m = 0; m < N_METHODS; m++) {
+        kvc_stream_config cfg = kvc_stream_config_default(all_methods[m], 4, 4, 100, 1);
+        kvc_stream *st = tu_stream(&cfg);
+        CHECK(st != NULL);
+        CHECK(kvc_stream_attend(st, NULL, q, 1, z) == KVC_E_STATE); /* nothing appended yet */
+        CHECK(kvc_stream_append(st, NULL, k, v) == KVC_OK);
+        CHECK(kvc_stream_attend(st, NULL, q, 1, z) == KVC_OK);
+        CHECK(memcmp(z, v, sizeof z) == 0);
+        free(st);
+    }
+    return 0;
+}
+
+/* exact refuses the token after its budget with KVC_E_CAPACITY and leaves
+ * the arena byte-identical. */
+static int exact_refuses_when_full(void)
+{
+    stream_data s = make_data(102, 50, 8, 8);
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_EXACT, 8, 8, 20, 1);
+    cfg.n_sink = 4, cfg.n_window = 4;
+    size_t bytes = kvc_stream_arena_size(&cfg);
+    kvc_stream *st = tu_stream(&cfg);
+    for (size_t j = 0; j < 20; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * 8, s.v + j * 8) == KVC_OK);
+    unsigned char *copy = malloc(bytes);
+    memcpy(copy, st, bytes);
+    kvc_status rc = kvc_stream_append(st, NULL, s.k + 20 * 8, s.v + 20 * 8);
+    printf("append #21 into budget 20: %s\n", kvc_status_str(rc));
+    CHECK(rc == KVC_E_CAPACITY);
+    CHECK(memcmp(copy, st, bytes) == 0);
+    free(copy), free(st), free_data(&s);
+    return 0;
+}
+
+/* sink-window equals exact attention over the sinks and the last
+ * (budget - n_sink) tokens, current one included. */
+static int sink_window_is_streamingllm(void)
+{
+    printf("seed 103\n");
+    stream_data s = make_data(103, 300, 16, 16);
+    const uint32_t budget = 40, sink = 4;
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SINK_WINDOW, 16, 16, budget, 1);
+    cfg.n_sink = sink;
+    kvc_stream *st = tu_stream(&cfg);
+    CHECK(st != NULL);
+    float z[16], *kk = malloc(budget * 16 * sizeof(float)), *vv = malloc(budget * 16 * sizeof(float));
+    double ex[16], worst = 0;
+    for (size_t j = 0; j < s.n; j++) {
+        CHECK(kvc_stream_append(st, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+        CHECK(kvc_stream_attend(st, NULL, s.q + j * 16, 1, z) == KVC_OK);
+        size_t m = 0;
+        for (size_t i = 0; i <= j; i++) {
+            if (i < sink || i + (budget - sink) > j) {
+                memcpy(kk + m * 16, s.k + i * 16, 64), memcpy(vv + m * 16, s.v + i * 16, 64);
+                m++;
+            }
+        }
+        CHECK(m <= budget);
+        kvc_exact_attention_f64(s.q + j * 16, kk, vv, m, 16, 16, 0.25, ex, NULL);
+        double e = rel_err(z, ex, 16);
+        if (e > worst) worst = e;
+    }
+    printf("max relative error vs sinks+window %.3e\n", worst);
+    CHECK(worst <= 1e-6);
+    free(kk), free(vv), free(st), free_data(&s);
+    return 0;
+}
+
+/* uniform: each token that entered the reservoir is kept with probability
+ * r / seen (Algorithm R); chi-square over 2000 seeds of the inclusion counts
+ * of 100 tokens, 99 dof, fails when p < 1e-4 (the false-alarm rate). Also
+ * the view weight is seen/kept. */
+static int uniform_reservoir_is_uniform(void)
+{
+    const size_t d = 4, n_method = 100, cap = 10, seeds = 2000;
+    stream_data s = make_data(104, n_method + 2, d, d);
+    double counts[100] = {0}, ex[100];
+    printf("seeds 1..%zu\n", seeds);
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_UNIFORM, d, d, (uint32_t)cap + 1, seed);
+        cfg.n_sink = 0, cfg.n_window = 0;
+        kvc_stream *st = tu_stream(&cfg);
+        for (size_t j = 0; j < n_method + 1; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * d, s.v + j * d) == KVC_OK);
+        kvc_uniform_info info;
+        CHECK(kvc_uniform_reservoir(st, &info) == KVC_OK);
+        CHECK(info.seen == n_method && info.kept == cap);
+        for (uint32_t i = 0; i < info.kept; i++) counts[info.tokens[i]] += 1;
+        kvc_view view;
+        CHECK(kvc_stream_view(st, &view) == KVC_OK);
+        CHECK(fabs(view.seg[view.n_seg - 1].scale - (double)n_method / cap) < 1e-12);
+        free(st);
+    }
+    for (size_t i = 0; i < n_method; i++) ex[i] = (double)seeds * cap / n_method;
+    double stat = kvc_chi2_stat(counts, ex, (int)n_method), p = kvc_chi2_sf(stat, (double)n_method - 1);
+    printf("inclusion chi2 = %.2f (99 dof), p = %.4f (fail below 1e-4)\n", stat, p);
+    CHECK(p >= 1e-4);
+    free_data(&s);
+    return 0;
+}
+
+/* NaN / Inf in k, v or q: KVC_E_NONFINITE, arena unchanged (RNG included). */
+static int nonfinite_rejected_state_unchanged(void)
+{
+    stream_data s = make_data(105, 200, 8, 8);
+    for (int m = 0; m < N_METHODS; m++) {
+        kvc_stream_config cfg = kvc_stream_config_default(all_methods[m], 8, 8, 300, 9);
+        cfg.n_sink = 2, cfg.n_window = 2;
+        if (all_methods[m] != KVC_METHOD_EXACT) cfg.budget = 40;
+        size_t bytes = kvc_stream_arena_size(&cfg);
+        kvc_stream *st = tu_stream(&cfg);
+        CHECK(st != NULL);
+        for (size_t j = 0; j < 150; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * 8, s.v + j * 8) == KVC_OK);
+        unsigned char *copy = malloc(bytes);
+        memcpy(copy, st, bytes);
+        float bad[8];
+        const float poison[3] = {NAN, INFINITY, -INFINITY};
+        for (int p = 0; p < 3; p++) {
+            memcpy(bad, s.k, sizeof bad);
+            bad[5] = poison[p];
+            CHECK(kvc_stream_append(st, NULL, bad, s.v) == KVC_E_NONFINITE);
+            CHECK(kvc_stream_append(st, NULL, s.k, bad) == KVC_E_NONFINITE);
+            float z[8];
+            CHECK(kvc_stream_attend(st, NULL, bad, 1, z) == KVC_E_NONFINITE);
+            CHECK(memcmp(copy, st, bytes) == 0);
+        }
+        /* and the stream goes on exactly as if nothing happened */
+        CHECK(kvc_stream_append(st, NULL, s.k + 150 * 8, s.v + 150 * 8) == KVC_OK);
+        free(copy), free(st);
+    }
+    free_data(&s);
+    return 0;
+}
+
+/* NULL pointers, a corrupted handle, out-of-range n_q. */
+static int bad_pointers_and_state(void)
+{
+    float k[8] = {0}, z[8];
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_UNIFORM, 8, 8, 100, 1);
+    size_t bytes = kvc_stream_arena_size(&cfg);
+    kvc_stream *st = tu_stream(&cfg);
+    CHECK(kvc_stream_append(st, NULL, NULL, k) == KVC_E_ARG);
+    CHECK(kvc_stream_append(st, NULL, k, NULL) == KVC_E_ARG);
+    CHECK(kvc_stream_append(NULL, NULL, k, k) == KVC_E_STATE);
+    CHECK(kvc_stream_append(st, NULL, k, k) == KVC_OK);
+    CHECK(kvc_stream_attend(st, NULL, k, 0, z) == KVC_E_ARG);
+    CHECK(kvc_stream_attend(st, NULL, k, KVC_MAX_QUERY_HEADS + 1, z) == KVC_E_ARG);
+    CHECK(kvc_stream_attend(st, NULL, NULL, 1, z) == KVC_E_ARG);
+    unsigned char *garbage = tu_arena(bytes); /* never initialised */
+    CHECK(kvc_stream_append((kvc_stream *)garbage, NULL, k, k) == KVC_E_STATE);
+    CHECK(kvc_stream_attend((kvc_stream *)garbage, NULL, k, 1, z) == KVC_E_STATE);
+    kvc_stream_stats stats;
+    CHECK(kvc_stream_get_stats((kvc_stream *)garbage, &stats) == KVC_E_STATE);
+    free(garbage), free(st);
+    return 0;
+}
+
+/* init: NULL / misaligned / short arenas -> KVC_E_ARENA; bad configs ->
+ * KVC_E_ARG with a sentence saying why; f16 storage -> KVC_E_UNSUPPORTED. */
+static int init_checks_arena_and_config(void)
+{
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, 64, 64, 512, 1);
+    size_t bytes = kvc_stream_arena_size(&cfg);
+    CHECK(bytes > 0);
+    unsigned char *a = tu_arena(bytes + KVC_ARENA_ALIGN);
+    kvc_stream *st;
+    CHECK(kvc_stream_init(NULL, bytes, &cfg, &st) == KVC_E_ARENA);
+    CHECK(kvc_stream_init(a + 8, bytes, &cfg, &st) == KVC_E_ARENA);
+    CHECK(kvc_stream_init(a, bytes - 1, &cfg, &st) == KVC_E_ARENA);
+    CHECK(kvc_stream_init(a, bytes, &cfg, NULL) == KVC_E_ARG);
+    CHECK(kvc_stream_init(a, bytes, &cfg, &st) == KVC_OK);
+    kvc_stream_config bad = cfg;
+    bad.d = 0;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    printf("d = 0: %s\n", kvc_stream_config_problem(&bad));
+    bad = cfg, bad.budget = 60;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    printf("budget 60 with sink 32 + window 32: %s\n", kvc_stream_config_problem(&bad));
+    CHECK(kvc_stream_config_problem(&bad) != NULL);
+    bad = cfg, bad.budget = 70; /* 5 method tokens: reservoir 2, no room for a cluster of 9 keys */
+    printf("subgen budget 70: %s\n", kvc_stream_config_problem(&bad) ? kvc_stream_config_problem(&bad) : "ok");
+    bad = cfg, bad.method = (kvc_method)99;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    bad = cfg, bad.beta = NAN;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    bad = cfg, bad.subgen.t = 5000;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    bad = cfg, bad.dtype = KVC_DTYPE_F16;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_UNSUPPORTED);
+    CHECK(kvc_stream_config_problem(&cfg) == NULL);
+    free(a);
+    return 0;
+}
+
+/* Same seed and stream -> identical arena bytes; the arena is position
+ * independent (copy it elsewhere and both copies evolve identically). */
+static int determinism_and_snapshot(void)
+{
+    stream_data s = make_data(106, 600, 16, 16);
+    for (int m = 0; m < N_METHODS; m++) {
+        kvc_stream_config cfg = kvc_stream_config_default(all_methods[m], 16, 16, 120, 77);
+        cfg.n_sink = 4, cfg.n_window = 8;
+        if (all_methods[m] == KVC_METHOD_EXACT) cfg.budget = 600;
+        size_t bytes = kvc_stream_arena_size(&cfg);
+        kvc_stream *a = tu_stream(&cfg), *b = tu_stream(&cfg);
+        for (size_t j = 0; j < 300; j++) {
+            CHECK(kvc_stream_append(a, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+            CHECK(kvc_stream_append(b, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+        }
+        CHECK(memcmp(a, b, bytes) == 0);
+        kvc_stream *c = (kvc_stream *)tu_arena(bytes);
+        memcpy(c, a, bytes); /* snapshot */
+        for (size_t j = 300; j < 600; j++) {
+            float za[16], zc[16];
+            CHECK(kvc_stream_append(a, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+            CHECK(kvc_stream_append(c, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+            CHECK(kvc_stream_attend(a, NULL, s.q + j * 16, 1, za) == KVC_OK);
+            CHECK(kvc_stream_attend(c, NULL, s.q + j * 16, 1, zc) == KVC_OK);
+            CHECK(memcmp(za, zc, sizeof za) == 0);
+        }
+        CHECK(memcmp(a, c, bytes) == 0);
+        if (all_methods[m] == KVC_METHOD_UNIFORM || all_methods[m] == KVC_METHOD_SUBGEN) {
+            kvc_stream_config other = cfg;
+            other.seed = 78;
+            kvc_stream *o = tu_stream(&other);
+            for (size_t j = 0; j < 600; j++) CHECK(kvc_stream_append(o, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
+            CHECK(memcmp(a, o, bytes) != 0);
+            free(o);
+        }
+        printf("%s: identical bytes for equal seeds, snapshot evolves identically\n", kvc_method_name(all_methods[m]));
+        free(a), free(b), free(c);
+    }
+    free_data(&s);
+    return 0;
+}
+
+/* Every method's worst-case formula (plan.worst_elements) is what a stress
+ * stream reaches, it never exceeds the budget, and the arena holds it. For
+ * SubGen the stress stream has far more well-separated keys than m_max. */
+static int worst_case_reached_never_exceeded(void)
+{
+    const size_t d = 16, dv = 16, n = 5000;
+    kvc_rng r;
+    kvc_rng_seed(&r, 107);
+    printf("seed 107\n");
+    float *k = tu_normal(&r, n, d, 10.0), *v = tu_normal(&r, n, dv, 1.0);
+    for (int m = 0; m < N_METHODS; m++) {
+        kvc_stream_config cfg = kvc_stream_config_default(all_methods[m], d, dv, 256, 5);
+        cfg.n_sink = 16, cfg.n_window = 16;
+        if (all_methods[m] == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n;
+        kvc_stream_plan plan;
+        CHECK(kvc_stream_plan_make(&cfg, &plan) == KVC_OK);
+        CHECK(plan.arena_bytes == kvc_stream_arena_size(&cfg));
+        CHECK(plan.worst_elements <= plan.budget_elements);
+        kvc_stream *st = tu_stream(&cfg);
+        kvc_stream_stats stats;
+        uint32_t max_clusters = 0;
+        for (size_t j = 0; j < n; j++) {
+            CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * dv) == KVC_OK);
+            CHECK(kvc_stream_get_stats(st, &stats) == KVC_OK);
+            CHECK(stats.elements <= plan.worst_elements);
+            if (stats.clusters > max_clusters) max_clusters = stats.clusters;
+        }
+        printf("%-12s worst %8llu  reached %8llu  budget %8llu elements  arena %zu B\n",
+               kvc_method_name(all_methods[m]), (unsigned long long)plan.worst_elements,
+               (unsigned long long)stats.peak_elements, (unsigned long long)plan.budget_elements,
+               plan.arena_bytes);
+        CHECK(stats.peak_elements == plan.worst_elements);
+        if (all_methods[m] != KVC_METHOD_SUBGEN) CHECK(plan.worst_elements == plan.budget_elements);
+        if (all_methods[m] == KVC_METHOD_SUBGEN) CHECK(max_clusters == plan.m_max && stats.doublings > 0);
+        free(st);
+    }
+    free(k), free(v);
+    return 0;
+}
+
+/* Derived parameters are documented formulas of the budget. */
+static int plan_derivation_formulas(void)
+{
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, 64, 64, 512, 1);
+    kvc_stream_plan p;
+    CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
+    /* method budget 512 - 32 - 32 - 1 = 447 tokens; s = 223; m_max =
+       floor((447 - 223) * 128 / (9 * 64)) = floor(28672 / 576) = 49 */
+    printf("subgen@512: method_tokens=%u t=%u s=%u m_max=%u\n", p.method_tokens, p.t, p.s, p.m_max);
+    CHECK(p.method_tokens == 447 && p.t == 8 && p.s == 223 && p.m_max == 49);
+    CHECK(p.worst_elements == (32u + 32u + 1u) * 128u + 49u * 9u * 64u + 223u * 128u);
+    cfg.method = KVC_METHOD_SINK_WINDOW;
+    CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
+    CHECK(p.n_window == 512 - 32 - 1 && p.worst_elements == 512u * 128u);
+    cfg.method = KVC_METHOD_UNIFORM;
+    CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
+    CHECK(p.capacity == 447 && p.worst_elements == 512u * 128u);
+    kvc_method m;
+    CHECK(kvc_method_parse("sink-window", &m) == KVC_OK && m == KVC_METHOD_SINK_WINDOW);
+    CHECK(kvc_method_parse("h2o", &m) == KVC_E_ARG);
+    return 0;
+}
+
+static const kvc_test_case cases[] = {
+    {"exact_matches_attention", exact_matches_attention},
+    {"attend_sees_current_token", attend_sees_current_token},
+    {"exact_refuses_when_full", exact_refuses_when_full},
+    {"sink_window_is_streamingllm", sink_window_is_streamingllm},
+    {"uniform_reservoir_is_uniform", uniform_reservoir_is_uniform},
+    {"nonfinite_rejected_state_unchanged", nonfinite_rejected_state_unchanged},
+    {"bad_pointers_and_state", bad_pointers_and_state},
+    {"init_checks_arena_and_config", init_checks_arena_and_config},
+    {"determinism_and_snapshot", determinism_and_snapshot},
+    {"worst_case_reached_never_exceeded", worst_case_reached_never_exceeded},
+    {"plan_derivation_formulas", plan_derivation_formulas},
+};
+KVC_TEST_MAIN(cases)
