@@ -729,8 +729,9 @@ kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const 
         saved_errno = errno;
     }
     if (!ok) {
+        /* the partial file is left in place: path may name something other
+         * than a regular file (a device, a FIFO) that must not be removed */
         set_err(err, errlen, "cannot write '%s': %s", path, strerror(saved_errno));
-        remove(path);
         return KVC_E_ARG;
     }
     return KVC_OK;

@@ -16,7 +16,7 @@ int kvc_cmd_demo(int argc, char **argv)
 {
     uint64_t n = 8192, d = 64, budget = 512, seed = 1;
     const char *dir = "out/demo-trace";
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "--help")) {
@@ -35,7 +35,6 @@ int kvc_cmd_demo(int argc, char **argv)
             return 2;
         }
         if (bad) return 2;
-        i++;
     }
     char sn[32], sd[32], ss[32];
     snprintf(sn, sizeof sn, "%" PRIu64, n);

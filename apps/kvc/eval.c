@@ -55,7 +55,7 @@ int kvc_cmd_eval(int argc, char **argv)
     uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
     double beta = 0.0, delta0 = 0.0;
     int have_budget = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -84,7 +84,6 @@ int kvc_cmd_eval(int argc, char **argv)
             fprintf(stderr, "kvc eval: %s needs a value\n", a);
             return 2;
         }
-        i++;
     }
     if (!trace_dir || !method_name || !have_budget) {
         fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kvc_npy.h"
 #include "kvc_test.h"
@@ -674,6 +676,12 @@ static int api_errors(void)
     st = kvc_npy_save(bad, v, 2, shape, KVC_NPY_F32, err, sizeof err);
     printf("  unwritable -> %d: %s\n", (int)st, err);
     ok = ok && st == KVC_E_ARG && strstr(err, "cannot create") != NULL;
+    /* a write error (disk full) is reported */
+    if (access("/dev/full", W_OK) == 0) {
+        st = kvc_npy_save("/dev/full", v, 2, shape, KVC_NPY_F32, err, sizeof err);
+        printf("  /dev/full -> %d: %s\n", (int)st, err);
+        ok = ok && st == KVC_E_ARG && strstr(err, "cannot write") != NULL;
+    }
     /* a hostile file on disk: message names the file */
     FILE *fp = fopen(p, "wb");
     ok = ok && fp != NULL;
@@ -689,6 +697,67 @@ static int api_errors(void)
     kvc_npy_free(&a);
     kvc_npy_free(NULL);
     tmp_cleanup(&t);
+    CHECK(ok);
+    return 0;
+}
+
+/* kvc_npy_load on a pipe: no size hint, the read loop has to grow its buffer. */
+static int load_from_pipe(void)
+{
+    enum { N = 100 * 50 };
+    static uint8_t img[128 + 4 * N];
+    static uint8_t data[4 * N];
+    static float v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = (float)i * 0.125f - 7.0f;
+        put_f32(data + 4 * i, v[i], 0);
+    }
+    size_t n = mk(img, sizeof img, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 50), }", 1,
+                  data, sizeof data);
+    CHECK(n == sizeof img);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        printf("pipe() failed: skipping\n");
+        return KVC_TEST_SKIP;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+    if (access(path, R_OK) != 0) {
+        printf("%s is not available: skipping\n", path);
+        close(fds[0]);
+        close(fds[1]);
+        return KVC_TEST_SKIP;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        printf("fork() failed: skipping\n");
+        return KVC_TEST_SKIP;
+    }
+    if (pid == 0) { /* writer */
+        close(fds[0]);
+        size_t off = 0;
+        while (off < n) {
+            ssize_t w = write(fds[1], img + off, n - off);
+            if (w <= 0) _exit(1);
+            off += (size_t)w;
+        }
+        close(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    kvc_npy_array a;
+    char err[256];
+    kvc_status st = kvc_npy_load(path, &a, err, sizeof err);
+    close(fds[0]);
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    CHECK_MSG(st == KVC_OK, "%s", err);
+    CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    int ok = a.ndim == 2 && a.shape[0] == 100 && a.shape[1] == 50 && same_bits(a.data, v, N);
+    kvc_npy_free(&a);
     CHECK(ok);
     return 0;
 }
@@ -840,6 +909,7 @@ static const kvc_test_case cases[] = {
     {"hostile_inputs", hostile_inputs},
     {"save_header_layout", save_header_layout},
     {"api_errors", api_errors},
+    {"load_from_pipe", load_from_pipe},
     {"corpus_verdicts", corpus_verdicts},
     {"numpy_interop", numpy_interop},
 };
