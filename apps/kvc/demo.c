@@ -1,6 +1,10 @@
-/* kvc demo: the README's main job for now. Writes a clustered synthetic
- * trace, then runs every method at the same budget (exact at the trace length,
- * because exact refuses to drop tokens) and prints one comparison table. */
+/* kvc demo: the README's main job.
+ * With the stories260K model (found through --model/--tokenizer, $KVC_MODEL,
+ * $KVC_TOKENIZER, $KVC_MODEL_DIR or ../shared/models/stories260K): greedy
+ * text with exact and with subgen at 25% of the context, then a table of
+ * perplexity and mean relative attention error per method at 25% and 50%.
+ * Without it (or with --synthetic): a clustered synthetic trace and a table
+ * of every method at one budget. */
 #include "demo.h"
 
 #include <inttypes.h>
@@ -9,33 +13,17 @@
 
 #include "cli.h"
 #include "eval.h"
+#include "generate.h"
 #include "kvc/kvc.h"
+#include "ppl.h"
 #include "synth.h"
 
-int kvc_cmd_demo(int argc, char **argv)
+static const kvc_method all_methods[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
+                                         KVC_METHOD_SUBGEN};
+#define N_METHODS (sizeof all_methods / sizeof all_methods[0])
+
+static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed, const char *dir)
 {
-    uint64_t n = 8192, d = 64, budget = 512, seed = 1;
-    const char *dir = "out/demo-trace";
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc demo [--n N] [--d D] [--budget B] [--seed S] [--dir DIR]\n"
-                   "  defaults: --n 8192 --d 64 --budget 512 --seed 1 --dir out/demo-trace\n");
-            return 0;
-        } else if (!strcmp(a, "--n")) bad = kvc_cli_u64(a, val, 2, 1u << 20, &n);
-        else if (!strcmp(a, "--d")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_HEAD_DIM, &d);
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
-        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "--dir")) {
-            if (!val) bad = 1;
-            dir = val;
-        } else {
-            fprintf(stderr, "kvc demo: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
-    }
     char sn[32], sd[32], ss[32];
     snprintf(sn, sizeof sn, "%" PRIu64, n);
     snprintf(sd, sizeof sd, "%" PRIu64, d);
@@ -43,27 +31,120 @@ int kvc_cmd_demo(int argc, char **argv)
     char *synth_argv[] = {"synth", "--kind", "clustered", "--n", sn, "--d", sd, "--seed", ss, "--out", (char *)dir, NULL};
     printf("$ kvc synth --kind clustered --n %s --d %s --seed %s --out %s\n", sn, sd, ss, dir);
     if (kvc_cmd_synth(11, synth_argv) != 0) return 1;
-
     kvc_trace tr;
     if (kvc_trace_load(dir, 0, &tr)) return 1;
-    static const kvc_method methods[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                         KVC_METHOD_SUBGEN};
     printf("\n%-12s %8s %12s %12s %12s %10s %12s\n", "method", "budget", "mean_rel", "p99_rel", "mean_norm",
            "max_tokens", "arena_bytes");
     int rc = 0;
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
-        uint32_t b = methods[i] == KVC_METHOD_EXACT ? (uint32_t)tr.n : (uint32_t)budget;
-        kvc_stream_config cfg = kvc_stream_config_default(methods[i], (uint32_t)tr.d, (uint32_t)tr.dv, b, seed);
+    for (size_t i = 0; i < N_METHODS; i++) {
+        uint32_t b = all_methods[i] == KVC_METHOD_EXACT ? (uint32_t)tr.n : (uint32_t)budget;
+        kvc_stream_config cfg = kvc_stream_config_default(all_methods[i], (uint32_t)tr.d, (uint32_t)tr.dv, b, seed);
         kvc_eval_result r;
         if (kvc_eval_run(&tr, &cfg, dir, 0, 0, &r) != 0) {
             rc = 1;
             continue;
         }
-        printf("%-12s %8" PRIu32 " %12.4e %12.4e %12.4e %10" PRIu64 " %12zu\n", kvc_method_name(methods[i]), b,
+        printf("%-12s %8" PRIu32 " %12.4e %12.4e %12.4e %10" PRIu64 " %12zu\n", kvc_method_name(all_methods[i]), b,
                r.mean_rel, r.p99_rel, r.mean_norm, r.max_tokens, r.arena_bytes);
     }
     printf("(errors over positions where the cache is over budget; exact runs at the trace length.\n"
            " norm_error uses ||V||_op for subgen, ||V||_F otherwise; see `kvc eval --help`.)\n");
     kvc_trace_free(&tr);
     return rc;
+}
+
+static int model_demo(const char *model, const char *tok, const char *text, int ctx, uint64_t seed)
+{
+    char quarter[32], steps[32], ss[32];
+    snprintf(quarter, sizeof quarter, "%d", ctx / 4);
+    snprintf(steps, sizeof steps, "%d", ctx / 2);
+    snprintf(ss, sizeof ss, "%" PRIu64, seed);
+    const char *methods[2] = {"exact", "subgen"};
+    for (int i = 0; i < 2; i++) {
+        printf("$ kvc generate --method %s%s%s --steps %s\n", methods[i], i ? " --budget " : "", i ? quarter : "", steps);
+        char *argv[] = {"generate", "--model", (char *)model, "--tokenizer", (char *)tok, "--method", (char *)methods[i],
+                        "--steps", steps, "--seed", ss, i ? "--budget" : NULL, quarter, NULL};
+        if (kvc_cmd_generate(i ? 13 : 11, argv) != 0) return 1;
+        printf("\n");
+    }
+    printf("$ kvc ppl --text %s --method M --budget B   (context %d; budgets 25%% and 50%%)\n", text, ctx);
+    printf("%-12s %8s %12s %16s %12s\n", "method", "budget", "perplexity", "exact_perplexity", "mean_rel_attn");
+    for (int frac = 4; frac >= 2; frac /= 2) {
+        for (size_t i = 0; i < N_METHODS; i++) {
+            uint32_t b = all_methods[i] == KVC_METHOD_EXACT ? (uint32_t)ctx : (uint32_t)(ctx / frac);
+            if (all_methods[i] == KVC_METHOD_EXACT && frac != 4) continue;
+            kvc_ppl_result r;
+            if (kvc_ppl_run(model, tok, text, all_methods[i], b, 32, 32, seed, 0, 0, &r) != 0) return 1;
+            if (r.mean_rel_attn == r.mean_rel_attn)
+                printf("%-12s %8u %12.4f %16.4f %12.4e\n", kvc_method_name(all_methods[i]), b, r.perplexity,
+                       r.exact_perplexity, r.mean_rel_attn);
+            else /* NaN: the cache never went over budget */
+                printf("%-12s %8u %12.4f %16.4f %12s\n", kvc_method_name(all_methods[i]), b, r.perplexity,
+                       r.exact_perplexity, "-");
+        }
+    }
+    printf("(mean_rel_attn: relative error of each layer's attention output against exact attention over the\n"
+           " same run's keys/values, averaged over layers, heads and positions where the cache is over budget)\n");
+    return 0;
+}
+
+int kvc_cmd_demo(int argc, char **argv)
+{
+    uint64_t n = 8192, d = 64, budget = 512, seed = 1;
+    const char *dir = "out/demo-trace", *model = NULL, *tok = NULL, *text = "tests/data/story.txt";
+    int synthetic = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc demo [--model M.bin --tokenizer T.bin] [--text FILE] [--synthetic]\n"
+                   "                [--n N] [--d D] [--budget B] [--seed S] [--dir DIR]\n"
+                   "  With the stories260K model: generation and a perplexity table on FILE (default\n"
+                   "  tests/data/story.txt). Otherwise, or with --synthetic: a clustered synthetic trace\n"
+                   "  (defaults --n 8192 --d 64 --budget 512 --seed 1 --dir out/demo-trace).\n");
+            return 0;
+        }
+        if (!strcmp(a, "--synthetic")) {
+            synthetic = 1;
+            i--;
+            continue;
+        }
+        if (!val) {
+            fprintf(stderr, "kvc demo: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--n")) bad = kvc_cli_u64(a, val, 2, 1u << 20, &n);
+        else if (!strcmp(a, "--d")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_HEAD_DIM, &d);
+        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
+        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
+        else if (!strcmp(a, "--dir")) dir = val;
+        else if (!strcmp(a, "--model")) model = val;
+        else if (!strcmp(a, "--tokenizer")) tok = val;
+        else if (!strcmp(a, "--text")) text = val;
+        else {
+            fprintf(stderr, "kvc demo: unknown argument '%s'\n", a);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (!synthetic) {
+        kvc_model_paths(&model, &tok);
+        FILE *f = fopen(model, "rb");
+        if (f) {
+            fclose(f);
+            kvc_l2c_model m;
+            kvc_l2c_tokenizer t;
+            if (kvc_model_open("demo", model, tok, &m, &t)) return 1;
+            int ctx = m.cfg.seq_len;
+            kvc_l2c_tokenizer_free(&t);
+            kvc_l2c_model_free(&m);
+            printf("model %s (context %d)\n\n", model, ctx);
+            return model_demo(model, tok, text, ctx, seed);
+        }
+        printf("kvc demo: no model at %s.\n"
+               "  The stories260K model (karpathy's tinyllamas: stories260K.bin + tok512.bin) runs the model\n"
+               "  demo; pass --model/--tokenizer or set KVC_MODEL_DIR. Showing the synthetic table instead.\n\n",
+               model);
+    }
+    return synthetic_demo(n, d, budget, seed, dir);
 }

@@ -4,6 +4,9 @@
 
 #include "demo.h"
 #include "eval.h"
+#include "dump.h"
+#include "generate.h"
+#include "ppl.h"
 #include "synth.h"
 
 static void usage(FILE *f)
@@ -12,6 +15,9 @@ static void usage(FILE *f)
             "usage: kvc <command> [options]   (kvc <command> --help for its options)\n"
             "  synth   write a synthetic q/k/v trace with structure (.npy)\n"
             "  eval    stream a trace through a method and compare with exact attention\n"
+            "  generate text from a llama2.c model on a compressed cache\n"
+            "  ppl     perplexity of a text with a compressed cache and with exact\n"
+            "  dump    write each layer's q/k/v of a model run as .npy traces\n"
             "  demo    synth + eval of every method at one budget, as a table\n"
             "  version print the version\n");
 }
@@ -25,6 +31,9 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "eval")) return kvc_cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return kvc_cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate")) return kvc_cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ppl")) return kvc_cmd_ppl(argc - 1, argv + 1);
+    if (!strcmp(cmd, "dump")) return kvc_cmd_dump(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return kvc_cmd_demo(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kvc %s\n", KVC_VERSION_STRING);

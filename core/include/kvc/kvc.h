@@ -13,5 +13,6 @@
 #include "kvc_stream.h"
 #include "kvc_uniform.h"
 #include "kvc_subgen.h"
+#include "kvc_cache.h"
 
 #endif

@@ -1,0 +1,145 @@
+/* kvc dump: run the model greedily with the exact cache and write each
+ * layer's post-RoPE q/k/v as DIR/L<l>/{q,k,v}.npy, shapes (n_heads, n, hd) for
+ * q and (n_kv_heads, n, hd) for k and v (kvc eval maps query heads to their
+ * kv head). */
+#include "dump.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "generate.h"
+#include "kvc/kvc.h"
+#include "kvc_npy.h"
+
+typedef struct rec_ctx {
+    kvc_cache *cache;
+    int n_heads, n_kv, hs, cap;
+    float *q, *k, *v; /* [layer][head][cap][hs] */
+} rec_ctx;
+
+static kvc_status recording_attention(void *vctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                      float *out)
+{
+    rec_ctx *c = (rec_ctx *)vctx;
+    for (int h = 0; h < c->n_heads; h++)
+        memcpy(c->q + (((size_t)layer * c->n_heads + h) * c->cap + pos) * c->hs, q + h * c->hs, c->hs * sizeof(float));
+    for (int h = 0; h < c->n_kv; h++) {
+        memcpy(c->k + (((size_t)layer * c->n_kv + h) * c->cap + pos) * c->hs, k + h * c->hs, c->hs * sizeof(float));
+        memcpy(c->v + (((size_t)layer * c->n_kv + h) * c->cap + pos) * c->hs, v + h * c->hs, c->hs * sizeof(float));
+    }
+    return kvc_l2c_cache_attention(c->cache, layer, pos, q, k, v, out);
+}
+
+static int make_dir(const char *p)
+{
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kvc dump: cannot create '%s': %s\n", p, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Copy rows [head][0..n) out of a [head][cap] layout. */
+static float *compact(const float *src, int heads, int cap, int n, int hs)
+{
+    float *o = malloc((size_t)heads * n * hs * sizeof(float));
+    if (!o) return NULL;
+    for (int h = 0; h < heads; h++) memcpy(o + (size_t)h * n * hs, src + (size_t)h * cap * hs, (size_t)n * hs * sizeof(float));
+    return o;
+}
+
+int kvc_cmd_dump(int argc, char **argv)
+{
+    const char *model_path = NULL, *tok_path = NULL, *prompt = "", *out_dir = NULL;
+    uint64_t steps = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc dump --steps K --out DIR [--prompt P] [--model M.bin] [--tokenizer T.bin]\n"
+                   "  greedy decoding with the exact cache; writes DIR/L<l>/{q,k,v}.npy\n");
+            return 0;
+        }
+        if (!val) {
+            fprintf(stderr, "kvc dump: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--model")) model_path = val;
+        else if (!strcmp(a, "--tokenizer")) tok_path = val;
+        else if (!strcmp(a, "--prompt")) prompt = val;
+        else if (!strcmp(a, "--out")) out_dir = val;
+        else if (!strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 1u << 20, &steps);
+        else {
+            fprintf(stderr, "kvc dump: unknown argument '%s'\n", a);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (!out_dir || steps == 0) {
+        fprintf(stderr, "kvc dump: --steps and --out are required\n");
+        return 2;
+    }
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer tok;
+    if (kvc_model_open("dump", model_path, tok_path, &m, &tok)) return 1;
+    if (steps > (uint64_t)m.cfg.seq_len) steps = (uint64_t)m.cfg.seq_len;
+    const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers, n = (int)steps;
+    rec_ctx c = {NULL, m.cfg.n_heads, m.cfg.n_kv_heads, hs, n, NULL, NULL, NULL};
+    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, 1);
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    size_t bytes = kvc_cache_arena_size(&cc);
+    void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
+    int *ptoks = malloc((strlen(prompt) + 3) * sizeof(int));
+    kvc_l2c_state s = {0};
+    c.q = malloc((size_t)L * c.n_heads * n * hs * sizeof(float));
+    c.k = malloc((size_t)L * c.n_kv * n * hs * sizeof(float));
+    c.v = malloc((size_t)L * c.n_kv * n * hs * sizeof(float));
+    int rc = 1;
+    if (!arena || !ptoks || !c.q || !c.k || !c.v || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
+        kvc_cache_init(arena, bytes, &cc, &c.cache) != KVC_OK) {
+        fprintf(stderr, "kvc dump: out of memory\n");
+        goto done;
+    }
+    int np = kvc_l2c_encode(&tok, prompt, ptoks), token = ptoks[0];
+    for (int pos = 0; pos < n; pos++) {
+        if (kvc_l2c_forward(&m, &s, token, pos, recording_attention, &c) != KVC_OK) goto done;
+        int next = 0;
+        for (int i = 1; i < m.cfg.vocab_size; i++)
+            if (s.logits[i] > s.logits[next]) next = i;
+        token = pos + 1 < np ? ptoks[pos + 1] : next;
+    }
+    if (make_dir(out_dir)) goto done;
+    for (int l = 0; l < L; l++) {
+        char dir[4096], path[4200], err[256];
+        snprintf(dir, sizeof dir, "%s/L%d", out_dir, l);
+        if (make_dir(dir)) goto done;
+        const char *names[3] = {"q.npy", "k.npy", "v.npy"};
+        const float *src[3] = {c.q + (size_t)l * c.n_heads * n * hs, c.k + (size_t)l * c.n_kv * n * hs,
+                               c.v + (size_t)l * c.n_kv * n * hs};
+        const int heads[3] = {c.n_heads, c.n_kv, c.n_kv};
+        for (int a = 0; a < 3; a++) {
+            float *buf = compact(src[a], heads[a], n, n, hs);
+            size_t shape[3] = {(size_t)heads[a], (size_t)n, (size_t)hs};
+            snprintf(path, sizeof path, "%s/%s", dir, names[a]);
+            kvc_status st = buf ? kvc_npy_save(path, buf, 3, shape, KVC_NPY_F32, err, sizeof err) : KVC_E_CAPACITY;
+            free(buf);
+            if (st != KVC_OK) {
+                fprintf(stderr, "kvc dump: %s: %s\n", path, err);
+                goto done;
+            }
+        }
+    }
+    printf("kvc dump: %d tokens, %d layers -> %s/L<l>/{q,k,v}.npy (q: %d heads, k/v: %d heads, head_dim %d)\n", n, L,
+           out_dir, c.n_heads, c.n_kv, hs);
+    rc = 0;
+done:
+    free(arena), free(ptoks), free(c.q), free(c.k), free(c.v);
+    kvc_l2c_state_free(&s);
+    kvc_l2c_tokenizer_free(&tok);
+    kvc_l2c_model_free(&m);
+    return rc;
+}

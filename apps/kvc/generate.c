@@ -1,0 +1,181 @@
+/* kvc generate: text from a llama2.c checkpoint with a compressed KV cache. */
+#define _POSIX_C_SOURCE 200809L
+#include "generate.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kvc/kvc.h"
+#include "llama2c.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int sample(const float *logits, int n, float temp, kvc_rng *r)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temp <= 0.0f) return best;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp((double)(logits[i] - logits[best]) / temp);
+    double u = kvc_rng_unit(r) * sum, acc = 0.0;
+    for (int i = 0; i < n; i++) {
+        acc += exp((double)(logits[i] - logits[best]) / temp);
+        if (u < acc) return i;
+    }
+    return n - 1;
+}
+
+int kvc_model_paths(const char **model, const char **tok)
+{
+    static char mbuf[4096], tbuf[4096];
+    if (!*model) {
+        const char *env = getenv("KVC_MODEL");
+        if (env) *model = env;
+    }
+    if (!*tok) {
+        const char *env = getenv("KVC_TOKENIZER");
+        if (env) *tok = env;
+    }
+    const char *dir = getenv("KVC_MODEL_DIR");
+    if (!dir) dir = "../shared/models/stories260K";
+    if (!*model) snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dir), *model = mbuf;
+    if (!*tok) snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dir), *tok = tbuf;
+    return 0;
+}
+
+int kvc_model_open(const char *cmd, const char *model_path, const char *tok_path, kvc_l2c_model *m,
+                   kvc_l2c_tokenizer *tok)
+{
+    char err[512];
+    kvc_model_paths(&model_path, &tok_path);
+    if (kvc_l2c_model_load(model_path, m, err, sizeof err) != KVC_OK) {
+        fprintf(stderr,
+                "kvc %s: model: %s\n  (stories260K is karpathy's tinyllamas model: stories260K.bin + tok512.bin;\n"
+                "   pass --model/--tokenizer, or set KVC_MODEL_DIR)\n",
+                cmd, err);
+        return 1;
+    }
+    if (kvc_l2c_tokenizer_load(tok_path, m->cfg.vocab_size, tok, err, sizeof err) != KVC_OK) {
+        fprintf(stderr, "kvc %s: tokenizer: %s\n", cmd, err);
+        kvc_l2c_model_free(m);
+        return 1;
+    }
+    return 0;
+}
+
+int kvc_cmd_generate(int argc, char **argv)
+{
+    const char *model_path = NULL, *tok_path = NULL, *method_name = "exact", *prompt = "";
+    uint64_t budget = 0, steps = 256, seed = 1, sink = 32, window = 32;
+    double temp = 0.0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
+                   "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B]\n"
+                   "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
+                   "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
+                   "  model's context. --temp 0 (default) is greedy.\n");
+            return 0;
+        }
+        if (!val) {
+            fprintf(stderr, "kvc generate: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--model")) model_path = val;
+        else if (!strcmp(a, "--tokenizer")) tok_path = val;
+        else if (!strcmp(a, "--method")) method_name = val;
+        else if (!strcmp(a, "--prompt")) prompt = val;
+        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
+        else if (!strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 1u << 20, &steps);
+        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
+        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
+        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
+        else if (!strcmp(a, "--temp")) bad = kvc_cli_f64(a, val, 0.0, 100.0, &temp);
+        else {
+            fprintf(stderr, "kvc generate: unknown argument '%s'\n", a);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    kvc_method method;
+    if (kvc_method_parse(method_name, &method) != KVC_OK) {
+        fprintf(stderr, "kvc generate: unknown method '%s'\n", method_name);
+        return 2;
+    }
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer tok;
+    if (kvc_model_open("generate", model_path, tok_path, &m, &tok)) return 1;
+    const int ctx = m.cfg.seq_len;
+    if (steps > (uint64_t)ctx) steps = (uint64_t)ctx;
+    if (budget == 0) budget = (uint64_t)ctx;
+    const int hs = m.cfg.dim / m.cfg.n_heads;
+    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
+    sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
+    if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    const char *why = kvc_cache_config_problem(&cc);
+    int rc = 1;
+    void *arena = NULL;
+    int *ptoks = malloc((strlen(prompt) + 3) * sizeof(int));
+    kvc_l2c_state s = {0};
+    if (why) {
+        fprintf(stderr, "kvc generate: %s\n", why);
+        goto done;
+    }
+    size_t bytes = kvc_cache_arena_size(&cc);
+    arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
+    kvc_cache *cache;
+    if (!arena || !ptoks || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
+        kvc_cache_init(arena, bytes, &cc, &cache) != KVC_OK) {
+        fprintf(stderr, "kvc generate: cannot set up the cache (%zu bytes)\n", bytes);
+        goto done;
+    }
+    int np = kvc_l2c_encode(&tok, prompt, ptoks);
+    kvc_rng r;
+    kvc_rng_seed(&r, seed ^ 0x5eedull);
+    int token = ptoks[0], prev = 1, pos = 0;
+    char bb[2];
+    double t0 = now_s();
+    for (; pos < (int)steps; pos++) {
+        if (kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache) != KVC_OK) {
+            fprintf(stderr, "\nkvc generate: forward failed at position %d\n", pos);
+            goto done;
+        }
+        int next = pos + 1 < np ? ptoks[pos + 1] : sample(s.logits, m.cfg.vocab_size, (float)temp, &r);
+        if (next == 1) break; /* BOS ends a story */
+        fputs(kvc_l2c_decode(&tok, token, next, bb), stdout);
+        fflush(stdout);
+        prev = token;
+        token = next;
+    }
+    (void)prev;
+    double dt = now_s() - t0;
+    uint64_t el, peak;
+    kvc_cache_usage(cache, &el, &peak);
+    const double exact_bytes = (double)pos * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * sizeof(float);
+    printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s, budget %" PRIu64
+           " tokens/stream; cache holds %.0f B of k/v (peak %.0f B) vs %.0f B for the exact cache"
+           " of %d tokens; arena %zu B\n",
+           pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el * 4.0,
+           (double)peak * 4.0, exact_bytes, pos, bytes);
+    rc = 0;
+done:
+    free(arena), free(ptoks);
+    kvc_l2c_state_free(&s);
+    kvc_l2c_tokenizer_free(&tok);
+    kvc_l2c_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,13 @@
+#ifndef KVC_APP_GENERATE_H
+#define KVC_APP_GENERATE_H
+/** `kvc generate`: text from a llama2.c model on a compressed cache. */
+int kvc_cmd_generate(int argc, char **argv);
+/** Fill unset model/tokenizer paths from $KVC_MODEL, $KVC_TOKENIZER, $KVC_MODEL_DIR
+ *  (default ../shared/models/stories260K). */
+int kvc_model_paths(const char **model, const char **tok);
+#include "llama2c.h"
+/** Load a model and its tokenizer (paths as kvc_model_paths fills them);
+ *  prints a clear message naming @p cmd and returns 1 on failure. */
+int kvc_model_open(const char *cmd, const char *model_path, const char *tok_path, kvc_l2c_model *m,
+                   kvc_l2c_tokenizer *tok);
+#endif

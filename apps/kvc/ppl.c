@@ -1,0 +1,267 @@
+/* kvc ppl: teacher-force a text through the model with a compressed cache and
+ * with the exact cache. Besides perplexity it measures, inside the compressed
+ * run, each layer's attention error: the hook keeps that run's own k/v history
+ * (measurement only; the decoder attends through the cache) and compares every
+ * head's output with exact attention in double over that history, at the
+ * positions where the layer's cache is over budget. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "generate.h"
+#include "kvc/kvc.h"
+#include "kvc_oracle/kvc_oracle.h"
+#include "ppl.h"
+
+typedef struct measure_ctx {
+    kvc_cache *cache;
+    const kvc_cache_config *cc;
+    int n_layers, n_heads, n_kv, hs, cap;
+    float *hist_k, *hist_v; /* [layer][kv head][cap][hs] */
+    double *err_sum;        /* per layer */
+    uint64_t *err_n;        /* per layer (head-positions) */
+    double *ex;
+} measure_ctx;
+
+static kvc_status measuring_attention(void *vctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                      float *out)
+{
+    measure_ctx *c = (measure_ctx *)vctx;
+    kvc_status rc = kvc_l2c_cache_attention(c->cache, layer, pos, q, k, v, out);
+    if (rc != KVC_OK || c->hist_k == NULL) return rc;
+    const int hs = c->hs, group = c->n_heads / c->n_kv;
+    for (int h = 0; h < c->n_kv; h++) {
+        size_t base = (((size_t)layer * c->n_kv + h) * c->cap) * hs;
+        memcpy(c->hist_k + base + (size_t)pos * hs, k + h * hs, hs * sizeof(float));
+        memcpy(c->hist_v + base + (size_t)pos * hs, v + h * hs, hs * sizeof(float));
+    }
+    if ((uint32_t)pos + 1u <= kvc_cache_layer_budget(c->cc, (uint32_t)layer)) return KVC_OK;
+    for (int qh = 0; qh < c->n_heads; qh++) {
+        int h = qh / group;
+        size_t base = (((size_t)layer * c->n_kv + h) * c->cap) * hs;
+        kvc_exact_attention_f64(q + qh * hs, c->hist_k + base, c->hist_v + base, (size_t)pos + 1, hs, hs,
+                                1.0 / sqrt((double)hs), c->ex, NULL);
+        double e = 0, a = 0;
+        for (int i = 0; i < hs; i++) {
+            double dd = (double)out[qh * hs + i] - c->ex[i];
+            e += dd * dd, a += c->ex[i] * c->ex[i];
+        }
+        c->err_sum[layer] += a > 0 ? sqrt(e / a) : 0.0;
+        c->err_n[layer]++;
+    }
+    return KVC_OK;
+}
+
+/* Teacher-forced NLL of toks[1..n-1]; fills per-layer errors when measuring. */
+static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_cache_config *cc, int measure,
+                    double *nll_out, double *err_sum, uint64_t *err_n)
+{
+    const int hs = m->cfg.dim / m->cfg.n_heads;
+    size_t bytes = kvc_cache_arena_size(cc);
+    void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
+    kvc_l2c_state s;
+    measure_ctx c;
+    memset(&c, 0, sizeof c);
+    int rc = 1;
+    if (!arena || kvc_l2c_state_alloc(&m->cfg, &s) != KVC_OK) {
+        free(arena);
+        fprintf(stderr, "kvc ppl: out of memory\n");
+        return 1;
+    }
+    if (kvc_cache_init(arena, bytes, cc, &c.cache) != KVC_OK) {
+        fprintf(stderr, "kvc ppl: cache init failed\n");
+        goto done;
+    }
+    c.cc = cc, c.n_layers = m->cfg.n_layers, c.n_heads = m->cfg.n_heads, c.n_kv = m->cfg.n_kv_heads;
+    c.hs = hs, c.cap = n, c.err_sum = err_sum, c.err_n = err_n;
+    c.ex = malloc((size_t)hs * sizeof(double));
+    if (measure) {
+        size_t nh = (size_t)c.n_layers * c.n_kv * (size_t)n * hs;
+        c.hist_k = malloc(nh * sizeof(float)), c.hist_v = malloc(nh * sizeof(float));
+        if (!c.hist_k || !c.hist_v) {
+            fprintf(stderr, "kvc ppl: out of memory\n");
+            goto done;
+        }
+    }
+    double nll = 0.0;
+    for (int pos = 0; pos + 1 < n; pos++) {
+        kvc_status st = kvc_l2c_forward(m, &s, toks[pos], pos, measuring_attention, &c);
+        if (st != KVC_OK) {
+            fprintf(stderr, "kvc ppl: forward failed at %d: %s\n", pos, kvc_status_str(st));
+            goto done;
+        }
+        double mx = s.logits[0], z = 0.0;
+        for (int i = 1; i < m->cfg.vocab_size; i++)
+            if (s.logits[i] > mx) mx = s.logits[i];
+        for (int i = 0; i < m->cfg.vocab_size; i++) z += exp((double)s.logits[i] - mx);
+        nll += -((double)s.logits[toks[pos + 1]] - mx - log(z));
+    }
+    *nll_out = nll;
+    rc = 0;
+done:
+    free(c.hist_k), free(c.hist_v), free(c.ex), free(arena);
+    kvc_l2c_state_free(&s);
+    return rc;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = cap < (1u << 26) ? realloc(b, 2 * cap + 1) : NULL;
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}
+
+int kvc_cmd_ppl(int argc, char **argv)
+{
+    const char *model_path = NULL, *tok_path = NULL, *method_name = NULL, *text_path = NULL, *policy = "uniform";
+    uint64_t budget = 0, seed = 1, sink = 32, window = 32;
+    int have_budget = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
+                   "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid]\n"
+                   "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
+                   "  exact; prints per-layer mean relative attention error and ends with\n"
+                   "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n");
+            return 0;
+        }
+        if (!val) {
+            fprintf(stderr, "kvc ppl: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--model")) model_path = val;
+        else if (!strcmp(a, "--tokenizer")) tok_path = val;
+        else if (!strcmp(a, "--method")) method_name = val;
+        else if (!strcmp(a, "--text")) text_path = val;
+        else if (!strcmp(a, "--policy")) policy = val;
+        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget), have_budget = 1;
+        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
+        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
+        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
+        else {
+            fprintf(stderr, "kvc ppl: unknown argument '%s'\n", a);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    kvc_method method;
+    if (!method_name || !text_path || !have_budget) {
+        fprintf(stderr, "kvc ppl: --method, --budget and --text are required (see --help)\n");
+        return 2;
+    }
+    if (kvc_method_parse(method_name, &method) != KVC_OK) {
+        fprintf(stderr, "kvc ppl: unknown method '%s'\n", method_name);
+        return 2;
+    }
+    if (strcmp(policy, "uniform") && strcmp(policy, "pyramid")) {
+        fprintf(stderr, "kvc ppl: --policy must be uniform or pyramid\n");
+        return 2;
+    }
+    kvc_ppl_result r;
+    return kvc_ppl_run(model_path, tok_path, text_path, method, (uint32_t)budget, (uint32_t)sink, (uint32_t)window,
+                       seed, !strcmp(policy, "pyramid"), 1, &r);
+}
+
+int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
+                uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, int verbose,
+                kvc_ppl_result *out)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer tok;
+    memset(out, 0, sizeof *out);
+    char *text = read_text(text_path);
+    if (!text) {
+        fprintf(stderr, "kvc ppl: cannot read text file '%s'\n", text_path);
+        return 1;
+    }
+    if (kvc_model_open("ppl", model_path, tok_path, &m, &tok)) {
+        free(text);
+        return 1;
+    }
+    int *toks = malloc((strlen(text) + 3) * sizeof(int));
+    int n = toks ? kvc_l2c_encode(&tok, text, toks) : 0;
+    if (n > m.cfg.seq_len) n = m.cfg.seq_len;
+    const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers;
+    double *err_sum = calloc((size_t)L, sizeof(double));
+    uint64_t *err_n = calloc((size_t)L, sizeof(uint64_t));
+    int rc = 1;
+    if (n < 2 || !err_sum || !err_n) {
+        fprintf(stderr, "kvc ppl: text '%s' gives %d tokens; need at least 2\n", text_path, n);
+        goto done;
+    }
+    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
+    sc.n_sink = sink, sc.n_window = window;
+    if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {
+        fprintf(stderr, "kvc ppl: exact refuses: the text has %d tokens but the budget holds %u\n", n, budget);
+        goto done;
+    }
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    cc.policy = pyramid ? KVC_BUDGET_PYRAMID : KVC_BUDGET_UNIFORM;
+    const char *why = kvc_cache_config_problem(&cc);
+    if (why) {
+        fprintf(stderr, "kvc ppl: %s\n", why);
+        goto done;
+    }
+    kvc_stream_config ec = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, seed);
+    kvc_cache_config ecc = kvc_l2c_cache_config(&m.cfg, &ec);
+    double nll, exact_nll;
+    if (run_pass(&m, toks, n, &cc, 1, &nll, err_sum, err_n)) goto done;
+    uint64_t *dummy_n = calloc((size_t)L, sizeof(uint64_t));
+    double *dummy_s = calloc((size_t)L, sizeof(double));
+    int erc = run_pass(&m, toks, n, &ecc, 0, &exact_nll, dummy_s, dummy_n);
+    free(dummy_n), free(dummy_s);
+    if (erc) goto done;
+    double tot = 0;
+    uint64_t cnt = 0;
+    if (verbose) {
+        printf("kvc ppl: %s, %d tokens, method %s, budget %u tokens per (layer, kv-head)%s, seed %" PRIu64 "\n",
+               text_path, n, kvc_method_name(method), budget, pyramid ? " (pyramid)" : "", seed);
+        printf("  %-6s %8s %12s %14s\n", "layer", "budget", "positions", "mean_rel_attn");
+    }
+    for (int l = 0; l < L; l++) {
+        double mean = err_n[l] ? err_sum[l] / (double)err_n[l] : NAN;
+        if (verbose)
+            printf("  %-6d %8u %12" PRIu64 " %14.4e\n", l, kvc_cache_layer_budget(&cc, (uint32_t)l),
+                   err_n[l] / (uint64_t)m.cfg.n_heads, mean);
+        tot += err_sum[l], cnt += err_n[l];
+    }
+    out->tokens = n - 1;
+    out->nll = nll / (double)(n - 1);
+    out->perplexity = exp(out->nll);
+    out->exact_perplexity = exp(exact_nll / (double)(n - 1));
+    out->mean_rel_attn = cnt ? tot / (double)cnt : NAN;
+    if (verbose) {
+        printf("  mean relative attention error over layers, heads and compressing positions: %.4e\n",
+               out->mean_rel_attn);
+        printf("tokens=%d nll=%.6f perplexity=%.6f exact_perplexity=%.6f\n", out->tokens, out->nll, out->perplexity,
+               out->exact_perplexity);
+    }
+    rc = 0;
+done:
+    free(text), free(toks), free(err_sum), free(err_n);
+    kvc_l2c_tokenizer_free(&tok);
+    kvc_l2c_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/**
+ * @file llama2c.h
+ * @brief A llama2.c-format decoder (float32 checkpoint + tokenizer) whose
+ *        attention goes only through the kvcompress cache manager.
+ *
+ * Loaders treat files as hostile: header fields are range-checked, the file
+ * size must match the header exactly, and every failure returns KVC_E_FORMAT
+ * with a one-line message.
+ */
+#ifndef KVC_LLAMA2C_H
+#define KVC_LLAMA2C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvc/kvc_cache.h"
+
+/** Checkpoint header (7 int32 in the file). */
+typedef struct kvc_l2c_config {
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+    int shared_classifier; /**< vocab_size was positive in the file */
+} kvc_l2c_config;
+
+/** Model weights (pointers into one owned buffer). */
+typedef struct kvc_l2c_model {
+    kvc_l2c_config cfg;
+    float *data; /**< owned */
+    size_t n_floats;
+    const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+} kvc_l2c_model;
+
+/** llama2.c tokenizer. */
+typedef struct kvc_l2c_tokenizer {
+    int vocab_size, max_token_length;
+    char **vocab;   /**< NUL-terminated pieces (owned) */
+    int *lens;      /**< byte length of each piece */
+    float *scores;
+    int *sorted;    /**< token ids sorted by piece, for encoding */
+} kvc_l2c_tokenizer;
+
+/** Parse a checkpoint held in memory (copied). */
+kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m, char *err, size_t errlen);
+kvc_status kvc_l2c_model_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen);
+void kvc_l2c_model_free(kvc_l2c_model *m);
+
+/** Parse a tokenizer; @p vocab_size comes from the model. */
+kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_size, kvc_l2c_tokenizer *t,
+                                   char *err, size_t errlen);
+kvc_status kvc_l2c_tokenizer_load(const char *path, int vocab_size, kvc_l2c_tokenizer *t, char *err,
+                                  size_t errlen);
+void kvc_l2c_tokenizer_free(kvc_l2c_tokenizer *t);
+
+/** Encode text (BOS first, llama2.c's dummy-prefix space and byte fallback).
+ *  @param out room for strlen(text) + 3 tokens. @return the token count. */
+int kvc_l2c_encode(const kvc_l2c_tokenizer *t, const char *text, int *out);
+/** Text of @p token following @p prev (strips the space after BOS; raw bytes for <0xXX>). */
+const char *kvc_l2c_decode(const kvc_l2c_tokenizer *t, int prev, int token, char byte_buf[2]);
+
+/** Attention hook: answers one layer of one position. The default uses a
+ *  kvc_cache; tests may plug a straightforward exact attention in. */
+typedef kvc_status (*kvc_l2c_attn_fn)(void *ctx, int layer, int pos, const float *q, const float *k,
+                                      const float *v, float *out);
+
+/** Run state (activations), owned. */
+typedef struct kvc_l2c_state {
+    float *x, *xb, *xb2, *hb, *hb2, *q, *k, *v, *att_out, *logits;
+} kvc_l2c_state;
+
+kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s);
+void kvc_l2c_state_free(kvc_l2c_state *s);
+
+/** The cache configuration matching a model (heads, head_dim, layers). */
+kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream);
+
+/** The default attention hook: @p ctx is a kvc_cache*. */
+kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k,
+                                   const float *v, float *out);
+
+/** One forward step: logits for @p token at position @p pos (into s->logits). */
+kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,
+                           void *ctx);
+#endif

@@ -1,0 +1,171 @@
+/* llama2.c tokenizer: int32 max_token_length, then per token a float score,
+ * an int32 length and that many bytes. Encoding follows llama2.c: BOS, a
+ * dummy-prefix space, UTF-8 code points (byte fallback <0xXX> = id byte+3),
+ * then repeated merge of the best-scoring adjacent pair. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama2c.h"
+
+static kvc_status tfail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return KVC_E_FORMAT;
+}
+
+static const kvc_l2c_tokenizer *g_sort_tok; /* qsort context (host code, single-threaded use) */
+
+static int cmp_piece(const void *a, const void *b)
+{
+    const kvc_l2c_tokenizer *t = g_sort_tok;
+    return strcmp(t->vocab[*(const int *)a], t->vocab[*(const int *)b]);
+}
+
+kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_size, kvc_l2c_tokenizer *t, char *err,
+                                   size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (err && errlen) err[0] = 0;
+    if (vocab_size < 1 || vocab_size > 1000000) return tfail(err, errlen, "vocab size %d out of range", vocab_size);
+    if (buf == NULL || len < 4) return tfail(err, errlen, "tokenizer truncated: no header");
+    int32_t maxlen;
+    memcpy(&maxlen, buf, 4);
+    if (maxlen < 1 || maxlen > 65536) return tfail(err, errlen, "tokenizer max_token_length %d out of range", maxlen);
+    t->vocab_size = vocab_size;
+    t->max_token_length = maxlen;
+    t->vocab = calloc((size_t)vocab_size, sizeof(char *));
+    t->lens = calloc((size_t)vocab_size, sizeof(int));
+    t->scores = calloc((size_t)vocab_size, sizeof(float));
+    t->sorted = calloc((size_t)vocab_size, sizeof(int));
+    if (!t->vocab || !t->lens || !t->scores || !t->sorted) {
+        kvc_l2c_tokenizer_free(t);
+        return KVC_E_CAPACITY;
+    }
+    size_t off = 4;
+    for (int i = 0; i < vocab_size; i++) {
+        int32_t n;
+        if (len - off < 8) {
+            kvc_l2c_tokenizer_free(t);
+            return tfail(err, errlen, "tokenizer truncated at token %d of %d", i, vocab_size);
+        }
+        memcpy(&t->scores[i], buf + off, 4);
+        memcpy(&n, buf + off + 4, 4);
+        off += 8;
+        if (n < 0 || n > maxlen || (size_t)n > len - off || !isfinite(t->scores[i])) {
+            kvc_l2c_tokenizer_free(t);
+            return tfail(err, errlen, "tokenizer token %d: bad length %d or score (max %d, %zu bytes left)", i, n,
+                         maxlen, len - off);
+        }
+        t->vocab[i] = malloc((size_t)n + 1);
+        if (!t->vocab[i]) {
+            kvc_l2c_tokenizer_free(t);
+            return KVC_E_CAPACITY;
+        }
+        memcpy(t->vocab[i], buf + off, (size_t)n);
+        t->vocab[i][n] = 0;
+        t->lens[i] = n;
+        off += (size_t)n;
+        t->sorted[i] = i;
+    }
+    if (off != len) {
+        kvc_l2c_tokenizer_free(t);
+        return tfail(err, errlen, "tokenizer has %zu trailing bytes (vocab size mismatch with the model?)", len - off);
+    }
+    g_sort_tok = t;
+    qsort(t->sorted, (size_t)vocab_size, sizeof(int), cmp_piece);
+    return KVC_OK;
+}
+
+void kvc_l2c_tokenizer_free(kvc_l2c_tokenizer *t)
+{
+    if (t->vocab)
+        for (int i = 0; i < t->vocab_size; i++) free(t->vocab[i]);
+    free(t->vocab), free(t->lens), free(t->scores), free(t->sorted);
+    memset(t, 0, sizeof *t);
+}
+
+static int lookup(const kvc_l2c_tokenizer *t, const char *s)
+{
+    int lo = 0, hi = t->vocab_size - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(s, t->vocab[t->sorted[mid]]);
+        if (c == 0) return t->sorted[mid];
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
+    return -1;
+}
+
+int kvc_l2c_encode(const kvc_l2c_tokenizer *t, const char *text, int *out)
+{
+    int n = 0;
+    out[n++] = 1; /* BOS */
+    size_t tl = strlen(text);
+    char *buf = malloc((size_t)t->max_token_length * 2 + 3);
+    char *pair = malloc((size_t)t->max_token_length * 2 + 3);
+    if (!buf || !pair) {
+        free(buf), free(pair);
+        return n;
+    }
+    if (tl > 0) {
+        int sp = lookup(t, " ");
+        if (sp >= 0) out[n++] = sp;
+    }
+    size_t bl = 0;
+    for (const char *c = text; *c; c++) {
+        if ((*c & 0xC0) != 0x80) bl = 0; /* start of a new code point */
+        buf[bl++] = *c;
+        buf[bl] = 0;
+        if ((*(c + 1) & 0xC0) == 0x80 && bl < 4) continue;
+        int id = lookup(t, buf);
+        if (id >= 0) {
+            out[n++] = id;
+        } else {
+            /* byte fallback: <0xXX> is id XX + 3; a vocabulary without byte
+               tokens maps the byte to <unk> (0) instead of an invalid id */
+            for (size_t i = 0; i < bl; i++) {
+                int b = (unsigned char)buf[i] + 3;
+                out[n++] = b < t->vocab_size ? b : 0;
+            }
+        }
+        bl = 0;
+    }
+    for (;;) {
+        float best = -1e10f;
+        int best_id = -1, best_i = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            if (i == 0) continue; /* never merge BOS */
+            snprintf(pair, (size_t)t->max_token_length * 2 + 3, "%s%s", t->vocab[out[i]], t->vocab[out[i + 1]]);
+            int id = lookup(t, pair);
+            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, best_i = i;
+        }
+        if (best_i < 0) break;
+        out[best_i] = best_id;
+        memmove(out + best_i + 1, out + best_i + 2, (size_t)(n - best_i - 2) * sizeof(int));
+        n--;
+    }
+    free(buf), free(pair);
+    return n;
+}
+
+const char *kvc_l2c_decode(const kvc_l2c_tokenizer *t, int prev, int token, char byte_buf[2])
+{
+    if (token < 0 || token >= t->vocab_size) return "";
+    const char *piece = t->vocab[token];
+    if (prev == 1 && piece[0] == ' ') piece++;
+    unsigned int byte;
+    if (sscanf(piece, "<0x%02X>", &byte) == 1 && strlen(piece) == 6) {
+        byte_buf[0] = (char)byte;
+        byte_buf[1] = 0;
+        return byte_buf;
+    }
+    return piece;
+}

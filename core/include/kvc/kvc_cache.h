@@ -1,0 +1,92 @@
+/**
+ * @file kvc_cache.h
+ * @brief The cache manager a decoder calls: one compressed stream per
+ *        (layer, kv-head), carved from one arena, with per-layer budgets.
+ *
+ * Per token and layer the decoder calls kvc_cache_append(layer, k, v) with the
+ * post-RoPE keys/values of all kv-heads, then kvc_cache_attend(layer, q, out)
+ * with the queries of all query heads; the query heads of one GQA group are
+ * answered by one attend call on their kv-head's stream.
+ */
+#ifndef KVC_CACHE_H
+#define KVC_CACHE_H
+
+#include "kvc_stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How the per-(layer, head) budget is spread over layers. */
+typedef enum kvc_budget_policy {
+    KVC_BUDGET_UNIFORM = 0, /**< every layer gets `budget` */
+    KVC_BUDGET_PYRAMID = 1  /**< PyramidKV: linear from (1+r)*budget at layer 0 to
+                                 (1-r)*budget at the last layer, r = pyramid_ratio;
+                                 the total is at most n_layers * budget */
+} kvc_budget_policy;
+
+/** Largest number of layers / kv-heads a cache accepts. */
+#define KVC_CACHE_MAX_LAYERS 256u
+#define KVC_CACHE_MAX_HEADS 256u
+
+/** Cache configuration (plain data). */
+typedef struct kvc_cache_config {
+    uint32_t n_layers;   /**< 1 .. KVC_CACHE_MAX_LAYERS */
+    uint32_t n_heads;    /**< query heads, a multiple of n_kv_heads, <= n_kv_heads * KVC_MAX_QUERY_HEADS */
+    uint32_t n_kv_heads; /**< 1 .. KVC_CACHE_MAX_HEADS */
+    uint32_t head_dim;   /**< 1 .. KVC_MAX_HEAD_DIM (keys and values) */
+    /** Per-stream settings: method, budget (tokens per layer and kv-head, the
+     *  layer average under PYRAMID), n_sink, n_window, beta, seed, SubGen
+     *  parameters. Its d/dv fields are ignored (head_dim is used). Stream
+     *  (l, h) is seeded with seed + l * n_kv_heads + h. */
+    kvc_stream_config stream;
+    kvc_budget_policy policy;
+    float pyramid_ratio; /**< r in [0, 1); 0 -> 0.5 */
+} kvc_cache_config;
+
+/** Opaque cache state at the start of its arena. */
+typedef struct kvc_cache kvc_cache;
+
+/** @brief Why @p cfg is rejected (a static sentence), or NULL when it is valid. */
+const char *kvc_cache_config_problem(const kvc_cache_config *cfg);
+
+/** @brief Arena bytes for @p cfg, 0 when invalid. */
+size_t kvc_cache_arena_size(const kvc_cache_config *cfg);
+
+/** @brief Budget (tokens) of each kv-head stream of @p layer under @p cfg, 0 when invalid. */
+uint32_t kvc_cache_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
+
+/**
+ * @brief Initialise a cache in @p arena (KVC_ARENA_ALIGN-aligned,
+ *        >= kvc_cache_arena_size bytes).
+ * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED or KVC_E_ARENA.
+ */
+kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg,
+                          kvc_cache **out);
+
+/**
+ * @brief Append one token's keys and values for @p layer.
+ * @param k,v  n_kv_heads x head_dim floats each (finite).
+ * @return KVC_OK, or the first failing stream's status; on error no stream of
+ *         the layer changed (every input is checked before any append).
+ */
+kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k,
+                            const float *v);
+
+/**
+ * @brief Attend all query heads of @p layer.
+ * @param q    n_heads x head_dim floats.  @param out  n_heads x head_dim floats.
+ */
+kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer,
+                            const float *q, float *out);
+
+/** @brief The stream of (layer, kv_head), or NULL when out of range. */
+const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
+
+/** @brief Cache elements held now / at peak, summed over every stream. */
+kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,313 @@
+/* The cache manager and the llama2.c decoder on the real stories260K model.
+ * Model tests skip (77) with a message when the model is not found: set
+ * KVC_MODEL_DIR, or keep ../shared/models/stories260K beside the repository. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc/kvc.h"
+#include "kvc_oracle/kvc_oracle.h"
+#include "kvc_test.h"
+#include "kvc_testutil.h"
+#include "llama2c.h"
+
+#ifndef KVC_DEFAULT_MODEL_DIR
+#define KVC_DEFAULT_MODEL_DIR "../shared/models/stories260K"
+#endif
+
+static int load_model(kvc_l2c_model *m, kvc_l2c_tokenizer *t)
+{
+    const char *dir = getenv("KVC_MODEL_DIR");
+    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
+    char mp[4096], tp[4096], err[256];
+    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    snprintf(tp, sizeof tp, "%s/tok512.bin", dir);
+    if (kvc_l2c_model_load(mp, m, err, sizeof err) != KVC_OK) {
+        printf("SKIP: stories260K not found (%s); set KVC_MODEL_DIR\n", err);
+        return KVC_TEST_SKIP;
+    }
+    if (kvc_l2c_tokenizer_load(tp, m->cfg.vocab_size, t, err, sizeof err) != KVC_OK) {
+        printf("tokenizer: %s\n", err);
+        kvc_l2c_model_free(m);
+        return 1;
+    }
+    return 0;
+}
+
+/* A straightforward exact attention with its own k/v arrays (as llama2.c
+ * does it), used only as the reference of the test below. */
+typedef struct plain_ctx {
+    int n_heads, n_kv, hs, cap;
+    float *k, *v; /* [layer][pos][kv_dim] */
+} plain_ctx;
+
+static kvc_status plain_attention(void *vctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                  float *out)
+{
+    plain_ctx *c = (plain_ctx *)vctx;
+    const int kvd = c->n_kv * c->hs, group = c->n_heads / c->n_kv;
+    float *K = c->k + (size_t)layer * c->cap * kvd, *V = c->v + (size_t)layer * c->cap * kvd;
+    memcpy(K + (size_t)pos * kvd, k, kvd * sizeof(float));
+    memcpy(V + (size_t)pos * kvd, v, kvd * sizeof(float));
+    double *att = malloc((size_t)(pos + 1) * sizeof(double));
+    for (int h = 0; h < c->n_heads; h++) {
+        const float *qh = q + h * c->hs;
+        const int kh = h / group;
+        double mx = -INFINITY, sum = 0;
+        for (int t = 0; t <= pos; t++) {
+            double s = 0;
+            for (int i = 0; i < c->hs; i++) s += (double)qh[i] * K[(size_t)t * kvd + kh * c->hs + i];
+            att[t] = s / sqrt((double)c->hs);
+            if (att[t] > mx) mx = att[t];
+        }
+        for (int t = 0; t <= pos; t++) sum += (att[t] = exp(att[t] - mx));
+        for (int i = 0; i < c->hs; i++) {
+            double acc = 0;
+            for (int t = 0; t <= pos; t++) acc += att[t] * V[(size_t)t * kvd + kh * c->hs + i];
+            out[h * c->hs + i] = (float)(acc / sum);
+        }
+    }
+    free(att);
+    return KVC_OK;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* exact through the cache manager vs the straightforward attention above:
+ * 200 greedy tokens identical; logits differ only by rounding (both
+ * accumulate attention in double; they differ in summation order). */
+static int exact_cache_matches_plain_attention(void)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer t;
+    int rc = load_model(&m, &t);
+    if (rc) return rc;
+    const int steps = 200, hs = m.cfg.dim / m.cfg.n_heads;
+    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, steps, 1);
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    size_t bytes = kvc_cache_arena_size(&cc);
+    void *arena = tu_arena(bytes);
+    kvc_cache *cache;
+    CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+    plain_ctx pc = {m.cfg.n_heads, m.cfg.n_kv_heads, hs, steps, NULL, NULL};
+    pc.k = malloc((size_t)m.cfg.n_layers * steps * m.cfg.n_kv_heads * hs * sizeof(float));
+    pc.v = malloc((size_t)m.cfg.n_layers * steps * m.cfg.n_kv_heads * hs * sizeof(float));
+    kvc_l2c_state a, b;
+    CHECK(kvc_l2c_state_alloc(&m.cfg, &a) == KVC_OK && kvc_l2c_state_alloc(&m.cfg, &b) == KVC_OK);
+    int ta = 1, tb = 1;
+    double max_diff = 0;
+    for (int pos = 0; pos < steps; pos++) {
+        CHECK(kvc_l2c_forward(&m, &a, ta, pos, kvc_l2c_cache_attention, cache) == KVC_OK);
+        CHECK(kvc_l2c_forward(&m, &b, tb, pos, plain_attention, &pc) == KVC_OK);
+        for (int i = 0; i < m.cfg.vocab_size; i++) {
+            double dd = fabs((double)a.logits[i] - b.logits[i]);
+            if (dd > max_diff) max_diff = dd;
+        }
+        ta = argmax(a.logits, m.cfg.vocab_size);
+        tb = argmax(b.logits, m.cfg.vocab_size);
+        CHECK_MSG(ta == tb, "greedy tokens differ at position %d: %d vs %d", pos, ta, tb);
+    }
+    printf("200 greedy tokens identical; max |logit difference| %.3e\n", max_diff);
+    CHECK(max_diff < 1e-3);
+    uint64_t el, peak;
+    CHECK(kvc_cache_usage(cache, &el, &peak) == KVC_OK);
+    CHECK(el == (uint64_t)steps * m.cfg.n_layers * m.cfg.n_kv_heads * 2 * hs);
+    free(arena), free(pc.k), free(pc.v);
+    kvc_l2c_state_free(&a), kvc_l2c_state_free(&b);
+    kvc_l2c_tokenizer_free(&t), kvc_l2c_model_free(&m);
+    return 0;
+}
+
+/* Greedy decoding from BOS gives the model's known opening line. */
+static int greedy_text_is_readable(void)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer t;
+    int rc = load_model(&m, &t);
+    if (rc) return rc;
+    const int hs = m.cfg.dim / m.cfg.n_heads;
+    const kvc_method methods[2] = {KVC_METHOD_EXACT, KVC_METHOD_SUBGEN};
+    for (int mi = 0; mi < 2; mi++) {
+        kvc_stream_config sc = kvc_stream_config_default(methods[mi], hs, hs, mi == 0 ? 512 : 128, 1);
+        kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+        size_t bytes = kvc_cache_arena_size(&cc);
+        void *arena = tu_arena(bytes);
+        kvc_cache *cache;
+        CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+        kvc_l2c_state s;
+        CHECK(kvc_l2c_state_alloc(&m.cfg, &s) == KVC_OK);
+        char text[4096] = {0}, bb[2];
+        int tok = 1;
+        for (int pos = 0; pos < 40; pos++) {
+            CHECK(kvc_l2c_forward(&m, &s, tok, pos, kvc_l2c_cache_attention, cache) == KVC_OK);
+            int next = argmax(s.logits, m.cfg.vocab_size);
+            strncat(text, kvc_l2c_decode(&t, tok, next, bb), sizeof text - strlen(text) - 1);
+            tok = next;
+        }
+        printf("%s: %s\n", kvc_method_name(methods[mi]), text);
+        CHECK(strncmp(text, "Once upon a time, there was a little girl named Lily", 52) == 0);
+        free(arena);
+        kvc_l2c_state_free(&s);
+    }
+    kvc_l2c_tokenizer_free(&t), kvc_l2c_model_free(&m);
+    return 0;
+}
+
+/* Per-layer budgets (uniform and pyramid): every stream's worst case fits its
+ * budget, the total never exceeds n_layers * budget, the arena is exactly the
+ * size function, and a long stream never writes past it (canary). */
+static int per_layer_budgets_fit_arena(void)
+{
+    const uint32_t L = 6, nkv = 2, nh = 4, hd = 8, budget = 100;
+    for (int pol = 0; pol < 2; pol++) {
+        kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_SUBGEN, hd, hd, budget, 3);
+        sc.n_sink = 4, sc.n_window = 8;
+        kvc_cache_config cc = {L, nh, nkv, hd, sc, pol ? KVC_BUDGET_PYRAMID : KVC_BUDGET_UNIFORM, 0.0f};
+        CHECK(kvc_cache_config_problem(&cc) == NULL);
+        size_t bytes = kvc_cache_arena_size(&cc), sum_streams = 0;
+        uint64_t total = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            uint32_t b = kvc_cache_layer_budget(&cc, l);
+            total += b;
+            kvc_stream_config s = sc;
+            s.budget = b;
+            kvc_stream_plan p;
+            CHECK(kvc_stream_plan_make(&s, &p) == KVC_OK);
+            CHECK(p.worst_elements <= p.budget_elements);
+            sum_streams += nkv * KVC_ALIGN_UP(p.arena_bytes);
+            printf("%s layer %u: budget %u, worst %llu of %llu elements\n", pol ? "pyramid" : "uniform", l, b,
+                   (unsigned long long)p.worst_elements, (unsigned long long)p.budget_elements);
+            if (pol && l > 0) CHECK(b <= kvc_cache_layer_budget(&cc, l - 1));
+        }
+        CHECK(total <= (uint64_t)L * budget);
+        CHECK(bytes >= sum_streams && bytes - sum_streams <= KVC_ALIGN_UP(sizeof(size_t) * L * nkv) + 256);
+        unsigned char *a = tu_arena(bytes + 128);
+        memset(a + bytes, 0x3C, 128);
+        kvc_cache *c;
+        CHECK(kvc_cache_init(a, bytes, &cc, &c) == KVC_OK);
+        CHECK(kvc_cache_init(a, bytes - 1, &cc, &c) == KVC_E_ARENA);
+        CHECK(kvc_cache_init(a, bytes, &cc, &c) == KVC_OK);
+        kvc_rng r;
+        kvc_rng_seed(&r, 5);
+        float k[16], v[16], q[32], out[32];
+        for (int pos = 0; pos < 1000; pos++) {
+            for (int i = 0; i < 16; i++) k[i] = (float)(3 * kvc_rng_normal(&r)), v[i] = (float)kvc_rng_normal(&r);
+            for (int i = 0; i < 32; i++) q[i] = (float)kvc_rng_normal(&r);
+            for (uint32_t l = 0; l < L; l++) {
+                CHECK(kvc_cache_append(c, NULL, l, k, v) == KVC_OK);
+                CHECK(kvc_cache_attend(c, NULL, l, q, out) == KVC_OK);
+            }
+        }
+        uint64_t el, peak, worst = 0;
+        CHECK(kvc_cache_usage(c, &el, &peak) == KVC_OK);
+        for (uint32_t l = 0; l < L; l++) worst += nkv * kvc_stream_get_plan(kvc_cache_stream(c, l, 0))->worst_elements;
+        printf("peak %llu elements, worst-case sum %llu\n", (unsigned long long)peak, (unsigned long long)worst);
+        CHECK(peak <= worst);
+        for (int i = 0; i < 128; i++) CHECK(a[bytes + i] == 0x3C);
+        free(a);
+    }
+    return 0;
+}
+
+/* Bad input to the cache manager: clear status, nothing changed. */
+static int cache_rejects_bad_input_unchanged(void)
+{
+    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_UNIFORM, 4, 4, 20, 1);
+    sc.n_sink = 2, sc.n_window = 2;
+    kvc_cache_config cc = {2, 4, 2, 4, sc, KVC_BUDGET_UNIFORM, 0.0f};
+    size_t bytes = kvc_cache_arena_size(&cc);
+    kvc_cache *c;
+    void *a = tu_arena(bytes);
+    CHECK(kvc_cache_init(a, bytes, &cc, &c) == KVC_OK);
+    float k[8] = {1, 2, 3, 4, 5, 6, 7, 8}, q[16] = {0}, out[16];
+    CHECK(kvc_cache_attend(c, NULL, 0, q, out) == KVC_E_STATE); /* before any append */
+    for (int i = 0; i < 30; i++) CHECK(kvc_cache_append(c, NULL, 0, k, k) == KVC_OK);
+    unsigned char *copy = malloc(bytes);
+    memcpy(copy, a, bytes);
+    float bad[8];
+    memcpy(bad, k, sizeof bad);
+    bad[7] = NAN; /* last head: the first head must not have been appended either */
+    CHECK(kvc_cache_append(c, NULL, 0, k, bad) == KVC_E_NONFINITE);
+    CHECK(kvc_cache_append(c, NULL, 2, k, k) == KVC_E_ARG);
+    CHECK(kvc_cache_append(c, NULL, 0, NULL, k) == KVC_E_ARG);
+    CHECK(memcmp(copy, a, bytes) == 0);
+    kvc_cache_config bad_cfg = cc;
+    bad_cfg.n_heads = 3;
+    CHECK(kvc_cache_config_problem(&bad_cfg) != NULL && kvc_cache_arena_size(&bad_cfg) == 0);
+    printf("n_heads 3 with 2 kv heads: %s\n", kvc_cache_config_problem(&bad_cfg));
+    free(copy), free(a);
+    return 0;
+}
+
+/* Loaders: truncated, oversized and inconsistent files get KVC_E_FORMAT and a message. */
+static int loaders_reject_bad_files(void)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer t;
+    char err[256];
+    int32_t hdr[7] = {64, 172, 5, 8, 4, 512, 512};
+    size_t good = 28 + 264128 * 4;
+    uint8_t *buf = calloc(good + 8, 1);
+    memcpy(buf, hdr, sizeof hdr);
+    CHECK(kvc_l2c_model_parse(buf, good, &m, err, sizeof err) == KVC_OK);
+    kvc_l2c_model_free(&m);
+    const size_t lens[] = {0, 10, 28, good - 1, good + 4};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        CHECK(kvc_l2c_model_parse(buf, lens[i], &m, err, sizeof err) == KVC_E_FORMAT);
+        CHECK(err[0] != 0 && m.data == NULL);
+        printf("checkpoint of %zu bytes: %s\n", lens[i], err);
+    }
+    const int32_t bad_hdrs[][7] = {{0, 172, 5, 8, 4, 512, 512}, {64, 172, 5, 8, 3, 512, 512}, {64, 172, 5, 7, 7, 512, 512},
+                                   {64, 172, -5, 8, 4, 512, 512}, {64, 172, 5, 8, 4, INT32_MIN, 512},
+                                   {65536, 262144, 256, 1024, 1024, 1000000, 1048576}};
+    for (size_t i = 0; i < sizeof bad_hdrs / sizeof bad_hdrs[0]; i++) {
+        memcpy(buf, bad_hdrs[i], 28);
+        CHECK(kvc_l2c_model_parse(buf, good, &m, err, sizeof err) == KVC_E_FORMAT);
+        printf("header %zu: %s\n", i, err);
+    }
+    memcpy(buf, hdr, sizeof hdr);
+    float nan = NAN;
+    memcpy(buf + 28 + 400, &nan, 4);
+    CHECK(kvc_l2c_model_parse(buf, good, &m, err, sizeof err) == KVC_E_FORMAT);
+    printf("NaN weight: %s\n", err);
+    /* tokenizer: 2 tokens */
+    uint8_t tb[64];
+    int32_t maxlen = 4, n1 = 1, n2 = 2;
+    float sc = 0.5f;
+    size_t o = 0;
+    memcpy(tb + o, &maxlen, 4), o += 4;
+    memcpy(tb + o, &sc, 4), o += 4, memcpy(tb + o, &n1, 4), o += 4, tb[o++] = 'a';
+    memcpy(tb + o, &sc, 4), o += 4, memcpy(tb + o, &n2, 4), o += 4, tb[o++] = 'b', tb[o++] = 'c';
+    CHECK(kvc_l2c_tokenizer_parse(tb, o, 2, &t, err, sizeof err) == KVC_OK);
+    kvc_l2c_tokenizer_free(&t);
+    for (size_t cut = 0; cut < o; cut++) {
+        CHECK(kvc_l2c_tokenizer_parse(tb, cut, 2, &t, err, sizeof err) == KVC_E_FORMAT);
+        CHECK(t.vocab == NULL);
+    }
+    CHECK(kvc_l2c_tokenizer_parse(tb, o, 3, &t, err, sizeof err) == KVC_E_FORMAT);
+    printf("vocab mismatch: %s\n", err);
+    CHECK(kvc_l2c_tokenizer_parse(tb, o, 1, &t, err, sizeof err) == KVC_E_FORMAT);
+    printf("trailing bytes: %s\n", err);
+    int32_t huge = 100;
+    memcpy(tb + 8, &huge, 4);
+    CHECK(kvc_l2c_tokenizer_parse(tb, o, 2, &t, err, sizeof err) == KVC_E_FORMAT);
+    printf("token longer than max: %s\n", err);
+    free(buf);
+    return 0;
+}
+
+static const kvc_test_case cases[] = {
+    {"exact_cache_matches_plain_attention", exact_cache_matches_plain_attention},
+    {"greedy_text_is_readable", greedy_text_is_readable},
+    {"per_layer_budgets_fit_arena", per_layer_budgets_fit_arena},
+    {"cache_rejects_bad_input_unchanged", cache_rejects_bad_input_unchanged},
+    {"loaders_reject_bad_files", loaders_reject_bad_files},
+};
+KVC_TEST_MAIN(cases)
