@@ -42,16 +42,18 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
             "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
-            "                [--subgen-delta0 R]\n"
+            "                [--subgen-delta0 R] [--reference auto|mpfr|f64]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
             "  M is exact | sink-window | uniform | subgen. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
-            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n");
+            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n"
+            "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
+            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n");
 }
 
 int kvc_cmd_eval(int argc, char **argv)
 {
-    const char *trace_dir = NULL, *method_name = NULL;
+    const char *trace_dir = NULL, *method_name = NULL, *reference = "auto";
     uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
     double beta = 0.0, delta0 = 0.0;
     int have_budget = 0;
@@ -74,6 +76,7 @@ int kvc_cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--subgen-s")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &s);
         else if (!strcmp(a, "--subgen-mmax")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &mmax);
         else if (!strcmp(a, "--subgen-delta0")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &delta0);
+        else if (!strcmp(a, "--reference")) reference = val;
         else {
             fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
             usage(stderr);
@@ -88,6 +91,10 @@ int kvc_cmd_eval(int argc, char **argv)
     if (!trace_dir || !method_name || !have_budget) {
         fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
         usage(stderr);
+        return 2;
+    }
+    if (strcmp(reference, "auto") && strcmp(reference, "mpfr") && strcmp(reference, "f64")) {
+        fprintf(stderr, "kvc eval: --reference must be auto, mpfr or f64\n");
         return 2;
     }
     kvc_method method;
@@ -114,13 +121,21 @@ int kvc_cmd_eval(int argc, char **argv)
     cfg.subgen.m_max = (uint32_t)mmax;
     cfg.subgen.delta0 = (float)delta0;
     kvc_eval_result res;
-    int rc = kvc_eval_run(&tr, &cfg, trace_dir, (size_t)head, 1, &res);
+    int use_mp = !strcmp(reference, "mpfr") ||
+                 (!strcmp(reference, "auto") && (double)tr.n * (double)tr.n * (double)tr.d <= 2147483648.0);
+    int rc = kvc_eval_run_ref(&tr, &cfg, trace_dir, (size_t)head, 1, use_mp, &res);
     kvc_trace_free(&tr);
     return rc;
 }
 
 int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
                  int verbose, kvc_eval_result *out)
+{
+    return kvc_eval_run_ref(tr, cfg, label, head, verbose, 0, out);
+}
+
+int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
+                     int verbose, int use_mp, kvc_eval_result *out)
 {
     memset(out, 0, sizeof *out);
     const char *why = kvc_stream_config_problem(cfg);
@@ -166,6 +181,8 @@ int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *
             printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
                    (double)plan.delta0);
         printf(" beta=%g\n", (double)plan.beta);
+        printf("  reference: %s\n", use_mp ? "MPFR 160-bit exact attention, correctly rounded to double"
+                                             : "two-pass double exact attention");
         printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %zu B; arena %zu B\n",
                plan.worst_elements, plan.budget_elements, plan.metadata_bytes, plan.arena_bytes);
     }
@@ -191,7 +208,14 @@ int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *
             goto done;
         }
         kvc_exact_result er;
-        kvc_exact_attention_f64(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, ex, &er);
+        if (use_mp) {
+            if (kvc_oracle_attention_mp(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, 160, ex, &er.softmax_l2)) {
+                fprintf(stderr, "kvc eval: MPFR reference failed\n");
+                goto done;
+            }
+        } else {
+            kvc_exact_attention_f64(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, ex, &er);
+        }
         double diff2 = 0.0, a2 = 0.0;
         for (size_t c = 0; c < dv; c++) {
             double e = (double)z[c] - ex[c];

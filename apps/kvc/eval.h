@@ -22,4 +22,7 @@ int kvc_cmd_eval(int argc, char **argv);
  *  invalid configuration, ...). */
 int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
                  int verbose, kvc_eval_result *out);
+/** Same, choosing the reference: MPFR oracle (use_mp = 1) or the double path. */
+int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
+                     int verbose, int use_mp, kvc_eval_result *out);
 #endif

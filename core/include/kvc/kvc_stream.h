@@ -140,6 +140,11 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
                              size_t n_q, float *out);
 
+/** Number of leading segments of a stream's view that are its exact regions
+ *  (sinks, the window ring in two pieces, the current token); the method's
+ *  own segments follow them. */
+#define KVC_STREAM_EXACT_SEGMENTS 4u
+
 /** @brief The weighted cache the next attend would use (pointers into the arena). */
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);
 

@@ -1,0 +1,189 @@
+/* kvc oracle: bound checks against the MPFR oracle.
+ *   kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--csv FILE]
+ *     measures one method on one trace (constants from --C, else reported only);
+ *   kvc oracle --suite [--csv FILE]
+ *     the bound-check table of every method (calibrate, then test). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvc/kvc.h"
+#include "kvc_oracle/kvc_suite.h"
+#include "oracle_cmd.h"
+#include "trace.h"
+
+static void progress(void *ctx, size_t done, size_t total)
+{
+    (void)ctx;
+    if (done == total || done % 8 == 0) {
+        fprintf(stderr, "\r  %zu/%zu runs", done, total);
+        if (done == total) fputc('\n', stderr);
+    }
+}
+
+static int parse_budgets(const char *s, uint32_t *out, size_t *n)
+{
+    *n = 0;
+    const char *p = s;
+    while (p && *p) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || v < 1 || v > KVC_MAX_BUDGET || *n >= 16 || (*end != ',' && *end != 0)) {
+            fprintf(stderr, "kvc oracle: --budgets expects up to 16 comma-separated integers in 1..%u, got '%s'\n",
+                    KVC_MAX_BUDGET, s);
+            return 1;
+        }
+        out[(*n)++] = (uint32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n == 0;
+}
+
+static int run_suite(const char *csv)
+{
+    kvc_suite_settings s = kvc_suite_defaults();
+    static const kvc_method methods[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
+                                         KVC_METHOD_SUBGEN};
+    kvc_suite_result res[4];
+    int all_ok = 1;
+    fprintf(stderr, "bound-check suite: n=%zu d=%zu clusters=%zu key_noise=%g, %u seeds x %zu positions, "
+                    "budgets 96,160,288,544 (sink %u, window %u), unbiasedness over %u seeds\n",
+            s.n, s.d, s.clusters, s.key_noise, s.seeds, s.positions, s.n_sink, s.n_window, s.unbiased_seeds);
+    for (size_t i = 0; i < 4; i++) {
+        if (kvc_suite_run(methods[i], &s, stderr, &res[i])) return 1;
+        if (res[i].claim->bound) all_ok &= res[i].pass_failure && res[i].pass_slope && res[i].pass_unbiased;
+    }
+    printf("\n");
+    kvc_suite_print_header(stdout);
+    for (size_t i = 0; i < 4; i++) kvc_suite_print_row(stdout, &res[i]);
+    printf("\nC: the (1 - delta/4) quantile of e / m^exponent on a calibration stream (seed %llu), tested on a\n"
+           "fresh stream (seed %llu) with fresh method seeds. A claim fails when the lower end of the failure-rate\n"
+           "interval exceeds the claimed probability, when the slope's interval lies entirely above\n"
+           "predicted + %.2f, or when an unbiasedness |z| exceeds its limit. Positions of one run are\n"
+           "correlated, so the intervals are narrower than exact ones would be.\n",
+           (unsigned long long)s.calib_stream_seed, (unsigned long long)s.test_stream_seed, s.slope_tol);
+    if (csv) {
+        FILE *f = fopen(csv, "w");
+        if (!f) {
+            fprintf(stderr, "kvc oracle: cannot write '%s'\n", csv);
+            return 1;
+        }
+        kvc_suite_csv_header(f);
+        for (size_t i = 0; i < 4; i++) kvc_suite_csv_row(f, &res[i]);
+        fclose(f);
+    }
+    return all_ok ? 0 : 3;
+}
+
+int kvc_cmd_oracle(int argc, char **argv)
+{
+    const char *trace_dir = NULL, *method_name = NULL, *budgets_s = NULL, *csv = NULL;
+    uint64_t seeds = 32, positions = 16, head = 0, sink = 32, window = 32;
+    double C = NAN;
+    int suite = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--positions P]\n"
+                   "                  [--head H] [--sink A] [--window B] [--C c] [--csv FILE]\n"
+                   "       kvc oracle --suite [--csv FILE]\n"
+                   "  Normalised errors e = ||z - Attn|| / (||softmax||_2 ||V||) against MPFR exact attention at P\n"
+                   "  positions in the trace's second half, R seeds per budget; slope of log mean e on log memory;\n"
+                   "  with --C, the failure rate P(e > C m^exponent). --suite: the bound-check table.\n");
+            return 0;
+        }
+        if (!strcmp(a, "--suite")) {
+            suite = 1;
+            i--;
+            continue;
+        }
+        if (!val) {
+            fprintf(stderr, "kvc oracle: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--trace")) trace_dir = val;
+        else if (!strcmp(a, "--method")) method_name = val;
+        else if (!strcmp(a, "--budgets")) budgets_s = val;
+        else if (!strcmp(a, "--csv")) csv = val;
+        else if (!strcmp(a, "--seeds")) bad = kvc_cli_u64(a, val, 2, 100000, &seeds);
+        else if (!strcmp(a, "--positions")) bad = kvc_cli_u64(a, val, 1, 100000, &positions);
+        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
+        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
+        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
+        else if (!strcmp(a, "--C")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &C);
+        else {
+            fprintf(stderr, "kvc oracle: unknown argument '%s'\n", a);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (suite) return run_suite(csv);
+    kvc_method method;
+    uint32_t budgets[16];
+    size_t nb;
+    if (!trace_dir || !method_name || !budgets_s) {
+        fprintf(stderr, "kvc oracle: --trace, --method and --budgets are required (or --suite)\n");
+        return 2;
+    }
+    if (kvc_method_parse(method_name, &method) != KVC_OK) {
+        fprintf(stderr, "kvc oracle: unknown method '%s'\n", method_name);
+        return 2;
+    }
+    if (parse_budgets(budgets_s, budgets, &nb)) return 2;
+    kvc_trace tr;
+    if (kvc_trace_load(trace_dir, (size_t)head, &tr)) return 1;
+    if (positions > tr.n / 2) positions = tr.n / 2;
+    kvc_oracle_trace ot = {tr.q, tr.k, tr.v, tr.n, tr.d, tr.dv};
+    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, budgets[0], 0);
+    cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window;
+    kvc_oracle_opts o = {budgets, nb, (uint32_t)seeds, 1, (size_t)positions, 0, progress, NULL};
+    kvc_oracle_row rows[16];
+    const kvc_bound_claim *claim = kvc_bound_claim_of(method);
+    fprintf(stderr, "kvc oracle: %s, %s, %zu budgets x %" PRIu64 " seeds x %zu positions\n", trace_dir, method_name,
+            nb, seeds, (size_t)positions);
+    if (kvc_oracle_measure(&ot, &cfg, &o, rows, NULL)) {
+        kvc_trace_free(&tr);
+        return 1;
+    }
+    printf("trace %s (n=%zu, d=%zu, head %" PRIu64 "), method %s; e scale ||softmax||_2 * ||V||_%s\n", trace_dir,
+           tr.n, tr.d, head, method_name, claim->op_norm ? "op" : "F");
+    printf("%8s %8s %12s %12s %12s\n", "budget", "memory", "mean_e", "p99_e", "max_e");
+    for (size_t b = 0; b < nb; b++)
+        printf("%8u %8u %12.4e %12.4e %12.4e\n", rows[b].budget, rows[b].memory, rows[b].mean, rows[b].p99, rows[b].max);
+    double slope = NAN, lo = NAN, hi = NAN;
+    if (nb >= 2 && kvc_oracle_slope(rows, nb, 0.998, &slope, &lo, &hi) == 0)
+    {
+        char pred[32];
+        if (claim->exponent != 0.0) snprintf(pred, sizeof pred, "predicted %g", claim->exponent);
+        else snprintf(pred, sizeof pred, "no prediction");
+        printf("slope of log mean e on log memory: %.3f [99.8%% CI %.3f, %.3f]; %s\n", slope, lo, hi, pred);
+    }
+    kvc_oracle_failure fr = {0};
+    if (!isnan(C)) {
+        kvc_oracle_failure_rate(rows, nb, C, claim->exponent, 0.998, &fr);
+        printf("failure rate P(e > %g m^%g) = %zu/%zu = %.4f [99.8%% CI %.4f, %.4f]; claimed %g\n", C,
+               claim->exponent, fr.failures, fr.samples, fr.rate, fr.lo, fr.hi, claim->delta);
+    }
+    int rc = 0;
+    if (csv) {
+        FILE *f = fopen(csv, "w");
+        if (!f) {
+            fprintf(stderr, "kvc oracle: cannot write '%s'\n", csv);
+            rc = 1;
+        } else {
+            fprintf(f, "method,budget,memory,seeds,positions,mean_e,p99_e,max_e,slope,slope_lo,slope_hi\n");
+            for (size_t b = 0; b < nb; b++)
+                fprintf(f, "%s,%u,%u,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", method_name, rows[b].budget,
+                        rows[b].memory, rows[b].seeds, rows[b].positions, rows[b].mean, rows[b].p99, rows[b].max,
+                        slope, lo, hi);
+            fclose(f);
+        }
+    }
+    kvc_oracle_rows_free(rows, nb);
+    kvc_trace_free(&tr);
+    return rc;
+}
