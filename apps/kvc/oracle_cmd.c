@@ -59,6 +59,18 @@ static int run_suite(const char *csv)
     printf("\n");
     kvc_suite_print_header(stdout);
     for (size_t i = 0; i < 4; i++) kvc_suite_print_row(stdout, &res[i]);
+    printf("\nDeclared constants (eps(m) = C m^exponent, claimed failure probability delta) and why:\n");
+    for (size_t i = 0; i < 4; i++) {
+        const kvc_bound_claim *c = res[i].claim;
+        if (c->bound)
+            printf("- %s: eps(m) = %.4g m^%g, delta = %g, C %s. Claim: %s.\n", kvc_method_name(res[i].method),
+                   res[i].C, c->exponent, c->delta,
+                   res[i].method == KVC_METHOD_EXACT ? "fixed at 1e-6 (float storage rounding, no calibration)"
+                                                     : "calibrated at the (1 - delta/4) quantile",
+                   c->source);
+        else
+            printf("- %s: no bound (%s).\n", kvc_method_name(res[i].method), c->source);
+    }
     printf("\nC: the (1 - delta/4) quantile of e / m^exponent on a calibration stream (seed %llu), tested on a\n"
            "fresh stream (seed %llu) with fresh method seeds. A claim fails when the lower end of the failure-rate\n"
            "interval exceeds the claimed probability, when the slope's interval lies entirely above\n"
