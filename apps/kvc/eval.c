@@ -42,9 +42,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
             "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
-            "                [--subgen-delta0 R] [--reference auto|mpfr|f64]\n"
+            "                [--subgen-delta0 R] [--bkv-t T] [--bkv-levels L] [--bkv-bmax B]\n"
+            "                [--bkv-mode practical|theory|smaller-class] [--bkv-gamma G] [--bkv-rho R]\n"
+            "                [--bkv-kappa K] [--prefix P] [--reference auto|mpfr|f64]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
-            "  M is exact | sink-window | uniform | subgen. N is the cache budget in tokens\n"
+            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
@@ -55,7 +57,10 @@ int kvc_cmd_eval(int argc, char **argv)
 {
     const char *trace_dir = NULL, *method_name = NULL, *reference = "auto";
     uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
-    double beta = 0.0, delta0 = 0.0;
+    uint64_t bkv_t = 0, bkv_levels = 0, bkv_bmax = 0, prefix = 0;
+    double bkv_kappa = 0.0;
+    double beta = 0.0, delta0 = 0.0, bkv_gamma = 0.0, bkv_rho = 0.0;
+    const char *bkv_mode = NULL;
     int have_budget = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
@@ -77,6 +82,14 @@ int kvc_cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--subgen-mmax")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &mmax);
         else if (!strcmp(a, "--subgen-delta0")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &delta0);
         else if (!strcmp(a, "--reference")) reference = val;
+        else if (!strcmp(a, "--bkv-t")) bad = kvc_cli_u64(a, val, 2, KVC_MAX_BUDGET, &bkv_t);
+        else if (!strcmp(a, "--bkv-levels")) bad = kvc_cli_u64(a, val, 1, 16, &bkv_levels);
+        else if (!strcmp(a, "--bkv-bmax")) bad = kvc_cli_u64(a, val, 1, 64, &bkv_bmax);
+        else if (!strcmp(a, "--bkv-gamma")) bad = kvc_cli_f64(a, val, 1e-9, 1e9, &bkv_gamma);
+        else if (!strcmp(a, "--bkv-rho")) bad = kvc_cli_f64(a, val, 0.0, 0.999, &bkv_rho);
+        else if (!strcmp(a, "--bkv-mode")) bkv_mode = val;
+        else if (!strcmp(a, "--bkv-kappa")) bad = kvc_cli_f64(a, val, 0.0, 1e6, &bkv_kappa);
+        else if (!strcmp(a, "--prefix")) bad = kvc_cli_u64(a, val, 1, 1u << 28, &prefix);
         else {
             fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
             usage(stderr);
@@ -99,7 +112,7 @@ int kvc_cmd_eval(int argc, char **argv)
     }
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
-        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen)\n", method_name);
+        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill)\n", method_name);
         return 2;
     }
 
@@ -120,6 +133,24 @@ int kvc_cmd_eval(int argc, char **argv)
     cfg.subgen.s = (uint32_t)s;
     cfg.subgen.m_max = (uint32_t)mmax;
     cfg.subgen.delta0 = (float)delta0;
+    cfg.balancekv.t = (uint32_t)bkv_t;
+    cfg.balancekv.levels = (uint32_t)bkv_levels;
+    cfg.balancekv.b_max = (uint32_t)bkv_bmax;
+    cfg.balancekv.gamma = (float)bkv_gamma;
+    cfg.balancekv.rho = (float)bkv_rho;
+    cfg.balancekv.kappa = (float)bkv_kappa;
+    /* a prefill method compresses the whole trace as its prompt unless told otherwise */
+    cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
+    if (bkv_mode) {
+        if (!strcmp(bkv_mode, "practical")) cfg.balancekv.mode = KVC_BALANCE_PRACTICAL;
+        else if (!strcmp(bkv_mode, "theory")) cfg.balancekv.mode = KVC_BALANCE_THEORY;
+        else if (!strcmp(bkv_mode, "smaller-class")) cfg.balancekv.mode = KVC_BALANCE_SMALLER_CLASS;
+        else {
+            fprintf(stderr, "kvc eval: --bkv-mode must be practical, theory or smaller-class\n");
+            kvc_trace_free(&tr);
+            return 2;
+        }
+    }
     kvc_eval_result res;
     int use_mp = !strcmp(reference, "mpfr") ||
                  (!strcmp(reference, "auto") && (double)tr.n * (double)tr.n * (double)tr.d <= 2147483648.0);
@@ -180,6 +211,15 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         if (plan.method == KVC_METHOD_SUBGEN)
             printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
                    (double)plan.delta0);
+        if (plan.method == KVC_METHOD_BALANCEKV_PREFILL)
+            printf(" prefix=%" PRIu32 " (method %" PRIu32 ") tail=%" PRIu32 " kappa=%g", cfg->prefix_len,
+                   plan.prefix_method_tokens, plan.tail_capacity, (double)plan.bkv.kappa);
+        if (plan.method == KVC_METHOD_BALANCEKV || plan.method == KVC_METHOD_BALANCEKV_PREFILL)
+            printf(" t=%" PRIu32 " levels=%" PRIu32 " b_max=%" PRIu32 " mode=%s gamma=%g rho=%g", plan.bkv.t,
+                   plan.bkv.levels, plan.bkv.b_max,
+                   plan.bkv.mode == KVC_BALANCE_THEORY ? "theory"
+                   : plan.bkv.mode == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
+                   (double)plan.bkv.gamma, (double)plan.bkv.rho);
         printf(" beta=%g\n", (double)plan.beta);
         printf("  reference: %s\n", use_mp ? "MPFR 160-bit exact attention, correctly rounded to double"
                                              : "two-pass double exact attention");
@@ -260,6 +300,9 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
                gram ? "op" : "F");
         printf("  cache: peak %" PRIu64 " elements = %" PRIu64 " tokens of budget %" PRIu32 "\n",
                stats.peak_elements, out->max_tokens, cfg->budget);
+        if (cfg->method == KVC_METHOD_BALANCEKV || cfg->method == KVC_METHOD_BALANCEKV_PREFILL)
+            printf("  balancekv: buckets=%" PRIu32 " halvings=%" PRIu64 " clip_events=%" PRIu64 " dropped=%" PRIu64 "\n",
+                   stats.buckets, stats.halvings, stats.clip_events, stats.dropped);
         if (cfg->method == KVC_METHOD_SUBGEN)
             printf("  subgen: clusters=%" PRIu32 " doublings=%" PRIu32 " merges=%" PRIu32 " delta=%.4g\n",
                    stats.clusters, stats.doublings, stats.merges, stats.delta);

@@ -125,11 +125,13 @@ int kvc_cmd_generate(int argc, char **argv)
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
     sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
     if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
-    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-    const char *why = kvc_cache_config_problem(&cc);
     int rc = 1;
     void *arena = NULL;
     int *ptoks = malloc((strlen(prompt) + 3) * sizeof(int));
+    int np = ptoks ? kvc_l2c_encode(&tok, prompt, ptoks) : 1;
+    sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    const char *why = kvc_cache_config_problem(&cc);
     kvc_l2c_state s = {0};
     if (why) {
         fprintf(stderr, "kvc generate: %s\n", why);
@@ -143,7 +145,6 @@ int kvc_cmd_generate(int argc, char **argv)
         fprintf(stderr, "kvc generate: cannot set up the cache (%zu bytes)\n", bytes);
         goto done;
     }
-    int np = kvc_l2c_encode(&tok, prompt, ptoks);
     kvc_rng r;
     kvc_rng_seed(&r, seed ^ 0x5eedull);
     int token = ptoks[0], prev = 1, pos = 0;

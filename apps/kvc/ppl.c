@@ -213,6 +213,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     }
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
     sc.n_sink = sink, sc.n_window = window;
+    sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
     if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {
         fprintf(stderr, "kvc ppl: exact refuses: the text has %d tokens but the budget holds %u\n", n, budget);
         goto done;

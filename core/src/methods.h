@@ -32,4 +32,23 @@ size_t kvc_subgen_view(const void *st, kvc_segment *seg);
 uint64_t kvc_subgen_elements(const void *st);
 void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats);
 
+/* ---- balancekv: value-norm buckets of MergeAndReduce trees + a denominator tree ---- */
+size_t kvc_balancekv_arena_size(const kvc_stream_plan *p);
+size_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p);
+void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
+void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t token);
+size_t kvc_balancekv_view(const void *st, kvc_segment *seg);
+uint64_t kvc_balancekv_elements(const void *st);
+void kvc_balancekv_fill_stats(const void *st, kvc_stream_stats *stats);
+
+/* ---- balancekv-prefill: one MergeAndReduce tree over the prompt (top accumulates) + exact tail ---- */
+size_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T);
+size_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p);
+void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
+int kvc_bkv_prefill_can_accept(const void *st);
+void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t token);
+size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg);
+uint64_t kvc_bkv_prefill_elements(const void *st);
+void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *stats);
+
 #endif

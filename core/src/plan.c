@@ -7,9 +7,14 @@
 #include "arena.h"
 #include "methods.h"
 #include "plan.h"
+#include "balance.h"
 
 #define KVC_SUBGEN_DEFAULT_T 8u
 #define KVC_SUBGEN_MAX_T 4096u
+#define KVC_BKV_DEFAULT_LEVELS 3u
+#define KVC_BKV_DEFAULT_BMAX 8u
+#define KVC_BKV_DEFAULT_MODE KVC_BALANCE_PRACTICAL
+#define KVC_BKV_PREFILL_DEFAULT_BLOCK 256u
 
 const char *kvc_method_name(kvc_method m)
 {
@@ -18,6 +23,8 @@ const char *kvc_method_name(kvc_method m)
     case KVC_METHOD_SINK_WINDOW: return "sink-window";
     case KVC_METHOD_UNIFORM: return "uniform";
     case KVC_METHOD_SUBGEN: return "subgen";
+    case KVC_METHOD_BALANCEKV: return "balancekv";
+    case KVC_METHOD_BALANCEKV_PREFILL: return "balancekv-prefill";
     }
     return NULL;
 }
@@ -25,7 +32,7 @@ const char *kvc_method_name(kvc_method m)
 kvc_status kvc_method_parse(const char *name, kvc_method *out)
 {
     static const kvc_method all[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                     KVC_METHOD_SUBGEN};
+                                     KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL};
     if (name == NULL || out == NULL) return KVC_E_ARG;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         if (strcmp(name, kvc_method_name(all[i])) == 0) {
@@ -74,6 +81,19 @@ static const char *field_problem(const kvc_stream_config *c)
         const kvc_subgen_params *p = &c->subgen;
         if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
         if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
+    }
+    if (c->method == KVC_METHOD_BALANCEKV_PREFILL && (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u))
+        return "balancekv-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
+    if (c->method == KVC_METHOD_BALANCEKV || c->method == KVC_METHOD_BALANCEKV_PREFILL) {
+        const kvc_balancekv_params *b = &c->balancekv;
+        if (b->t % 2 != 0 || b->t > KVC_MAX_BUDGET) return "balancekv t must be even (0 = derive)";
+        if (b->levels > 16) return "balancekv levels must be in 1..16 (0 = 3)";
+        if (b->b_max > 64) return "balancekv b_max must be in 1..64 (0 = 8)";
+        if (b->mode > KVC_BALANCE_SMALLER_CLASS) return "balancekv mode must be practical, theory or smaller-class";
+        if (!(b->gamma >= 0.0f) || !isfinite(b->gamma)) return "balancekv gamma must be finite and > 0 (0 = 4)";
+        if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
+        if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
+        if (!(b->kappa >= 0.0f) || !isfinite(b->kappa)) return "balancekv kappa must be finite and >= 0";
     }
     return NULL;
 }
@@ -136,6 +156,87 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         p.metadata_bytes = (size_t)p.m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
                            (size_t)p.m_max * p.t * (sizeof(uint32_t) + sizeof(float)) +
                            (size_t)p.s * (sizeof(uint32_t) + sizeof(float));
+        break;
+    }
+    case KVC_METHOD_BALANCEKV: {
+        kvc_balancekv_params b = c->balancekv;
+        b.levels = b.levels ? b.levels : KVC_BKV_DEFAULT_LEVELS;
+        if (b.b_max == 0) {
+            /* 8 buckets unless that leaves batches below 16: then the most
+               buckets that still give t >= 16 (at least one) */
+            b.b_max = KVC_BKV_DEFAULT_BMAX;
+            while (b.b_max > 1 &&
+                   ((uint64_t)16 + b.levels * 8u + 1u) * ((uint64_t)b.b_max * tok + c->d) >
+                       (uint64_t)p.method_tokens * tok)
+                b.b_max--;
+        }
+        b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
+        b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
+        b.delta = b.delta > 0.0f ? b.delta : 0.01f;
+        const uint64_t elems = (uint64_t)p.method_tokens * tok;
+        /* elements of one slot set: b_max numerator stores + one keys-only store */
+        const uint64_t per_slot = (uint64_t)b.b_max * tok + c->d;
+        if (b.t == 0) {
+            /* largest even t with slots(t) * per_slot <= elems; slots(t) = t + T t/2 + 1 */
+            uint64_t slots_fit = elems / per_slot;
+            uint64_t t = slots_fit > 1 ? (slots_fit - 1) * 2 / (2 + b.levels) : 0;
+            t &= ~(uint64_t)1;
+            while (t >= 2 && (t + b.levels * (t / 2) + 1) * per_slot > elems) t -= 2;
+            if (t < 2) return "budget too small for balancekv: not even a batch of 2 fits every bucket";
+            if (t > KVC_MAX_BUDGET) t = KVC_MAX_BUDGET;
+            b.t = (uint32_t)t;
+        }
+        const uint64_t slots = (uint64_t)b.t + (uint64_t)b.levels * (b.t / 2) + 1;
+        if (slots * per_slot > elems) return "balancekv t does not fit the method budget";
+        p.bkv = b;
+        method_worst = slots * per_slot;
+        method_bytes = kvc_balancekv_arena_size(&p);
+        p.metadata_bytes = (size_t)(slots * (b.b_max + 1)) * (sizeof(float) + sizeof(uint32_t)) +
+                           kvc_balancekv_scratch_bytes(&p);
+        break;
+    }
+    case KVC_METHOD_BALANCEKV_PREFILL: {
+        kvc_balancekv_params b = c->balancekv;
+        const int auto_block = b.t == 0;
+        b.t = b.t ? b.t : KVC_BKV_PREFILL_DEFAULT_BLOCK;
+        b.b_max = 1;
+        b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
+        b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
+        b.delta = b.delta > 0.0f ? b.delta : 0.01f;
+        b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
+        const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
+        const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
+        p.prefix_method_tokens = (uint32_t)m;
+        uint64_t slots = 0;
+        const uint32_t T_lo = b.levels ? b.levels : 1u, T_hi = b.levels ? b.levels : 16u;
+        for (uint32_t T = T_lo; T <= T_hi; T++) {
+            uint64_t top = kvc_bkv_prefill_top_cap(m, b.t, T);
+            if (top < b.t / 2) top = b.t / 2;
+            slots = (uint64_t)b.t + (uint64_t)(T - 1) * (b.t / 2) + top + 1;
+            b.levels = T;
+            if (slots <= p.method_tokens) break;
+        }
+        if (slots > p.method_tokens && auto_block) {
+            /* the default block of 256 is halved until the tree fits the budget */
+            while (slots > p.method_tokens && b.t > 4) {
+                b.t /= 2;
+                for (uint32_t T = T_lo; T <= T_hi; T++) {
+                    uint64_t top = kvc_bkv_prefill_top_cap(m, b.t, T);
+                    if (top < b.t / 2) top = b.t / 2;
+                    slots = (uint64_t)b.t + (uint64_t)(T - 1) * (b.t / 2) + top + 1;
+                    b.levels = T;
+                    if (slots <= p.method_tokens) break;
+                }
+            }
+        }
+        if (slots > p.method_tokens)
+            return "budget too small for balancekv-prefill: its blocks do not fit (lower the block size t)";
+        p.bkv = b;
+        p.tail_capacity = (uint32_t)(p.method_tokens - slots);
+        method_worst = (uint64_t)p.method_tokens * tok;
+        method_bytes = kvc_bkv_prefill_arena_size(&p);
+        p.metadata_bytes = (size_t)slots * (sizeof(float) + sizeof(uint32_t)) +
+                           (kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
         break;
     }
     }

@@ -54,6 +54,8 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     case KVC_METHOD_EXACT: mbytes = kvc_exact_arena_size(plan.d, plan.dv, plan.capacity); break;
     case KVC_METHOD_UNIFORM: mbytes = kvc_uniform_arena_size(plan.d, plan.dv, plan.capacity); break;
     case KVC_METHOD_SUBGEN: mbytes = kvc_subgen_arena_size(plan.d, plan.dv, plan.t, plan.s, plan.m_max); break;
+    case KVC_METHOD_BALANCEKV: mbytes = kvc_balancekv_arena_size(&plan); break;
+    case KVC_METHOD_BALANCEKV_PREFILL: mbytes = kvc_bkv_prefill_arena_size(&plan); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     kvc_stream_layout_make(&plan, mbytes, &st->lay);
@@ -64,6 +66,8 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     case KVC_METHOD_SUBGEN:
         kvc_subgen_init(m, plan.d, plan.dv, plan.t, plan.s, plan.m_max, plan.delta0, cfg->seed);
         break;
+    case KVC_METHOD_BALANCEKV: kvc_balancekv_init(m, &plan, cfg->seed); break;
+    case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_init(m, &plan, cfg->seed); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     st->magic = KVC_MAGIC_STREAM;
@@ -78,6 +82,8 @@ static uint64_t method_elements(const kvc_stream *st)
     case KVC_METHOD_EXACT: return kvc_exact_elements(m);
     case KVC_METHOD_UNIFORM: return kvc_uniform_elements(m);
     case KVC_METHOD_SUBGEN: return kvc_subgen_elements(m);
+    case KVC_METHOD_BALANCEKV: return kvc_balancekv_elements(m);
+    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_elements(m);
     case KVC_METHOD_SINK_WINDOW: return 0;
     }
     return 0;
@@ -98,6 +104,8 @@ static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *
     case KVC_METHOD_EXACT: kvc_exact_update(m, k, v, token); break;
     case KVC_METHOD_UNIFORM: kvc_uniform_update(m, k, v, token); break;
     case KVC_METHOD_SUBGEN: kvc_subgen_update(m, kern, k, v, token); break;
+    case KVC_METHOD_BALANCEKV: kvc_balancekv_update(m, k, v, token); break;
+    case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_update(m, k, v, token); break;
     case KVC_METHOD_SINK_WINDOW: break; /* StreamingLLM drops the middle */
     }
     st->method_in++;
@@ -150,8 +158,9 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
-    if (commit_reaches_method(st) && st->plan.method == KVC_METHOD_EXACT &&
-        !kvc_exact_can_accept(method_of_c(st)))
+    if (commit_reaches_method(st) &&
+        ((st->plan.method == KVC_METHOD_EXACT && !kvc_exact_can_accept(method_of_c(st))) ||
+         (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL && !kvc_bkv_prefill_can_accept(method_of_c(st)))))
         return KVC_E_CAPACITY;
 
     if (st->has_pending) commit_pending(st, kern);
@@ -199,6 +208,8 @@ kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
     case KVC_METHOD_EXACT: view->n_seg += kvc_exact_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_UNIFORM: view->n_seg += kvc_uniform_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_SUBGEN: view->n_seg += kvc_subgen_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_BALANCEKV: view->n_seg += kvc_balancekv_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_BALANCEKV_PREFILL: view->n_seg += kvc_bkv_prefill_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     return KVC_OK;
@@ -238,5 +249,7 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
     stats->peak_elements = st->peak_elements;
     stats->method_tokens_in = st->method_in;
     if (st->plan.method == KVC_METHOD_SUBGEN) kvc_subgen_fill_stats(method_of_c(st), stats);
+    if (st->plan.method == KVC_METHOD_BALANCEKV) kvc_balancekv_fill_stats(method_of_c(st), stats);
+    if (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL) kvc_bkv_prefill_fill_stats(method_of_c(st), stats);
     return KVC_OK;
 }

@@ -12,8 +12,8 @@ kvc_suite_settings kvc_suite_defaults(void)
     kvc_suite_settings s;
     memset(&s, 0, sizeof s);
     s.n = 2048, s.d = 16, s.clusters = 6, s.positions = 32, s.key_noise = 0.02;
-    /* sink 16 + window 16 + current 1: method memory 63, 127, 255, 511 tokens */
-    const uint32_t b[4] = {96, 160, 288, 544};
+    /* sink 16 + window 16 + current 1: method memory 127, 255, 511, 1023 tokens */
+    const uint32_t b[4] = {160, 288, 544, 1056};
     memcpy(s.budgets, b, sizeof b);
     s.n_budgets = 4;
     s.seeds = 64, s.unbiased_seeds = 400;
@@ -91,6 +91,12 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
     }
     kvc_stream_config cfg = kvc_stream_config_default(m, (uint32_t)s->d, (uint32_t)s->d, s->budgets[0], 0);
     cfg.n_sink = s->n_sink, cfg.n_window = s->n_window;
+    cfg.prefix_len = (uint32_t)s->n; /* prefill methods: the stream is the prompt */
+    /* BalanceKV's claims are about t (error ~ 1/t at fixed structure): hold the
+       structure fixed across budgets so memory buys batch size / rounds, not
+       more buckets. The stream's value norms span exponents 0..2. */
+    cfg.balancekv.b_max = m == KVC_METHOD_BALANCEKV ? 3u : 0u;
+    cfg.balancekv.t = m == KVC_METHOD_BALANCEKV_PREFILL ? 16u : 0u;
     uint32_t exact_budget[1] = {(uint32_t)s->n};
     kvc_oracle_opts o = {is_exact ? exact_budget : s->budgets, is_exact ? 1 : s->n_budgets, s->seeds, 1000,
                          s->positions, s->unbiased_seeds, log ? progress : NULL, log};

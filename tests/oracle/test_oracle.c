@@ -146,6 +146,8 @@ static int run_suite_case(kvc_method m)
 static int suite_exact(void) { return run_suite_case(KVC_METHOD_EXACT); }
 static int suite_uniform(void) { return run_suite_case(KVC_METHOD_UNIFORM); }
 static int suite_subgen(void) { return run_suite_case(KVC_METHOD_SUBGEN); }
+static int suite_balancekv(void) { return run_suite_case(KVC_METHOD_BALANCEKV); }
+static int suite_balancekv_prefill(void) { return run_suite_case(KVC_METHOD_BALANCEKV_PREFILL); }
 
 static const kvc_test_case cases[] = {
     {"mp_matches_f64_two_pass", mp_matches_f64_two_pass},
@@ -156,5 +158,7 @@ static const kvc_test_case cases[] = {
     {"suite_exact", suite_exact},
     {"suite_uniform", suite_uniform},
     {"suite_subgen", suite_subgen},
+    {"suite_balancekv", suite_balancekv},
+    {"suite_balancekv_prefill", suite_balancekv_prefill},
 };
 KVC_TEST_MAIN(cases)

@@ -13,6 +13,7 @@
 #include "kvc_stream.h"
 #include "kvc_uniform.h"
 #include "kvc_subgen.h"
+#include "kvc_balancekv.h"
 #include "kvc_cache.h"
 
 #endif

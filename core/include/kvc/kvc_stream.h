@@ -31,7 +31,10 @@ typedef enum kvc_method {
     KVC_METHOD_EXACT = 1,       /**< keep everything; refuses (KVC_E_CAPACITY) when full */
     KVC_METHOD_SINK_WINDOW = 2, /**< StreamingLLM: sinks + FIFO window, drop the middle */
     KVC_METHOD_UNIFORM = 3,     /**< reservoir sample of the middle, weight seen/kept */
-    KVC_METHOD_SUBGEN = 4       /**< SubGen: key clusters + value-norm reservoir */
+    KVC_METHOD_SUBGEN = 4,      /**< SubGen: key clusters + value-norm reservoir */
+    KVC_METHOD_BALANCEKV = 5,   /**< BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance */
+    KVC_METHOD_BALANCEKV_PREFILL = 6 /**< BalanceKV's prefill compression (the paper's experiments):
+                                          T rounds of halving blocks of b, causal replay, then an exact tail */
 } kvc_method;
 
 /** SubGen parameters; 0 means "derive from the budget". */
@@ -41,6 +44,25 @@ typedef struct kvc_subgen_params {
     uint32_t m_max;   /**< cluster capacity, 0 -> what the rest of the budget holds */
     float delta0;     /**< starting cluster radius >= 0; 0 = set at first overflow */
 } kvc_subgen_params;
+
+/** How SoftmaxBalance picks the kept point of each pair (see kvc_balancekv.h). */
+typedef enum kvc_balance_mode {
+    KVC_BALANCE_PRACTICAL = 1,    /**< p = 1/2 - gamma * a (the authors' code, gamma = 4) */
+    KVC_BALANCE_THEORY = 2,       /**< p = 1/2 - a / (2 c R^2), c = 30 ln(S/delta) */
+    KVC_BALANCE_SMALLER_CLASS = 3 /**< the paper's literal Alg. 2: keep the smaller sign class (BIASED) */
+} kvc_balance_mode;
+
+/** BalanceKV parameters; 0 means "default / derive from the budget". */
+typedef struct kvc_balancekv_params {
+    uint32_t t;          /**< batch size (even, >= 2); 0 -> largest that fits the budget */
+    uint32_t levels;     /**< T, tree levels above the input level, 1 .. 16; 0 -> 3 */
+    uint32_t b_max;      /**< value-norm buckets kept (a window of exponents), 1 .. 64; 0 -> 8 */
+    uint32_t mode;       /**< kvc_balance_mode; 0 -> the documented default */
+    float gamma;         /**< practical-mode step, > 0; 0 -> 4 */
+    float delta;         /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
+    float rho;           /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
+    float kappa;         /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
+} kvc_balancekv_params;
 
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
 typedef struct kvc_stream_config {
@@ -55,6 +77,9 @@ typedef struct kvc_stream_config {
     float beta;        /**< score scale > 0; 0 -> 1/sqrt(d) */
     uint64_t seed;     /**< any value; same seed + same stream -> same arena bytes */
     kvc_subgen_params subgen;
+    kvc_balancekv_params balancekv; /**< also balancekv-prefill: t = block size b (0 -> 256),
+                                         levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
+    uint32_t prefix_len; /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
 } kvc_stream_config;
 
 /** What a configuration turns into (all derived from the budget). */
@@ -67,6 +92,9 @@ typedef struct kvc_stream_plan {
     uint32_t capacity;         /**< exact / uniform: token slots of the method */
     uint32_t t, s, m_max;      /**< SubGen */
     float delta0;              /**< SubGen */
+    kvc_balancekv_params bkv;  /**< BalanceKV / prefill, every field resolved */
+    uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
+    uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */
     uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;  /**< budget * (d + dv) */
     size_t metadata_bytes;     /**< per-entry weights / counters / ids, worst case */
@@ -162,6 +190,11 @@ typedef struct kvc_stream_stats {
     uint32_t doublings;       /**< radius doublings (bounded-memory rule) */
     uint32_t merges;          /**< clusters absorbed by merges */
     double delta;             /**< current radius */
+    /* BalanceKV only */
+    uint64_t clip_events;     /**< walk steps whose probability was clipped */
+    uint64_t halvings;        /**< SoftmaxBalance calls */
+    uint64_t dropped;         /**< tokens dropped by erased buckets (rho > 0) */
+    uint32_t buckets;         /**< live numerator buckets */
 } kvc_stream_stats;
 
 /** @brief Current counters (KVC_E_STATE for a bad handle). */

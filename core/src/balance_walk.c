@@ -1,0 +1,120 @@
+/* SoftmaxBalance, pairing variant: a self-balancing walk over the pair
+ * differences u_i = phi(x_2i) - phi(x_2i+1) in the feature space of the
+ * kernel K(x, x') = e^{beta<kbar,kbar'>} (<v,v'> + kappa), keys centred on
+ * the batch mean (attention is invariant to a common key shift, so centring
+ * only changes which points are kept). Inner products <u_l, u_i> come from
+ * four kernel values computed on the fly: O(S) scratch, O(S^2 (d+dv)) time.
+ * The sign rule p = 1/2 - f(a) is odd in a, so the walk is symmetric under
+ * eta -> -eta and every point survives with probability exactly 1/2. */
+#include <math.h>
+#include <string.h>
+
+#include "balance.h"
+
+/* Largest exponent passed to exp(): keeps kernel values finite in double. */
+#define KVC_BALANCE_MAX_EXP 700.0
+
+typedef struct walk {
+    const kvc_balance_io *io;
+    const double *mu_dot; /* <k_i, mu> per batch position */
+    double mu2;           /* <mu, mu> */
+} walk;
+
+static size_t slot_of(const kvc_balance_io *io, size_t i) { return i < io->na ? io->a0 + i : io->b0 + (i - io->na); }
+
+static double dotf(const float *a, const float *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t c = 0; c < n; c++) s += (double)a[c] * (double)b[c];
+    return s;
+}
+
+static double kernel(const walk *w, size_t i, size_t j)
+{
+    const kvc_balance_io *io = w->io;
+    const size_t si = slot_of(io, i), sj = slot_of(io, j);
+    const double kk = dotf(io->keys + si * io->d, io->keys + sj * io->d, io->d) - w->mu_dot[i] - w->mu_dot[j] + w->mu2;
+    double x = io->beta * kk;
+    if (x > KVC_BALANCE_MAX_EXP) x = KVC_BALANCE_MAX_EXP;
+    const double vv = io->values ? dotf(io->values + si * io->dv, io->values + sj * io->dv, io->dv) : 1.0;
+    return exp(x) * (vv + io->kappa);
+}
+
+/* Probability of eta = +1 given the walk's current inner product a; counts clips. */
+static double sign_probability(kvc_balance_io *io, double a, double cr2)
+{
+    double p, limit;
+    if (io->mode == KVC_BALANCE_THEORY) {
+        p = 0.5 - a / (2.0 * cr2);
+        limit = cr2;
+    } else {
+        p = 0.5 - io->gamma * a;
+        limit = 1.0 / (2.0 * io->gamma);
+    }
+    if (fabs(a) > limit) io->clips++;
+    if (p < 0.0) p = 0.0;
+    if (p > 1.0) p = 1.0;
+    return p;
+}
+
+size_t kvc_balance_select(kvc_balance_io *io)
+{
+    const size_t S = io->na + io->nb, d = io->d;
+    double *mu = io->scratch, *mu_dot = mu + d, *self = mu_dot + S;
+    /* batch mean of the keys */
+    for (size_t c = 0; c < d; c++) mu[c] = 0.0;
+    for (size_t i = 0; i < S; i++) {
+        const float *k = io->keys + slot_of(io, i) * d;
+        for (size_t c = 0; c < d; c++) mu[c] += (double)k[c];
+    }
+    for (size_t c = 0; c < d; c++) mu[c] /= (double)S;
+    double mu2 = 0.0;
+    for (size_t c = 0; c < d; c++) mu2 += mu[c] * mu[c];
+    double r_key2 = 0.0, r_val2 = 0.0;
+    for (size_t i = 0; i < S; i++) {
+        const size_t si = slot_of(io, i);
+        const float *k = io->keys + si * d;
+        double md = 0.0;
+        for (size_t c = 0; c < d; c++) md += (double)k[c] * mu[c];
+        mu_dot[i] = md;
+        self[i] = dotf(k, k, d) - 2.0 * md + mu2; /* ||k_i - mu||^2 */
+        if (self[i] > r_key2) r_key2 = self[i];
+        const double v2 = io->values ? dotf(io->values + si * io->dv, io->values + si * io->dv, io->dv) : 1.0;
+        if (v2 + io->kappa > r_val2) r_val2 = v2 + io->kappa;
+    }
+    walk w = {io, mu_dot, mu2};
+    /* theory mode: R = 2 e^{beta r_key^2 / 2} r_val, c = 30 ln(S / delta) */
+    double half = io->beta * r_key2 / 2.0;
+    if (half > KVC_BALANCE_MAX_EXP / 2) half = KVC_BALANCE_MAX_EXP / 2;
+    const double R2 = 4.0 * exp(2.0 * half) * r_val2;
+    const double cr2 = 30.0 * log((double)S / io->delta) * R2;
+
+    if (io->mode != KVC_BALANCE_SMALLER_CLASS) {
+        const size_t P = S / 2;
+        for (size_t i = 0; i < P; i++) {
+            double a = 0.0;
+            for (size_t l = 0; l < i; l++) {
+                const double g = kernel(&w, 2 * l, 2 * i) - kernel(&w, 2 * l, 2 * i + 1) -
+                                 kernel(&w, 2 * l + 1, 2 * i) + kernel(&w, 2 * l + 1, 2 * i + 1);
+                a += io->keep[2 * l] ? g : -g; /* eta_l = +1 iff the first point was kept */
+            }
+            const double p = sign_probability(io, a, cr2);
+            const int plus = kvc_rng_unit(io->rng) < p;
+            io->keep[2 * i] = (uint8_t)plus;
+            io->keep[2 * i + 1] = (uint8_t)!plus;
+        }
+        return P;
+    }
+    /* the paper's literal Alg. 2: signs for single points, keep the smaller class */
+    size_t plus_count = 0;
+    for (size_t i = 0; i < S; i++) {
+        double a = 0.0;
+        for (size_t l = 0; l < i; l++) a += io->keep[l] ? kernel(&w, l, i) : -kernel(&w, l, i);
+        const double p = sign_probability(io, a, cr2);
+        io->keep[i] = (uint8_t)(kvc_rng_unit(io->rng) < p);
+        plus_count += io->keep[i];
+    }
+    const int keep_plus = plus_count <= S - plus_count;
+    for (size_t i = 0; i < S; i++) io->keep[i] = (uint8_t)(keep_plus ? io->keep[i] : !io->keep[i]);
+    return keep_plus ? plus_count : S - plus_count;
+}

@@ -1,0 +1,62 @@
+/* MergeAndReduce, bounded mode (ALGORITHMS.md section 2.2), internal.
+ *
+ * Levels 0..T. Level 0 holds up to t input units of weight q = 2^e0; every t
+ * units it is halved by SoftmaxBalance and the t/2 survivors climb: a level
+ * l >= 1 holds 0 or t/2 tokens of weight q 2^l, and an arriving block is
+ * either stored there or united with it and halved again (the binary-counter
+ * cascade of the paper's Algorithm 4). The top level T keeps t/2 tokens: when
+ * a block arrives at a non-empty top, top u block is halved in place and the
+ * top's exponent rises by one; from then on the input is stratified-subsampled
+ * with q = 2^(top halvings) (one uniform token per q consecutive tokens, its
+ * weight q), so every block reaches the top with the top's weight and no
+ * level ever mixes weights. Peak footprint: t + T t/2 tokens + 1 candidate,
+ * forever, whatever the stream length. */
+#ifndef KVC_MERGE_REDUCE_H
+#define KVC_MERGE_REDUCE_H
+
+#include "balance.h"
+
+#define KVC_MR_MAX_LEVELS 16u
+
+/* One tree's counters; lives in the arena (plain data, no pointers). */
+typedef struct kvc_mr {
+    uint32_t count[KVC_MR_MAX_LEVELS + 1]; /* tokens held per level 0..T */
+    int32_t e0;        /* log2 of the unit weight q */
+    int32_t top_exp;   /* log2 of the top level's weight */
+    uint32_t store;    /* which storage block of the slot arrays it uses */
+    uint32_t group_n;  /* raw tokens in the current input group */
+    uint32_t has_cand; /* the group's candidate slot holds a token */
+    uint32_t pad_;
+    uint64_t tokens;   /* raw tokens this tree represents (its weight total, in expectation after merges) */
+} kvc_mr;
+
+/* Everything a tree operation needs, rebuilt per call from the owner's arena. */
+typedef struct kvc_mr_env {
+    float *keys, *values, *weights; /* slot arrays (values NULL: keys-only tree) */
+    uint32_t *tokens;
+    size_t d, dv;
+    uint32_t t, T;
+    size_t slots_per_store;         /* t + (T-1) t/2 + top_cap + 1 */
+    size_t top_cap;                 /* t/2 in bounded mode; more in prefill (unbounded-top) mode */
+    int bounded;                    /* 1: bounded mode; 0: the top level accumulates (prefill) */
+    kvc_balance_io bal;             /* beta, kappa, mode, gamma, delta, scratch, keep, rng */
+    uint64_t halvings;
+} kvc_mr_env;
+
+static inline size_t kvc_mr_slots(uint32_t t, uint32_t T, size_t top_cap)
+{
+    return (size_t)t + (size_t)(T - 1) * (t / 2) + top_cap + 1;
+}
+
+void kvc_mr_reset(kvc_mr_env *env, kvc_mr *mr, uint32_t store);
+/* One raw token (weight 1) through the stratified input stage. */
+void kvc_mr_push_raw(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v, uint32_t token);
+/* Move every token of `from` into `into` without bias (Bernoulli thinning or
+ * exact copies, see merge_reduce.c), then reset `from`. `into` must have the
+ * larger unit weight. */
+void kvc_mr_merge(kvc_mr_env *env, kvc_mr *into, kvc_mr *from);
+/* Tokens held (cache entries) and the slot index of (level, i). */
+size_t kvc_mr_held(const kvc_mr *mr, uint32_t T);
+size_t kvc_mr_slot(const kvc_mr_env *env, const kvc_mr *mr, uint32_t level, size_t i);
+
+#endif

@@ -1,0 +1,276 @@
+/* BalanceKV (ALGORITHMS.md section 2.3, the paper's Algorithm 1), streaming:
+ * one MergeAndReduce tree per value-norm bucket 2^(i-1) < ||v|| <= 2^i for a
+ * window of b_max consecutive exponents ending at ceil(log2 v_max), and one
+ * keys-only tree on (k, 1) for the denominator. When v_max rises past the
+ * window, the window slides up and its lowest bucket's tree is merged into
+ * the next bucket's (merge_reduce.c: without bias); tokens below the window go
+ * to the lowest bucket. The query is N = every numerator tree's levels with
+ * their weights, D = the denominator tree's levels with theirs. */
+#include <math.h>
+#include <string.h>
+
+#include "arena.h"
+#include "kvc/kvc_balancekv.h"
+#include "merge_reduce.h"
+#include "methods.h"
+
+#define KVC_MAGIC_BALANCEKV 0x4B564231u /* "KVB1" */
+#define NO_BUCKET INT32_MIN
+
+typedef struct bkv_state {
+    uint32_t magic;
+    uint32_t d, dv, t, T, b_max, mode, have_top;
+    float gamma, delta, rho, kappa, beta;
+    int32_t top;         /* exponent of the window's highest bucket */
+    int32_t erase_upto;  /* buckets with exponent <= this are erased (rho > 0) */
+    double v_max;
+    uint64_t dropped, clips, halvings, tokens;
+    kvc_rng rng;
+    size_t slots; /* per store */
+    kvc_mr den;
+    size_t off_mr, off_bexp;
+    size_t off_nk, off_nv, off_nw, off_nt, off_dk, off_dw, off_dt, off_scratch, off_keep;
+} bkv_state;
+
+static size_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
+{
+    const kvc_balancekv_params *b = &p->bkv;
+    const size_t slots = kvc_mr_slots(b->t, b->levels, b->t / 2), nslots = slots * b->b_max;
+    size_t cur = KVC_ALIGN_UP(sizeof(bkv_state));
+    g->slots = slots;
+    g->off_mr = kvc_carve(&cur, b->b_max * sizeof(kvc_mr));
+    g->off_bexp = kvc_carve(&cur, b->b_max * sizeof(int32_t));
+    g->off_nk = kvc_carve(&cur, nslots * p->d * sizeof(float));
+    g->off_nv = kvc_carve(&cur, nslots * p->dv * sizeof(float));
+    g->off_nw = kvc_carve(&cur, nslots * sizeof(float));
+    g->off_nt = kvc_carve(&cur, nslots * sizeof(uint32_t));
+    g->off_dk = kvc_carve(&cur, slots * p->d * sizeof(float));
+    g->off_dw = kvc_carve(&cur, slots * sizeof(float));
+    g->off_dt = kvc_carve(&cur, slots * sizeof(uint32_t));
+    /* walk scratch: mean (d) + 2 per batch point (batch <= t) doubles, t flags */
+    g->off_scratch = kvc_carve(&cur, kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
+    g->off_keep = kvc_carve(&cur, b->t);
+    return cur;
+}
+
+size_t kvc_balancekv_arena_size(const kvc_stream_plan *p)
+{
+    bkv_state tmp;
+    return bkv_layout(&tmp, p);
+}
+
+size_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p)
+{
+    return kvc_balance_scratch_doubles(p->d, p->bkv.t) * sizeof(double) + p->bkv.t;
+}
+
+static kvc_mr *mrs(bkv_state *g) { return KVC_AT(g, g->off_mr, kvc_mr); }
+static int32_t *bexp(bkv_state *g) { return KVC_AT(g, g->off_bexp, int32_t); }
+
+static kvc_mr_env env_of(bkv_state *g, int numerator)
+{
+    kvc_mr_env e;
+    memset(&e, 0, sizeof e);
+    e.keys = KVC_AT(g, numerator ? g->off_nk : g->off_dk, float);
+    e.values = numerator ? KVC_AT(g, g->off_nv, float) : NULL;
+    e.weights = KVC_AT(g, numerator ? g->off_nw : g->off_dw, float);
+    e.tokens = KVC_AT(g, numerator ? g->off_nt : g->off_dt, uint32_t);
+    e.d = g->d, e.dv = g->dv, e.t = g->t, e.T = g->T, e.slots_per_store = g->slots;
+    e.top_cap = g->t / 2;
+    e.bounded = 1;
+    e.bal.beta = g->beta;
+    e.bal.kappa = g->kappa;
+    e.bal.mode = (kvc_balance_mode)g->mode;
+    e.bal.gamma = g->gamma;
+    e.bal.delta = g->delta;
+    e.bal.scratch = KVC_AT(g, g->off_scratch, double);
+    e.bal.keep = KVC_AT(g, g->off_keep, uint8_t);
+    e.bal.rng = &g->rng;
+    return e;
+}
+
+static void env_done(bkv_state *g, const kvc_mr_env *e)
+{
+    g->clips += e->bal.clips;
+    g->halvings += e->halvings;
+}
+
+void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+{
+    bkv_state *g = (bkv_state *)arena;
+    bkv_layout(g, p);
+    g->magic = KVC_MAGIC_BALANCEKV;
+    g->d = p->d, g->dv = p->dv, g->t = p->bkv.t, g->T = p->bkv.levels, g->b_max = p->bkv.b_max;
+    g->mode = p->bkv.mode, g->gamma = p->bkv.gamma, g->delta = p->bkv.delta, g->rho = p->bkv.rho;
+    g->kappa = p->bkv.kappa, g->beta = p->beta;
+    g->erase_upto = NO_BUCKET;
+    kvc_rng_seed(&g->rng, seed);
+    kvc_mr_env ne = env_of(g, 1), de = env_of(g, 0);
+    for (uint32_t r = 0; r < g->b_max; r++) {
+        kvc_mr_reset(&ne, &mrs(g)[r], r);
+        bexp(g)[r] = NO_BUCKET;
+    }
+    kvc_mr_reset(&de, &g->den, 0);
+}
+
+static uint32_t ring(const bkv_state *g, int32_t e)
+{
+    int64_t m = (int64_t)e % (int64_t)g->b_max;
+    return (uint32_t)(m < 0 ? m + g->b_max : m);
+}
+
+/* ceil(log2 x) for x > 0, exact: 2^(i-1) < x <= 2^i. */
+static int32_t bucket_of(double x)
+{
+    int e;
+    double m = frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
+    return m == 0.5 ? e - 1 : e;
+}
+
+/* The window moves up by one exponent: its lowest bucket joins the next one. */
+static void slide_once(bkv_state *g, kvc_mr_env *ne)
+{
+    const int32_t low = g->top - (int32_t)g->b_max + 1;
+    const uint32_t rl = ring(g, low), rn = ring(g, low + 1);
+    kvc_mr *m = mrs(g);
+    if (g->b_max > 1 && bexp(g)[rl] == low) {
+        if (bexp(g)[rn] != low + 1) { /* the next bucket is empty: relabel */
+            kvc_mr tmp = m[rn];
+            m[rn] = m[rl];
+            m[rl] = tmp;
+            bexp(g)[rn] = low + 1;
+        } else {
+            /* merge into the tree with the larger unit weight (no token of the
+               other tree is then lighter than a unit... see kvc_mr_merge) */
+            if (m[rl].e0 > m[rn].e0) {
+                kvc_mr tmp = m[rn];
+                m[rn] = m[rl];
+                m[rl] = tmp;
+            }
+            kvc_mr_merge(ne, &m[rn], &m[rl]);
+        }
+        bexp(g)[rl] = NO_BUCKET;
+    } else if (g->b_max == 1 && bexp(g)[rl] == low) {
+        bexp(g)[rl] = low + 1; /* a window of one: the bucket simply moves up */
+    }
+    g->top++;
+}
+
+void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t token)
+{
+    bkv_state *g = (bkv_state *)st;
+    kvc_mr_env de = env_of(g, 0), ne = env_of(g, 1);
+    const float one = 1.0f;
+    kvc_mr_push_raw(&de, &g->den, k, &one, (uint32_t)token);
+    g->tokens++;
+    double sq = 0.0;
+    for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
+    if (sq > 0.0) {
+        const double nv = sqrt(sq);
+        int32_t i = bucket_of(nv);
+        if (!g->have_top) {
+            g->top = i, g->have_top = 1, g->v_max = nv;
+        } else if (nv > g->v_max) {
+            g->v_max = nv;
+            const int32_t new_top = bucket_of(nv);
+            /* more than b_max steps: every bucket would merge up in turn */
+            while (g->top < new_top) slide_once(g, &ne);
+        }
+        if (g->rho > 0.0f) {
+            const int32_t upto = (int32_t)floor(log2((double)g->rho * g->v_max));
+            if (upto > g->erase_upto) {
+                g->erase_upto = upto;
+                for (uint32_t r = 0; r < g->b_max; r++)
+                    if (bexp(g)[r] != NO_BUCKET && bexp(g)[r] <= upto) {
+                        kvc_mr_reset(&ne, &mrs(g)[r], mrs(g)[r].store);
+                        bexp(g)[r] = NO_BUCKET;
+                    }
+            }
+        }
+        const int32_t low = g->top - (int32_t)g->b_max + 1;
+        if (i < low) i = low; /* below the window: the lowest bucket */
+        if (g->rho > 0.0f && i <= g->erase_upto) {
+            g->dropped++;
+        } else {
+            const uint32_t r = ring(g, i);
+            if (bexp(g)[r] != i) {
+                kvc_mr_reset(&ne, &mrs(g)[r], mrs(g)[r].store);
+                bexp(g)[r] = i;
+            }
+            kvc_mr_push_raw(&ne, &mrs(g)[r], k, v, (uint32_t)token);
+        }
+    }
+    env_done(g, &de);
+    env_done(g, &ne);
+}
+
+size_t kvc_balancekv_view(const void *st, kvc_segment *seg)
+{
+    const bkv_state *g = (const bkv_state *)st;
+    seg[0].keys = KVC_AT_C(g, g->off_nk, float);
+    seg[0].values = KVC_AT_C(g, g->off_nv, float);
+    seg[0].weights = KVC_AT_C(g, g->off_nw, float);
+    seg[0].scale = 1.0;
+    seg[0].n = g->slots * g->b_max;
+    seg[0].role = KVC_SET_NUM;
+    seg[1].keys = KVC_AT_C(g, g->off_dk, float);
+    seg[1].values = NULL;
+    seg[1].weights = KVC_AT_C(g, g->off_dw, float);
+    seg[1].scale = 1.0;
+    seg[1].n = g->slots;
+    seg[1].role = KVC_SET_DEN;
+    return 2;
+}
+
+uint64_t kvc_balancekv_elements(const void *st)
+{
+    bkv_state *g = (bkv_state *)(uintptr_t)st;
+    uint64_t num = 0;
+    for (uint32_t r = 0; r < g->b_max; r++) num += kvc_mr_held(&mrs(g)[r], g->T);
+    return num * (g->d + g->dv) + (uint64_t)kvc_mr_held(&g->den, g->T) * g->d;
+}
+
+void kvc_balancekv_fill_stats(const void *st, kvc_stream_stats *s)
+{
+    bkv_state *g = (bkv_state *)(uintptr_t)st;
+    s->clip_events = g->clips;
+    s->halvings = g->halvings;
+    s->dropped = g->dropped;
+    uint32_t live = 0;
+    for (uint32_t r = 0; r < g->b_max; r++) live += bexp(g)[r] != NO_BUCKET;
+    s->buckets = live;
+}
+
+/* ---- introspection (kvc_balancekv.h) ---- */
+static const bkv_state *bkv_of(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = kvc_stream_get_plan(st);
+    if (p == NULL || p->method != KVC_METHOD_BALANCEKV) return NULL;
+    return (const bkv_state *)kvc_stream_method_state(st);
+}
+
+kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tree_info *out)
+{
+    const bkv_state *g = bkv_of(st);
+    if (g == NULL) return KVC_E_STATE;
+    if (out == NULL || which < -1 || which >= (int)g->b_max) return KVC_E_ARG;
+    bkv_state *gm = (bkv_state *)(uintptr_t)g;
+    const kvc_mr *m = which < 0 ? &g->den : &mrs(gm)[which];
+    memset(out, 0, sizeof *out);
+    out->exponent = which < 0 ? 0 : bexp(gm)[which];
+    out->live = which < 0 ? 1 : bexp(gm)[which] != NO_BUCKET;
+    out->levels = g->T;
+    out->t = g->t;
+    for (uint32_t l = 0; l <= g->T; l++) out->count[l] = m->count[l];
+    out->unit_exp = m->e0;
+    out->top_exp = m->top_exp;
+    out->has_candidate = m->has_cand;
+    out->group_n = m->group_n;
+    out->tokens = m->tokens;
+    kvc_mr_env e = env_of(gm, which >= 0);
+    double wsum = 0.0;
+    const float *w = e.weights + (size_t)m->store * g->slots;
+    for (size_t i = 0; i < g->slots; i++) wsum += w[i];
+    out->weight_sum = wsum;
+    return KVC_OK;
+}

@@ -1,0 +1,150 @@
+/* BalanceKV prefill mode (ALGORITHMS.md section 2.4): the prompt's middle
+ * tokens in blocks of b, T rounds of the pairing walk with the combined kernel
+ * e^{beta<kbar,kbar'>} (<v,v'> + kappa), survivors re-blocked each round,
+ * weights multiplying; incomplete blocks stay exact. Run as a MergeAndReduce
+ * tree whose top level accumulates (merge_reduce.c, prefill mode): processing
+ * the prompt in order, its state after token j is exactly the causal replay
+ * for a query at j (completed blocks' round outputs, the incomplete block
+ * exact). One set for numerator and denominator (a = b = weight). Tokens that
+ * reach the method after the prompt go to an exact tail. */
+#include <string.h>
+
+#include "arena.h"
+#include "merge_reduce.h"
+#include "methods.h"
+
+#define KVC_MAGIC_BKV_PREFILL 0x4B565031u /* "KVP1" */
+
+typedef struct bkvp_state {
+    uint32_t magic;
+    uint32_t d, dv, t, T, mode;
+    uint32_t prefix_tokens; /* method tokens that belong to the prompt */
+    uint32_t tail_cap, tail_n;
+    float gamma, delta, kappa, beta;
+    uint64_t seen, clips, halvings;
+    size_t slots, top_cap;
+    kvc_rng rng;
+    kvc_mr mr;
+    size_t off_k, off_v, off_w, off_tok, off_tail_k, off_tail_v, off_scratch, off_keep;
+} bkvp_state;
+
+/* Tokens the tree may hold for a prompt of m method tokens, blocks of t, T rounds. */
+size_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
+{
+    const uint64_t per_block = (uint64_t)t << (T - 1); /* prompt tokens behind one top block */
+    return (size_t)(m / per_block) * (t / 2);
+}
+
+static size_t layout(bkvp_state *g, const kvc_stream_plan *p)
+{
+    const kvc_balancekv_params *b = &p->bkv;
+    g->top_cap = kvc_bkv_prefill_top_cap(p->prefix_method_tokens, b->t, b->levels);
+    if (g->top_cap < b->t / 2) g->top_cap = b->t / 2;
+    g->slots = kvc_mr_slots(b->t, b->levels, g->top_cap);
+    size_t cur = KVC_ALIGN_UP(sizeof(bkvp_state));
+    g->off_k = kvc_carve(&cur, g->slots * p->d * sizeof(float));
+    g->off_v = kvc_carve(&cur, g->slots * p->dv * sizeof(float));
+    g->off_w = kvc_carve(&cur, g->slots * sizeof(float));
+    g->off_tok = kvc_carve(&cur, g->slots * sizeof(uint32_t));
+    g->off_tail_k = kvc_carve(&cur, (size_t)p->tail_capacity * p->d * sizeof(float));
+    g->off_tail_v = kvc_carve(&cur, (size_t)p->tail_capacity * p->dv * sizeof(float));
+    g->off_scratch = kvc_carve(&cur, kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
+    g->off_keep = kvc_carve(&cur, b->t);
+    return cur;
+}
+
+size_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p)
+{
+    bkvp_state tmp;
+    return layout(&tmp, p);
+}
+
+static kvc_mr_env env_of(bkvp_state *g)
+{
+    kvc_mr_env e;
+    memset(&e, 0, sizeof e);
+    e.keys = KVC_AT(g, g->off_k, float);
+    e.values = KVC_AT(g, g->off_v, float);
+    e.weights = KVC_AT(g, g->off_w, float);
+    e.tokens = KVC_AT(g, g->off_tok, uint32_t);
+    e.d = g->d, e.dv = g->dv, e.t = g->t, e.T = g->T;
+    e.slots_per_store = g->slots;
+    e.top_cap = g->top_cap;
+    e.bounded = 0;
+    e.bal.beta = g->beta;
+    e.bal.kappa = g->kappa;
+    e.bal.mode = (kvc_balance_mode)g->mode;
+    e.bal.gamma = g->gamma;
+    e.bal.delta = g->delta;
+    e.bal.scratch = KVC_AT(g, g->off_scratch, double);
+    e.bal.keep = KVC_AT(g, g->off_keep, uint8_t);
+    e.bal.rng = &g->rng;
+    return e;
+}
+
+void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+{
+    bkvp_state *g = (bkvp_state *)arena;
+    layout(g, p);
+    g->magic = KVC_MAGIC_BKV_PREFILL;
+    g->d = p->d, g->dv = p->dv, g->t = p->bkv.t, g->T = p->bkv.levels, g->mode = p->bkv.mode;
+    g->prefix_tokens = p->prefix_method_tokens;
+    g->tail_cap = p->tail_capacity;
+    g->gamma = p->bkv.gamma, g->delta = p->bkv.delta, g->kappa = p->bkv.kappa, g->beta = p->beta;
+    kvc_rng_seed(&g->rng, seed);
+    kvc_mr_env e = env_of(g);
+    kvc_mr_reset(&e, &g->mr, 0);
+}
+
+int kvc_bkv_prefill_can_accept(const void *st)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap;
+}
+
+void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t token)
+{
+    bkvp_state *g = (bkvp_state *)st;
+    if (g->seen < g->prefix_tokens) {
+        kvc_mr_env e = env_of(g);
+        kvc_mr_push_raw(&e, &g->mr, k, v, (uint32_t)token);
+        g->clips += e.bal.clips;
+        g->halvings += e.halvings;
+    } else {
+        memcpy(KVC_AT(g, g->off_tail_k, float) + (size_t)g->tail_n * g->d, k, g->d * sizeof(float));
+        memcpy(KVC_AT(g, g->off_tail_v, float) + (size_t)g->tail_n * g->dv, v, g->dv * sizeof(float));
+        g->tail_n++;
+    }
+    g->seen++;
+}
+
+size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    seg[0].keys = KVC_AT_C(g, g->off_k, float);
+    seg[0].values = KVC_AT_C(g, g->off_v, float);
+    seg[0].weights = KVC_AT_C(g, g->off_w, float);
+    seg[0].scale = 1.0;
+    seg[0].n = g->slots;
+    seg[0].role = KVC_SET_BOTH;
+    seg[1].keys = KVC_AT_C(g, g->off_tail_k, float);
+    seg[1].values = KVC_AT_C(g, g->off_tail_v, float);
+    seg[1].weights = NULL;
+    seg[1].scale = 1.0;
+    seg[1].n = g->tail_n;
+    seg[1].role = KVC_SET_BOTH;
+    return 2;
+}
+
+uint64_t kvc_bkv_prefill_elements(const void *st)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    return ((uint64_t)kvc_mr_held(&g->mr, g->T) + g->tail_n) * (g->d + g->dv);
+}
+
+void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *s)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    s->clip_events = g->clips;
+    s->halvings = g->halvings;
+}
