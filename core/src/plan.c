@@ -15,6 +15,10 @@
 #define KVC_BKV_DEFAULT_BMAX 8u
 #define KVC_BKV_DEFAULT_MODE KVC_BALANCE_PRACTICAL
 #define KVC_BKV_PREFILL_DEFAULT_BLOCK 256u
+/* Defaults chosen by measurement on stories260K (5 layers x 4 heads x 3 seeds,
+ * budget 128 of 512, sink 32 + window 32): streaming practical 0.237 vs theory
+ * 0.275 mean relative error; prefill theory 0.161 vs practical 0.162. */
+#define KVC_BKV_PREFILL_DEFAULT_MODE KVC_BALANCE_THEORY
 
 const char *kvc_method_name(kvc_method m)
 {
@@ -200,7 +204,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         const int auto_block = b.t == 0;
         b.t = b.t ? b.t : KVC_BKV_PREFILL_DEFAULT_BLOCK;
         b.b_max = 1;
-        b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
+        b.mode = b.mode ? b.mode : KVC_BKV_PREFILL_DEFAULT_MODE;
         b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
         b.delta = b.delta > 0.0f ? b.delta : 0.01f;
         b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;

@@ -1,0 +1,101 @@
+/* kvc-bench-cost: per-token update cost and per-query attend cost of each
+ * method on a trace, as ratios to exact attention's query cost at the same
+ * context, all measured in one run (absolute times on shared machines mean
+ * little; ratios measured together do).
+ *
+ *   kvc-bench-cost --trace DIR --budget N [--methods a,b,c] [--head H] [--sink A] [--window B] [--reps R]
+ *
+ * Exact query cost: the reference attend kernel over all n tokens (one
+ * segment, weight 1), timed over R repetitions at the last position.
+ * Method update cost: total time of the n appends / n.
+ * Method query cost: the reference attend kernel over the method's cache
+ * after the whole trace (the largest cache it ever holds), R repetitions. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kvc/kvc.h"
+#include "trace.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    const char *trace = NULL, *methods = "uniform,subgen,balancekv,balancekv-prefill";
+    uint64_t budget = 0, head = 0, sink = 32, window = 32, reps = 20;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--trace")) trace = val;
+        else if (!strcmp(a, "--methods")) methods = val;
+        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
+        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
+        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
+        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
+        else if (!strcmp(a, "--reps")) bad = kvc_cli_u64(a, val, 1, 100000, &reps);
+        else {
+            fprintf(stderr, "usage: kvc-bench-cost --trace DIR --budget N [--methods a,b] [--head H] [--sink A] "
+                            "[--window B] [--reps R]\n");
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    if (!trace || !budget) {
+        fprintf(stderr, "kvc-bench-cost: --trace and --budget are required\n");
+        return 2;
+    }
+    kvc_trace tr;
+    if (kvc_trace_load(trace, (size_t)head, &tr)) return 1;
+    const size_t n = tr.n, d = tr.d, dv = tr.dv;
+    float *z = malloc(dv * sizeof(float));
+    /* exact query cost over all n tokens */
+    kvc_view ev;
+    memset(&ev, 0, sizeof ev);
+    ev.d = d, ev.dv = dv, ev.beta = (float)(1.0 / sqrt((double)d)), ev.n_seg = 1;
+    ev.seg[0] = (kvc_segment){tr.k, tr.v, NULL, 1.0, n, KVC_SET_BOTH};
+    double t0 = now_s();
+    for (uint64_t r = 0; r < reps; r++) kvc_attend(NULL, &ev, tr.q + (n - 1) * d, 1, z);
+    const double exact_q = (now_s() - t0) / (double)reps;
+    printf("trace %s: n=%zu d=%zu, budget %llu (sink %llu, window %llu); exact query over %zu tokens: %.3g s\n",
+           trace, n, d, (unsigned long long)budget, (unsigned long long)sink, (unsigned long long)window, n, exact_q);
+    printf("%-18s %14s %14s %16s %16s\n", "method", "update/token", "query", "update/exact_q", "query/exact_q");
+    char *list = strdup(methods), *save = NULL;
+    for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        kvc_method meth;
+        if (kvc_method_parse(m, &meth) != KVC_OK) {
+            fprintf(stderr, "kvc-bench-cost: unknown method '%s'\n", m);
+            continue;
+        }
+        kvc_stream_config cfg = kvc_stream_config_default(meth, (uint32_t)d, (uint32_t)dv, (uint32_t)budget, 1);
+        cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window, cfg.prefix_len = (uint32_t)n;
+        size_t bytes = kvc_stream_arena_size(&cfg);
+        if (!bytes) {
+            fprintf(stderr, "kvc-bench-cost: %s: %s\n", m, kvc_stream_config_problem(&cfg));
+            continue;
+        }
+        void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
+        kvc_stream *st;
+        kvc_stream_init(arena, bytes, &cfg, &st);
+        t0 = now_s();
+        for (size_t j = 0; j < n; j++) kvc_stream_append(st, NULL, tr.k + j * d, tr.v + j * dv);
+        const double upd = (now_s() - t0) / (double)n;
+        t0 = now_s();
+        for (uint64_t r = 0; r < reps; r++) kvc_stream_attend(st, NULL, tr.q + (n - 1) * d, 1, z);
+        const double qry = (now_s() - t0) / (double)reps;
+        printf("%-18s %14.3g %14.3g %16.4f %16.4f\n", m, upd, qry, upd / exact_q, qry / exact_q);
+        free(arena);
+    }
+    free(list);
+    free(z);
+    kvc_trace_free(&tr);
+    return 0;
+}
