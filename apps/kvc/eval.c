@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
             "                [--subgen-delta0 R] [--bkv-t T] [--bkv-levels L] [--bkv-bmax B]\n"
             "                [--bkv-mode practical|theory|smaller-class] [--bkv-gamma G] [--bkv-rho R]\n"
-            "                [--bkv-kappa K] [--prefix P] [--reference auto|mpfr|f64]\n"
+            "                [--bkv-kappa K] [--prefix P] [--bkv-tail exact|uniform] [--reference auto|mpfr|f64]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
             "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
@@ -60,7 +60,7 @@ int kvc_cmd_eval(int argc, char **argv)
     uint64_t bkv_t = 0, bkv_levels = 0, bkv_bmax = 0, prefix = 0;
     double bkv_kappa = 0.0;
     double beta = 0.0, delta0 = 0.0, bkv_gamma = 0.0, bkv_rho = 0.0;
-    const char *bkv_mode = NULL;
+    const char *bkv_mode = NULL, *bkv_tail = NULL;
     int have_budget = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
@@ -90,6 +90,7 @@ int kvc_cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--bkv-mode")) bkv_mode = val;
         else if (!strcmp(a, "--bkv-kappa")) bad = kvc_cli_f64(a, val, 0.0, 1e6, &bkv_kappa);
         else if (!strcmp(a, "--prefix")) bad = kvc_cli_u64(a, val, 1, 1u << 28, &prefix);
+        else if (!strcmp(a, "--bkv-tail")) bkv_tail = val;
         else {
             fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
             usage(stderr);
@@ -139,6 +140,15 @@ int kvc_cmd_eval(int argc, char **argv)
     cfg.balancekv.gamma = (float)bkv_gamma;
     cfg.balancekv.rho = (float)bkv_rho;
     cfg.balancekv.kappa = (float)bkv_kappa;
+    if (bkv_tail) {
+        if (!strcmp(bkv_tail, "exact")) cfg.balancekv.tail_method = KVC_METHOD_EXACT;
+        else if (!strcmp(bkv_tail, "uniform")) cfg.balancekv.tail_method = KVC_METHOD_UNIFORM;
+        else {
+            fprintf(stderr, "kvc eval: --bkv-tail must be exact or uniform\n");
+            kvc_trace_free(&tr);
+            return 2;
+        }
+    }
     /* a prefill method compresses the whole trace as its prompt unless told otherwise */
     cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
     if (bkv_mode) {

@@ -20,6 +20,8 @@ typedef struct bkvp_state {
     uint32_t d, dv, t, T, mode;
     uint32_t prefix_tokens; /* method tokens that belong to the prompt */
     uint32_t tail_cap, tail_n;
+    uint32_t tail_uniform;  /* 1: the tail is a reservoir (Algorithm R), weight seen/kept */
+    uint64_t tail_seen;
     float gamma, delta, kappa, beta;
     uint64_t seen, clips, halvings;
     size_t slots, top_cap;
@@ -90,6 +92,7 @@ void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->d = p->d, g->dv = p->dv, g->t = p->bkv.t, g->T = p->bkv.levels, g->mode = p->bkv.mode;
     g->prefix_tokens = p->prefix_method_tokens;
     g->tail_cap = p->tail_capacity;
+    g->tail_uniform = p->bkv.tail_method == KVC_METHOD_UNIFORM;
     g->gamma = p->bkv.gamma, g->delta = p->bkv.delta, g->kappa = p->bkv.kappa, g->beta = p->beta;
     kvc_rng_seed(&g->rng, seed);
     kvc_mr_env e = env_of(g);
@@ -99,7 +102,7 @@ void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 int kvc_bkv_prefill_can_accept(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
-    return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap;
+    return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap || (g->tail_uniform && g->tail_cap > 0);
 }
 
 void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t token)
@@ -111,9 +114,16 @@ void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t t
         g->clips += e.bal.clips;
         g->halvings += e.halvings;
     } else {
-        memcpy(KVC_AT(g, g->off_tail_k, float) + (size_t)g->tail_n * g->d, k, g->d * sizeof(float));
-        memcpy(KVC_AT(g, g->off_tail_v, float) + (size_t)g->tail_n * g->dv, v, g->dv * sizeof(float));
-        g->tail_n++;
+        uint64_t slot = g->tail_n;
+        if (g->tail_n == g->tail_cap) /* full (uniform tail only): Algorithm R */
+            slot = (uint64_t)(kvc_rng_unit(&g->rng) * (double)(g->tail_seen + 1));
+        else
+            g->tail_n++;
+        g->tail_seen++;
+        if (slot < g->tail_cap) {
+            memcpy(KVC_AT(g, g->off_tail_k, float) + slot * g->d, k, g->d * sizeof(float));
+            memcpy(KVC_AT(g, g->off_tail_v, float) + slot * g->dv, v, g->dv * sizeof(float));
+        }
     }
     g->seen++;
 }
@@ -130,7 +140,7 @@ size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg)
     seg[1].keys = KVC_AT_C(g, g->off_tail_k, float);
     seg[1].values = KVC_AT_C(g, g->off_tail_v, float);
     seg[1].weights = NULL;
-    seg[1].scale = 1.0;
+    seg[1].scale = g->tail_n ? (double)g->tail_seen / (double)g->tail_n : 1.0;
     seg[1].n = g->tail_n;
     seg[1].role = KVC_SET_BOTH;
     return 2;

@@ -98,6 +98,8 @@ static const char *field_problem(const kvc_stream_config *c)
         if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
         if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
         if (!(b->kappa >= 0.0f) || !isfinite(b->kappa)) return "balancekv kappa must be finite and >= 0";
+        if (b->tail_method != 0 && b->tail_method != KVC_METHOD_EXACT && b->tail_method != KVC_METHOD_UNIFORM)
+            return "balancekv-prefill tail_method must be exact or uniform";
     }
     return NULL;
 }
@@ -208,6 +210,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
         b.delta = b.delta > 0.0f ? b.delta : 0.01f;
         b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
+        b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_EXACT;
         const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
         const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
         p.prefix_method_tokens = (uint32_t)m;

@@ -275,7 +275,59 @@ static int error_vs_memory_slopes(void)
     return 0;
 }
 
+/* "Compress the prompt, then stream": after prefix_len tokens the prefill
+ * method's exact tail fills and then refuses (KVC_E_CAPACITY, arena
+ * unchanged); with a uniform tail it keeps a reservoir weighted seen/kept. */
+static int prefill_then_stream_tail(void)
+{
+    const uint32_t d = 4;
+    printf("seed 506\n");
+    kvc_rng r;
+    kvc_rng_seed(&r, 506);
+    float *k = tu_normal(&r, 2000, d, 1.0), *v = tu_normal(&r, 2000, d, 1.0);
+    for (int tail = 0; tail < 2; tail++) {
+        kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, d, d, 160, 3);
+        cfg.n_sink = 4, cfg.n_window = 4, cfg.prefix_len = 1000;
+        cfg.balancekv.tail_method = tail ? KVC_METHOD_UNIFORM : KVC_METHOD_EXACT;
+        size_t bytes = kvc_stream_arena_size(&cfg);
+        kvc_stream *st = tu_stream(&cfg);
+        CHECK(st != NULL);
+        const kvc_stream_plan *p = kvc_stream_get_plan(st);
+        printf("%s tail: block t=%u rounds T=%u, tail capacity %u\n", tail ? "uniform" : "exact", p->bkv.t,
+               p->bkv.levels, p->tail_capacity);
+        CHECK(p->tail_capacity > 0);
+        /* the prompt, then the tail: 1000 + n_sink... tokens reach the tail after
+           prefix_len + tail_capacity appends (+1 current, +window) */
+        uint32_t j = 0;
+        const uint32_t last_ok = 1000 + p->tail_capacity;
+        for (; j < last_ok; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+        if (!tail) {
+            unsigned char *copy = malloc(bytes);
+            memcpy(copy, st, bytes);
+            kvc_status rc = kvc_stream_append(st, NULL, k + j * d, v + j * d);
+            printf("append %u: %s\n", j, kvc_status_str(rc));
+            CHECK(rc == KVC_E_CAPACITY);
+            CHECK(memcmp(copy, st, bytes) == 0);
+            free(copy);
+        } else {
+            for (; j < 2000; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+            kvc_view view;
+            kvc_stream_view(st, &view);
+            const kvc_segment *tseg = &view.seg[view.n_seg - 1];
+            /* tokens that reached the tail: (2000 - 9) entered the method, the
+               prompt's 1000 - 9 of them went to the tree: 1000 */
+            printf("tail holds %zu tokens, scale %.4f (= 1000 / %zu)\n", tseg->n, tseg->scale, tseg->n);
+            CHECK(tseg->n == p->tail_capacity);
+            CHECK(fabs(tseg->scale - 1000.0 / (double)tseg->n) < 1e-12);
+        }
+        free(st);
+    }
+    free(k), free(v);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"prefill_then_stream_tail", prefill_then_stream_tail},
     {"tree_invariants_every_step", tree_invariants_every_step},
     {"bounded_million_tokens", bounded_million_tokens},
     {"halving_balance_error", halving_balance_error},

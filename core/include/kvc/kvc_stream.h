@@ -62,6 +62,8 @@ typedef struct kvc_balancekv_params {
     float delta;         /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
     float rho;           /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
     float kappa;         /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
+    uint32_t tail_method; /**< prefill: what holds tokens after the prompt: 0 or KVC_METHOD_EXACT
+                               (exact, refuses when full) or KVC_METHOD_UNIFORM (reservoir) */
 } kvc_balancekv_params;
 
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
