@@ -13,7 +13,8 @@
 # Frama-C reads $WHY3CONFIG if set, else ~/.why3.conf; with neither, WP finds
 # no prover and only Qed runs. Idempotent: running it again changes nothing.
 set -eu
-HERE=$(cd "$(dirname "$0")" && pwd)
+case $0 in */*) HERE=${0%/*} ;; *) HERE=. ;; esac
+HERE=$(cd "$HERE" && pwd)
 CONF=${1:-$HOME/.why3.conf}
 TOOLS="frama-c why3 z3 cvc4 cvc5 gappa"
 
@@ -33,7 +34,7 @@ if [ -n "$missing" ]; then
     frama-c-base why3 z3 cvc4 cvc5 gappa libgmp-dev
 fi
 
-mkdir -p "$(dirname "$CONF")"
+case $CONF in */*) mkdir -p "${CONF%/*}" ;; esac
 why3 config detect -C "$CONF" >/dev/null 2>&1
 # cvc5 1.0.3 is not known to Why3 1.5.1: register it by hand (once).
 if ! grep -q 'shortcut = "cvc5"' "$CONF"; then
@@ -53,13 +54,15 @@ shortcut = "cvc5"
 version = "$VER"
 EOC
 fi
+# a checkout that moved: point the cvc5 section at this folder's driver
+sed -i "s|^driver = \".*/why3-cvc5.drv\"|driver = \"$HERE/why3-cvc5.drv\"|" "$CONF"
 # z3 runs out of the default 1000 MB on float goals; 2 provers at a time.
 sed -i 's/^memlimit = .*/memlimit = 4000/; s/^running_provers_max = .*/running_provers_max = 2/' "$CONF"
 
 # Check that WP now sees every prover the proof jobs use.
 detect=$(WHY3CONFIG="$CONF" frama-c -wp-detect 2>&1) || { echo "$detect" >&2; exit 1; }
 echo "$detect"
-for p in Z3 CVC4 CVC5; do
+for p in Z3 CVC4 CVC5 Gappa; do
   if ! echo "$detect" | grep -q "\[wp\] Prover *$p "; then
     echo "setup-provers: WP does not see prover $p (config $CONF)" >&2
     exit 1

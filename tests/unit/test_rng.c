@@ -1,4 +1,6 @@
 /* The counter-based generator. */
+#include <errno.h>
+
 #include "kvc/kvc_rng.h"
 #include "kvc_stats.h"
 #include "kvc_test.h"
@@ -71,7 +73,42 @@ static int rng_ranges_and_mean(void)
     return 0;
 }
 
+/* The contracts the proofs trust about libm (core/src/rng.c, rng_log01 /
+ * rng_sqrt / rng_cos) and the exact-conversion axiom hold on this platform:
+ * results in the stated ranges at the ends of the stated domains, errno untouched. */
+static int trusted_libm_contracts(void)
+{
+    const double xs[] = {4.9406564584124654e-324, 2.2250738585072014e-308, 1.1102230246251565e-16, 0.5, 1.0};
+    errno = 0;
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double y = log(xs[i]);
+        CHECK_MSG(isfinite(y) && y >= -746.0 && y <= 0.0, "log(%g) = %g", xs[i], y);
+    }
+    const double ss[] = {0.0, 1e-300, 1.0, 73.4, 1521.0};
+    for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) {
+        double y = sqrt(ss[i]);
+        CHECK(isfinite(y) && y >= 0.0 && y <= 39.0);
+    }
+    const double cs[] = {0.0, -1.0, 6.283185307179586, 1e10, -1e300, 1.7976931348623157e308};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        double y = cos(cs[i]);
+        CHECK(isfinite(y) && y >= -1.0 && y <= 1.0);
+    }
+    CHECK(errno == 0);
+    const uint64_t ks[] = {0, 1, 9007199254740991ull, 9007199254740992ull, 4503599627370497ull};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) CHECK((uint64_t)(double)ks[i] == ks[i]);
+    kvc_rng r;
+    kvc_rng_seed(&r, 13);
+    for (int i = 0; i < 100000; i++) {
+        double z = kvc_rng_normal(&r);
+        CHECK(isfinite(z) && fabs(z) <= 39.0);
+    }
+    CHECK(errno == 0);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"trusted_libm_contracts", trusted_libm_contracts},
     {"deterministic_and_counter_based", rng_deterministic_and_counter_based},
     {"below_uniform_chisq", rng_below_uniform_chisq},
     {"ranges_and_mean", rng_ranges_and_mean},

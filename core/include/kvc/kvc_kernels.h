@@ -56,8 +56,10 @@ typedef struct kvc_view {
       \valid_read(s) &&
       0 <= s->n <= 16777216 &&
       (s->role == 1 || s->role == 2 || s->role == 3) &&
+      // scale: finite and > 0, as documented and as kvc_attend() checks
+      \is_finite(s->scale) && s->scale > 0.0 &&
       \valid_read(s->keys + (0 .. s->n * d - 1)) &&
-      ((s->role & 1) != 0 ==> \valid_read(s->values + (0 .. s->n * dv - 1))) &&
+      ((s->role == 1 || s->role == 3) ==> \valid_read(s->values + (0 .. s->n * dv - 1))) &&
       (s->weights != \null ==> \valid_read(s->weights + (0 .. s->n - 1)));
 
     predicate kvc_view_ok(kvc_view *v) =
@@ -113,7 +115,7 @@ const kvc_kernels *kvc_kernels_best(void);
     requires out_sep_q: \separated(out + (0 .. n_q * view->dv - 1), q + (0 .. n_q * view->d - 1));
     requires out_sep_seg: \forall integer i; 0 <= i < view->n_seg ==>
         \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].keys + (0 .. view->seg[i].n * view->d - 1)) &&
-        ((view->seg[i].role & 1) != 0 ==> \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].values + (0 .. view->seg[i].n * view->dv - 1))) &&
+        ((view->seg[i].role == 1 || view->seg[i].role == 3) ==> \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].values + (0 .. view->seg[i].n * view->dv - 1))) &&
         (view->seg[i].weights != \null ==> \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].weights + (0 .. view->seg[i].n - 1)));
     assigns out[0 .. n_q * view->dv - 1];
     ensures ok: \result == KVC_OK;

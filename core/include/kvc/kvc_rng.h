@@ -95,6 +95,7 @@ uint32_t kvc_rng_below(kvc_rng *r, uint32_t bound);
     requires room: r->counter < UINT64_MAX;
     assigns r->counter;
     ensures advanced: r->counter == \old(r->counter) + 1;
+    ensures unit_range: \is_finite(\result) && 0.0 <= \result <= 1.0 - 1.0/9007199254740992;
 */
 double kvc_rng_unit(kvc_rng *r);
 
