@@ -1,4 +1,8 @@
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+
+#include <string.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,5 +34,32 @@ int kvc_cli_f64(const char *flag, const char *s, double lo, double hi, double *o
         return 1;
     }
     *out = v;
+    return 0;
+}
+
+int kvc_mkdirs(const char *cmd, const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) {
+        fprintf(stderr, "kvc %s: invalid directory '%s'\n", cmd, dir);
+        return 1;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != 0) continue;
+        char saved = path[i];
+        path[i] = 0;
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "kvc %s: cannot create '%s': %s\n", cmd, path, strerror(errno));
+            return 1;
+        }
+        path[i] = saved;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvc %s: '%s' exists and is not a directory\n", cmd, dir);
+        return 1;
+    }
     return 0;
 }

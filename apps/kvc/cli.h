@@ -8,4 +8,7 @@ int kvc_cli_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint6
 
 /** Parse a finite double in [lo, hi]; same error convention. */
 int kvc_cli_f64(const char *flag, const char *s, double lo, double hi, double *out);
+/** Create @p dir and any missing parents (like mkdir -p); prints why and
+ *  returns 1 on failure (naming @p cmd), 0 on success. */
+int kvc_mkdirs(const char *cmd, const char *dir);
 #endif

@@ -34,14 +34,7 @@ static kvc_status recording_attention(void *vctx, int layer, int pos, const floa
     return kvc_l2c_cache_attention(c->cache, layer, pos, q, k, v, out);
 }
 
-static int make_dir(const char *p)
-{
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "kvc dump: cannot create '%s': %s\n", p, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
+static int make_dir(const char *p) { return kvc_mkdirs("dump", p); }
 
 /* Copy rows [head][0..n) out of a [head][cap] layout. */
 static float *compact(const float *src, int heads, int cap, int n, int hs)

@@ -70,6 +70,7 @@
 #endif
 
 #include "synth.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -144,7 +145,7 @@ static void synth_usage(FILE *f)
             "                 --seed S --out DIR [--dv DV] [--clusters C] [--rank R]\n"
             "\n"
             "Writes DIR/q.npy, DIR/k.npy (float32, shape (N, D)) and DIR/v.npy (float32,\n"
-            "shape (N, DV)); DIR is created if missing (its parent must exist).\n"
+            "shape (N, DV)); DIR (and missing parents) is created.\n"
             "\n"
             "  --kind      clustered     keys in C separated clusters visited by a sticky\n"
             "                            walk; queries aim at any visited cluster; values =\n"
@@ -337,33 +338,8 @@ static int synth_parse(int argc, char **argv, synth_opts *o)
     return 0;
 }
 
-/* Create DIR (one level). 0 on success or when it already is a directory. */
-static int make_dir(const char *dir)
-{
-    struct stat st;
-    int rc, e;
-#ifdef _WIN32
-    rc = _mkdir(dir);
-#else
-    rc = mkdir(dir, 0777);
-#endif
-    if (rc == 0) return 0;
-    e = errno;
-    if (e == EEXIST) {
-#ifdef _WIN32
-        if (stat(dir, &st) == 0 && (st.st_mode & _S_IFDIR) != 0) return 0;
-#else
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
-#endif
-        fprintf(stderr, "kvc synth: --out '%s' exists and is not a directory\n", dir);
-    } else if (e == ENOENT) {
-        fprintf(stderr, "kvc synth: cannot create '%s': its parent directory does not exist\n",
-                dir);
-    } else {
-        fprintf(stderr, "kvc synth: cannot create '%s': %s\n", dir, strerror(e));
-    }
-    return -1;
-}
+/* Create DIR and its missing parents. 0 on success. */
+static int make_dir(const char *dir) { return kvc_mkdirs("synth", dir) ? -1 : 0; }
 
 /* Seed the generator of one role from the user seed. */
 static void sub_rng(kvc_rng *r, uint64_t seed, uint64_t role)
