@@ -11,9 +11,11 @@
  * keys-only tree on (k, 1).
  *
  * Budget -> parameters (method budget B tokens = budget - n_sink - n_window - 1):
- *   levels T = 3, b_max = 8 unless given;
+ *   levels T = 3, b_max = 8 unless given (see below);
  *   slots per tree  S(t) = t + T*(t/2) + 1;
- *   t = the largest even number with b_max*S(t)*(d+dv) + S(t)*d <= B*(d+dv).
+ *   t = the largest even number with b_max*S(t)*(d+dv) + S(t)*d <= B*(d+dv);
+ *   when b_max is not given it starts at 8 and is reduced (to >= 1) while t
+ *   would fall below 64 (tiny batches cannot be balanced).
  * Worst-case footprint (elements) = b_max*S(t)*(d+dv) + S(t)*d.
  * Metadata: 8 bytes per slot (weight, token id); walk scratch
  * (d + 2t) doubles + t bytes (kvc_stream_plan.metadata_bytes includes both).
