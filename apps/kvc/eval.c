@@ -44,9 +44,11 @@ static void usage(FILE *f)
             "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
             "                [--subgen-delta0 R] [--bkv-t T] [--bkv-levels L] [--bkv-bmax B]\n"
             "                [--bkv-mode practical|theory|smaller-class] [--bkv-gamma G] [--bkv-rho R]\n"
-            "                [--bkv-kappa K] [--prefix P] [--bkv-tail exact|uniform] [--reference auto|mpfr|f64]\n"
+            "                [--bkv-kappa K] [--prefix P] [--bkv-tail exact|uniform] [--express-s S]\n"
+            "                [--express-c C] [--express-L theory|<L>] [--express-delta D]\n"
+            "                [--express-center on|off] [--reference auto|mpfr|f64]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
-            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill. N is the cache budget in tokens\n"
+            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill | express. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
@@ -57,7 +59,9 @@ int kvc_cmd_eval(int argc, char **argv)
 {
     const char *trace_dir = NULL, *method_name = NULL, *reference = "auto";
     uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
-    uint64_t bkv_t = 0, bkv_levels = 0, bkv_bmax = 0, prefix = 0;
+    uint64_t bkv_t = 0, bkv_levels = 0, bkv_bmax = 0, prefix = 0, x_s = 0, x_c = 0;
+    double x_L = 0.0, x_delta = 0.0;
+    const char *x_lmode = NULL, *x_center = NULL;
     double bkv_kappa = 0.0;
     double beta = 0.0, delta0 = 0.0, bkv_gamma = 0.0, bkv_rho = 0.0;
     const char *bkv_mode = NULL, *bkv_tail = NULL;
@@ -91,6 +95,11 @@ int kvc_cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--bkv-kappa")) bad = kvc_cli_f64(a, val, 0.0, 1e6, &bkv_kappa);
         else if (!strcmp(a, "--prefix")) bad = kvc_cli_u64(a, val, 1, 1u << 28, &prefix);
         else if (!strcmp(a, "--bkv-tail")) bkv_tail = val;
+        else if (!strcmp(a, "--express-s")) bad = kvc_cli_u64(a, val, 2, 1u << 22, &x_s);
+        else if (!strcmp(a, "--express-c")) bad = kvc_cli_u64(a, val, 1, 1u << 22, &x_c);
+        else if (!strcmp(a, "--express-L")) x_lmode = val;
+        else if (!strcmp(a, "--express-delta")) bad = kvc_cli_f64(a, val, 1e-12, 0.999999, &x_delta);
+        else if (!strcmp(a, "--express-center")) x_center = val;
         else {
             fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
             usage(stderr);
@@ -113,7 +122,7 @@ int kvc_cmd_eval(int argc, char **argv)
     }
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
-        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill)\n", method_name);
+        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill, express)\n", method_name);
         return 2;
     }
 
@@ -140,6 +149,28 @@ int kvc_cmd_eval(int argc, char **argv)
     cfg.balancekv.gamma = (float)bkv_gamma;
     cfg.balancekv.rho = (float)bkv_rho;
     cfg.balancekv.kappa = (float)bkv_kappa;
+    cfg.express.s = (uint32_t)x_s;
+    cfg.express.c = (uint32_t)x_c;
+    cfg.express.delta = (float)x_delta;
+    if (x_lmode) {
+        if (!strcmp(x_lmode, "theory")) cfg.express.l_mode = KVC_EXPRESS_L_THEORY;
+        else if (kvc_cli_f64("--express-L", x_lmode, 1e-6, 1e6, &x_L) == 0) {
+            cfg.express.l_mode = KVC_EXPRESS_L_CONST;
+            cfg.express.L = (float)x_L;
+        } else {
+            kvc_trace_free(&tr);
+            return 2;
+        }
+    }
+    if (x_center) {
+        if (!strcmp(x_center, "on")) cfg.express.center = 1;
+        else if (!strcmp(x_center, "off")) cfg.express.center = 2;
+        else {
+            fprintf(stderr, "kvc eval: --express-center must be on or off\n");
+            kvc_trace_free(&tr);
+            return 2;
+        }
+    }
     if (bkv_tail) {
         if (!strcmp(bkv_tail, "exact")) cfg.balancekv.tail_method = KVC_METHOD_EXACT;
         else if (!strcmp(bkv_tail, "uniform")) cfg.balancekv.tail_method = KVC_METHOD_UNIFORM;
@@ -221,6 +252,10 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         if (plan.method == KVC_METHOD_SUBGEN)
             printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
                    (double)plan.delta0);
+        if (plan.method == KVC_METHOD_EXPRESS)
+            printf(" s=%" PRIu32 " c=%" PRIu32 " L=%s%g center=%s", plan.xp.s, plan.xp.c,
+                   plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? "theory,delta=" : "", plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? (double)plan.xp.delta : (double)plan.xp.L,
+                   plan.xp.center == 1 ? "on" : "off");
         if (plan.method == KVC_METHOD_BALANCEKV_PREFILL)
             printf(" prefix=%" PRIu32 " (method %" PRIu32 ") tail=%" PRIu32 " kappa=%g", cfg->prefix_len,
                    plan.prefix_method_tokens, plan.tail_capacity, (double)plan.bkv.kappa);

@@ -51,4 +51,13 @@ size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg);
 uint64_t kvc_bkv_prefill_elements(const void *st);
 void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *stats);
 
+/* ---- express: Thinformer Express (kernel halving, Compress2, Subsample) ---- */
+size_t kvc_express_arena_size(const kvc_stream_plan *p);
+size_t kvc_express_scratch_bytes(const kvc_stream_plan *p);
+void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
+void kvc_express_update(void *st, const float *k, const float *v, uint64_t token);
+size_t kvc_express_view(const void *st, kvc_segment *seg);
+uint64_t kvc_express_elements(const void *st);
+void kvc_express_fill_stats(const void *st, kvc_stream_stats *stats);
+
 #endif

@@ -19,6 +19,8 @@
 #define KVC_BKV_MIN_AUTO_T 64u
 #define KVC_BKV_DEFAULT_MODE KVC_BALANCE_PRACTICAL
 #define KVC_BKV_PREFILL_DEFAULT_BLOCK 256u
+#define KVC_EXPRESS_DEFAULT_L_MODE KVC_EXPRESS_L_CONST
+#define KVC_EXPRESS_DEFAULT_CENTER 1u
 /* Defaults chosen by measurement on stories260K (5 layers x 4 heads x 3 seeds,
  * budget 128 of 512, sink 32 + window 32): streaming practical 0.237 vs theory
  * 0.275 mean relative error; prefill theory 0.161 vs practical 0.162. */
@@ -33,6 +35,7 @@ const char *kvc_method_name(kvc_method m)
     case KVC_METHOD_SUBGEN: return "subgen";
     case KVC_METHOD_BALANCEKV: return "balancekv";
     case KVC_METHOD_BALANCEKV_PREFILL: return "balancekv-prefill";
+    case KVC_METHOD_EXPRESS: return "express";
     }
     return NULL;
 }
@@ -40,7 +43,8 @@ const char *kvc_method_name(kvc_method m)
 kvc_status kvc_method_parse(const char *name, kvc_method *out)
 {
     static const kvc_method all[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                     KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL};
+                                     KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL,
+                                     KVC_METHOD_EXPRESS};
     if (name == NULL || out == NULL) return KVC_E_ARG;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         if (strcmp(name, kvc_method_name(all[i])) == 0) {
@@ -89,6 +93,17 @@ static const char *field_problem(const kvc_stream_config *c)
         const kvc_subgen_params *p = &c->subgen;
         if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
         if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
+    }
+    if (c->method == KVC_METHOD_EXPRESS) {
+        const kvc_express_params *x = &c->express;
+        if (x->s != 0 && (x->s < 2 || (x->s & (x->s - 1)) != 0 || x->s > (1u << 22)))
+            return "express s must be a power of two in 2..2^22 (0 = derive)";
+        if (x->c != 0 && ((x->c & (x->c - 1)) != 0 || (x->s != 0 && x->c > x->s)))
+            return "express c must be a power of two dividing s (0 = s)";
+        if (x->l_mode > KVC_EXPRESS_L_CONST) return "express l_mode must be theory or const";
+        if (!(x->L >= 0.0f) || !isfinite(x->L)) return "express L must be finite and > 0 (0 = 1)";
+        if (!(x->delta >= 0.0f && x->delta < 1.0f)) return "express delta must be in (0, 1) (0 = 0.5)";
+        if (x->center > 2) return "express center must be 1 (on) or 2 (off)";
     }
     if (c->method == KVC_METHOD_BALANCEKV_PREFILL && (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u))
         return "balancekv-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
@@ -249,6 +264,33 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         method_bytes = kvc_bkv_prefill_arena_size(&p);
         p.metadata_bytes = (size_t)slots * (sizeof(float) + sizeof(uint32_t)) +
                            (kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
+        break;
+    }
+    case KVC_METHOD_EXPRESS: {
+        kvc_express_params x = c->express;
+        x.l_mode = x.l_mode ? x.l_mode : KVC_EXPRESS_DEFAULT_L_MODE;
+        x.L = x.L > 0.0f ? x.L : 1.0f;
+        x.delta = x.delta > 0.0f ? x.delta : 0.5f;
+        x.center = x.center ? x.center : KVC_EXPRESS_DEFAULT_CENTER;
+        if (x.s == 0) {
+            for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
+                const uint64_t cc = x.c ? x.c : s;
+                if (cc > s) continue;
+                const uint64_t worst = 6 * s - 2 * s / cc - 1 > 4 * s ? 6 * s - 2 * s / cc - 1 : 4 * s;
+                if (worst > p.method_tokens) break;
+                x.s = (uint32_t)s;
+            }
+            if (x.s == 0) return "budget too small for express: even s = 2 (worst case 9 tokens) does not fit";
+        }
+        x.c = x.c ? x.c : x.s;
+        if (x.c > x.s) return "express c must divide s";
+        const uint64_t wx = 6ull * x.s - 2ull * x.s / x.c - 1;
+        const uint64_t worst = wx > 4ull * x.s ? wx : 4ull * x.s;
+        if (worst > p.method_tokens) return "express s does not fit the method budget (worst case 6s - 2s/c - 1)";
+        p.xp = x;
+        method_worst = worst * tok;
+        method_bytes = kvc_express_arena_size(&p);
+        p.metadata_bytes = (size_t)(8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(&p);
         break;
     }
     }

@@ -14,6 +14,7 @@
 #include "kvc_uniform.h"
 #include "kvc_subgen.h"
 #include "kvc_balancekv.h"
+#include "kvc_express.h"
 #include "kvc_cache.h"
 
 #endif

@@ -33,8 +33,9 @@ typedef enum kvc_method {
     KVC_METHOD_UNIFORM = 3,     /**< reservoir sample of the middle, weight seen/kept */
     KVC_METHOD_SUBGEN = 4,      /**< SubGen: key clusters + value-norm reservoir */
     KVC_METHOD_BALANCEKV = 5,   /**< BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance */
-    KVC_METHOD_BALANCEKV_PREFILL = 6 /**< BalanceKV's prefill compression (the paper's experiments):
+    KVC_METHOD_BALANCEKV_PREFILL = 6, /**< BalanceKV's prefill compression (the paper's experiments):
                                           T rounds of halving blocks of b, causal replay, then an exact tail */
+    KVC_METHOD_EXPRESS = 7      /**< Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md) */
 } kvc_method;
 
 /** SubGen parameters; 0 means "derive from the budget". */
@@ -66,6 +67,22 @@ typedef struct kvc_balancekv_params {
                                (exact, refuses when full) or KVC_METHOD_UNIFORM (reservoir) */
 } kvc_balancekv_params;
 
+/** How kernel halving sets its threshold scale L (EXPRESS.md section 6.4). */
+enum {
+    KVC_EXPRESS_L_THEORY = 1, /**< L = 1/2 + ln(2S/delta_call), the summable delta schedule */
+    KVC_EXPRESS_L_CONST = 2   /**< a constant L */
+};
+
+/** Thinformer Express parameters; 0 means "default / derive from the budget". */
+typedef struct kvc_express_params {
+    uint32_t s;      /**< cache size: a power of two >= 2; 0 -> largest whose worst case fits */
+    uint32_t c;      /**< inflation factor: a power of two dividing s; 0 -> s */
+    uint32_t l_mode; /**< KVC_EXPRESS_L_THEORY or KVC_EXPRESS_L_CONST; 0 -> the measured default */
+    float L;         /**< the constant of KVC_EXPRESS_L_CONST, > 0; 0 -> 1 */
+    float delta;     /**< theory mode: total failure probability in (0, 1); 0 -> 0.5 */
+    uint32_t center; /**< 1: keys centred on each Halve call's mean; 2: not; 0 -> the measured default */
+} kvc_express_params;
+
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
 typedef struct kvc_stream_config {
     kvc_method method;
@@ -82,6 +99,7 @@ typedef struct kvc_stream_config {
     kvc_balancekv_params balancekv; /**< also balancekv-prefill: t = block size b (0 -> 256),
                                          levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
     uint32_t prefix_len; /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
+    kvc_express_params express;
 } kvc_stream_config;
 
 /** What a configuration turns into (all derived from the budget). */
@@ -97,6 +115,7 @@ typedef struct kvc_stream_plan {
     kvc_balancekv_params bkv;  /**< BalanceKV / prefill, every field resolved */
     uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
     uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */
+    kvc_express_params xp;     /**< Express, every field resolved */
     uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;  /**< budget * (d + dv) */
     size_t metadata_bytes;     /**< per-entry weights / counters / ids, worst case */
@@ -197,6 +216,8 @@ typedef struct kvc_stream_stats {
     uint64_t halvings;        /**< SoftmaxBalance calls */
     uint64_t dropped;         /**< tokens dropped by erased buckets (rho > 0) */
     uint32_t buckets;         /**< live numerator buckets */
+    /* Express only */
+    uint32_t round;           /**< r: thinning factor t = 4^r */
 } kvc_stream_stats;
 
 /** @brief Current counters (KVC_E_STATE for a bad handle). */

@@ -1,0 +1,280 @@
+/* Thinformer Express (EXPRESS.md sections 3-5): the coreset C (all of weight
+ * t = 4^r), streaming Compress2 (a base-4 counter of Halve groups) fed by a
+ * stratified Subsample, and the three phases:
+ *   exact  - the first s tokens enter C with weight 1;
+ *   thin   - blocks of t*s tokens: subsample to k*s (k = min(t, c), strata of
+ *            q = max(1, t/c)), Compress2 down to s points of weight t, appended
+ *            to C (for t = 1, k = 1: the block itself);
+ *   halve  - after three thin blocks |C| = 4s: C <- Halve(Halve(C)), t <- 4t.
+ * Every random draw is keyed by the call - Compress2 (round, sibling, level,
+ * group), Halve phase (round, 0|1), Subsample (round, sibling, stratum) - so an
+ * offline run over a known prefix makes exactly the same choices.
+ * Exposed to attend: C with weight t, every live Compress2 buffer with weight
+ * q 2^l (per-slot weights). Worst case after an update: 6s - 2s/k - 1 points. */
+#include <math.h>
+#include <string.h>
+
+#include "arena.h"
+#include "kernel_halving.h"
+#include "kvc/kvc_express.h"
+#include "kvc/kvc_rng.h"
+#include "methods.h"
+
+#define KVC_MAGIC_EXPRESS 0x4B565831u /* "KVX1" */
+#define MAX_LEVELS 32u
+
+enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 };
+
+typedef struct express_state {
+    uint32_t magic;
+    uint32_t d, dv, s, c, l_mode, center;
+    float L, delta, beta;
+    uint64_t seed;
+    uint64_t n;        /* updates so far */
+    uint32_t round;    /* t = 4^round */
+    uint32_t j;        /* thin blocks since the last Halve phase */
+    uint64_t t, pos, q, iota;
+    uint32_t k, h;
+    size_t G0;
+    uint32_t c_count;
+    uint32_t lvl_count[MAX_LEVELS];
+    uint64_t lvl_groups[MAX_LEVELS]; /* Halve calls at each level in this block (draw keys) */
+    uint64_t halvings;
+    size_t c_cap, l_cap;
+    size_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep;
+} express_state;
+
+static size_t level_region(uint32_t s, uint32_t c) { return (size_t)4 * s - (size_t)4 * s / c; }
+
+static size_t x_layout(express_state *g, const kvc_stream_plan *p)
+{
+    const size_t s = p->xp.s, cap = 4 * s, lcap = level_region(p->xp.s, p->xp.c);
+    size_t cur = KVC_ALIGN_UP(sizeof(express_state));
+    g->c_cap = cap, g->l_cap = lcap;
+    g->off_ck = kvc_carve(&cur, cap * p->d * sizeof(float));
+    g->off_cv = kvc_carve(&cur, cap * p->dv * sizeof(float));
+    g->off_ct = kvc_carve(&cur, cap * sizeof(uint32_t));
+    g->off_lk = kvc_carve(&cur, (lcap ? lcap : 1) * p->d * sizeof(float));
+    g->off_lv = kvc_carve(&cur, (lcap ? lcap : 1) * p->dv * sizeof(float));
+    g->off_lw = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(float));
+    g->off_lt = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(uint32_t));
+    g->off_scratch = kvc_carve(&cur, kvc_kh_scratch_doubles(p->d, cap) * sizeof(double));
+    g->off_keep = kvc_carve(&cur, cap);
+    return cur;
+}
+
+size_t kvc_express_arena_size(const kvc_stream_plan *p)
+{
+    express_state tmp;
+    return x_layout(&tmp, p);
+}
+
+size_t kvc_express_scratch_bytes(const kvc_stream_plan *p)
+{
+    return kvc_kh_scratch_doubles(p->d, 4u * p->xp.s) * sizeof(double) + 4u * p->xp.s;
+}
+
+static uint32_t log2u(uint64_t x)
+{
+    uint32_t r = 0;
+    while ((1ull << r) < x) r++;
+    return r;
+}
+
+static size_t level_off(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0 - g->G0; }
+static size_t level_size(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0; }
+
+static void start_block(express_state *g)
+{
+    g->k = (uint32_t)(g->t < g->c ? g->t : g->c);
+    g->h = log2u(g->k);
+    g->q = g->t > g->c ? g->t / g->c : 1;
+    g->G0 = (size_t)4 * g->s / g->k;
+    g->pos = 0;
+    memset(g->lvl_count, 0, sizeof g->lvl_count);
+    memset(g->lvl_groups, 0, sizeof g->lvl_groups);
+    float *lw = KVC_AT(g, g->off_lw, float);
+    for (size_t i = 0; i < g->l_cap; i++) lw[i] = 0.0f;
+}
+
+void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+{
+    express_state *g = (express_state *)arena;
+    x_layout(g, p);
+    g->magic = KVC_MAGIC_EXPRESS;
+    g->d = p->d, g->dv = p->dv, g->s = p->xp.s, g->c = p->xp.c;
+    g->l_mode = p->xp.l_mode, g->center = p->xp.center == 1;
+    g->L = p->xp.L, g->delta = p->xp.delta, g->beta = p->beta;
+    g->seed = seed;
+    g->t = 1;
+    start_block(g);
+}
+
+/* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
+ * survivors, in order, end up in [first, first + n/2). */
+static void halve_in_place(express_state *g, float *K, float *V, uint32_t *T, size_t first, size_t n, uint64_t key)
+{
+    kvc_kh_io io;
+    io.keys = K, io.values = V, io.d = g->d, io.dv = g->dv, io.first = first, io.S = n;
+    io.beta = g->beta, io.center = g->center;
+    io.L = g->l_mode == KVC_EXPRESS_L_THEORY ? kvc_kh_theory_L(g->delta, g->round, g->k, n) : g->L;
+    io.key = key;
+    io.scratch = KVC_AT(g, g->off_scratch, double);
+    io.keep = KVC_AT(g, g->off_keep, uint8_t);
+    kvc_kh_select(&io);
+    g->halvings++;
+    size_t out = first;
+    for (size_t i = 0; i < n; i++) {
+        if (!io.keep[i]) continue;
+        const size_t src = first + i;
+        if (src != out) {
+            memcpy(K + out * g->d, K + src * g->d, g->d * sizeof(float));
+            memcpy(V + out * g->dv, V + src * g->dv, g->dv * sizeof(float));
+            T[out] = T[src];
+        }
+        out++;
+    }
+}
+
+static void c_append(express_state *g, const float *k, const float *v, uint32_t tok)
+{
+    memcpy(KVC_AT(g, g->off_ck, float) + (size_t)g->c_count * g->d, k, g->d * sizeof(float));
+    memcpy(KVC_AT(g, g->off_cv, float) + (size_t)g->c_count * g->dv, v, g->dv * sizeof(float));
+    KVC_AT(g, g->off_ct, uint32_t)[g->c_count] = tok;
+    g->c_count++;
+}
+
+/* Append `n` points from level slots [src, src+n) to level l (or to C when l == h). */
+static void lift(express_state *g, uint32_t l, size_t src, size_t n)
+{
+    float *lk = KVC_AT(g, g->off_lk, float), *lv = KVC_AT(g, g->off_lv, float), *lw = KVC_AT(g, g->off_lw, float);
+    uint32_t *lt = KVC_AT(g, g->off_lt, uint32_t);
+    if (l == g->h) {
+        for (size_t i = 0; i < n; i++) c_append(g, lk + (src + i) * g->d, lv + (src + i) * g->dv, lt[src + i]);
+        return;
+    }
+    const size_t dst = level_off(g, l) + g->lvl_count[l];
+    for (size_t i = 0; i < n; i++) {
+        memcpy(lk + (dst + i) * g->d, lk + (src + i) * g->d, g->d * sizeof(float));
+        memcpy(lv + (dst + i) * g->dv, lv + (src + i) * g->dv, g->dv * sizeof(float));
+        lt[dst + i] = lt[src + i];
+        lw[dst + i] = (float)((double)g->q * ldexp(1.0, (int)l));
+    }
+    g->lvl_count[l] += (uint32_t)n;
+}
+
+/* Streaming Compress2: push one subsampled point (weight q) and carry. */
+static void compress2_push(express_state *g, const float *k, const float *v, uint32_t tok)
+{
+    if (g->h == 0) {
+        c_append(g, k, v, tok); /* k = 1: the identity (round 0: weight t = 1) */
+        return;
+    }
+    float *lk = KVC_AT(g, g->off_lk, float), *lv = KVC_AT(g, g->off_lv, float), *lw = KVC_AT(g, g->off_lw, float);
+    uint32_t *lt = KVC_AT(g, g->off_lt, uint32_t);
+    const size_t slot = g->lvl_count[0];
+    memcpy(lk + slot * g->d, k, g->d * sizeof(float));
+    memcpy(lv + slot * g->dv, v, g->dv * sizeof(float));
+    lt[slot] = tok;
+    lw[slot] = (float)g->q;
+    g->lvl_count[0]++;
+    for (uint32_t l = 0; l < g->h && g->lvl_count[l] == level_size(g, l); l++) {
+        const size_t off = level_off(g, l), n = level_size(g, l);
+        const uint64_t key = kvc_kh_key(g->seed, TAG_C2, g->round, g->j, l, g->lvl_groups[l]++);
+        halve_in_place(g, lk, lv, lt, off, n, key);
+        for (size_t i = 0; i < n; i++) lw[off + i] = 0.0f;
+        g->lvl_count[l] = 0;
+        lift(g, l + 1, off, n / 2);
+    }
+}
+
+void kvc_express_update(void *st, const float *k, const float *v, uint64_t token)
+{
+    express_state *g = (express_state *)st;
+    g->n++;
+    if (g->n <= g->s) { /* exact phase */
+        c_append(g, k, v, (uint32_t)token);
+        return;
+    }
+    /* Subsample: one pre-drawn offset per stratum of q tokens */
+    const uint64_t r = g->pos % g->q;
+    if (r == 0)
+        g->iota = g->q > 1 ? kvc_rng_at(kvc_kh_key(g->seed, TAG_SUB, g->round, g->j, 0, g->pos / g->q), 0) % g->q : 0;
+    if (r == g->iota) compress2_push(g, k, v, (uint32_t)token);
+    g->pos++;
+    if (g->pos == g->t * g->s) { /* the block is complete: its s points are in C */
+        g->j++;
+        if (g->j == 3) { /* Halve phase: 4s -> 2s -> s, weight x4 */
+            float *ck = KVC_AT(g, g->off_ck, float), *cv = KVC_AT(g, g->off_cv, float);
+            uint32_t *ct = KVC_AT(g, g->off_ct, uint32_t);
+            halve_in_place(g, ck, cv, ct, 0, g->c_count, kvc_kh_key(g->seed, TAG_HALVE, g->round, 0, 0, 0));
+            halve_in_place(g, ck, cv, ct, 0, g->c_count / 2, kvc_kh_key(g->seed, TAG_HALVE, g->round, 1, 0, 0));
+            g->c_count /= 4;
+            g->t *= 4;
+            g->round++;
+            g->j = 0;
+        }
+        start_block(g);
+    }
+}
+
+size_t kvc_express_view(const void *st, kvc_segment *seg)
+{
+    const express_state *g = (const express_state *)st;
+    seg[0].keys = KVC_AT_C(g, g->off_ck, float);
+    seg[0].values = KVC_AT_C(g, g->off_cv, float);
+    seg[0].weights = NULL;
+    seg[0].scale = (double)g->t;
+    seg[0].n = g->c_count;
+    seg[0].role = KVC_SET_BOTH;
+    seg[1].keys = KVC_AT_C(g, g->off_lk, float);
+    seg[1].values = KVC_AT_C(g, g->off_lv, float);
+    seg[1].weights = KVC_AT_C(g, g->off_lw, float);
+    seg[1].scale = 1.0;
+    seg[1].n = g->l_cap;
+    seg[1].role = KVC_SET_BOTH;
+    return 2;
+}
+
+uint64_t kvc_express_elements(const void *st)
+{
+    const express_state *g = (const express_state *)st;
+    uint64_t n = g->c_count;
+    for (uint32_t l = 0; l < g->h; l++) n += g->lvl_count[l];
+    return n * (g->d + g->dv);
+}
+
+void kvc_express_fill_stats(const void *st, kvc_stream_stats *s)
+{
+    const express_state *g = (const express_state *)st;
+    s->halvings = g->halvings;
+    s->round = g->round;
+}
+
+static const express_state *x_of(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = kvc_stream_get_plan(st);
+    if (p == NULL || p->method != KVC_METHOD_EXPRESS) return NULL;
+    return (const express_state *)kvc_stream_method_state(st);
+}
+
+kvc_status kvc_express_info(const kvc_stream *st, kvc_express_state_info *out)
+{
+    const express_state *g = x_of(st);
+    if (g == NULL) return KVC_E_STATE;
+    if (out == NULL) return KVC_E_ARG;
+    memset(out, 0, sizeof *out);
+    out->s = g->s, out->c = g->c, out->round = g->round, out->j = g->j;
+    out->t = g->t, out->q = g->q, out->k = g->k, out->h = g->h, out->updates = g->n;
+    out->c_count = g->c_count;
+    out->c_tokens = KVC_AT_C(g, g->off_ct, uint32_t);
+    for (uint32_t l = 0; l < g->h && l < 32; l++) {
+        out->level_count[l] = g->lvl_count[l];
+        out->level_tokens[l] = KVC_AT_C(g, g->off_lt, uint32_t) + level_off(g, l);
+    }
+    double w = (double)g->c_count * (double)g->t;
+    const float *lw = KVC_AT_C(g, g->off_lw, float);
+    for (size_t i = 0; i < g->l_cap; i++) w += lw[i];
+    out->weight_sum = w;
+    return KVC_OK;
+}
