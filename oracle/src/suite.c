@@ -135,9 +135,11 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
         }
         /* one-sided: fail only when the error provably falls slower than predicted */
         out->pass_slope = out->claim->exponent == 0.0 || out->slope_lo <= out->claim->exponent + s->slope_tol;
+        out->slope_met = out->pass_slope;
+        if (!out->claim->slope_asserted) out->pass_slope = 1; /* reported, not asserted */
     } else {
         out->slope = out->slope_lo = out->slope_hi = NAN;
-        out->pass_slope = 1;
+        out->pass_slope = out->slope_met = 1;
     }
     out->pass_unbiased = !out->claim->unbiased || out->unbiased.seeds == 0 ||
                          (out->unbiased.max_abs_z_num <= out->unbiased.z_limit &&
@@ -180,8 +182,9 @@ void kvc_suite_print_row(FILE *f, const kvc_suite_result *r)
         snprintf(cst, sizeof cst, "-");
         snprintf(dl, sizeof dl, "-");
     }
+    const char *verdict = !c->bound ? "measured" : !ok ? "FAIL" : r->slope_met ? "pass" : "pass (slope prediction not met, reported)";
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", kvc_method_name(r->method),
-            c->bound ? c->bound : "none claimed", cst, dl, fail, slope, unb, c->bound ? (ok ? "pass" : "FAIL") : "measured");
+            c->bound ? c->bound : "none claimed", cst, dl, fail, slope, unb, verdict);
 }
 
 void kvc_suite_csv_header(FILE *f)

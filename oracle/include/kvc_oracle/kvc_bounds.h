@@ -38,6 +38,8 @@ typedef struct kvc_bound_claim {
     double exponent;      /**< eps(m) = C m^exponent; also the predicted slope */
     double delta;         /**< claimed failure probability */
     int unbiased;         /**< numerator and denominator estimates are unbiased */
+    int slope_asserted;   /**< 0: the slope is measured and compared, but a miss does not fail
+                               (the prediction was tested and not met; see source) */
     const char *source;   /**< where the claim comes from */
 } kvc_bound_claim;
 

@@ -44,6 +44,7 @@ typedef struct kvc_suite_result {
     double mean_err_first, mean_err_last; /**< mean e at the smallest / largest budget */
     uint32_t memory_first, memory_last;   /**< their method memory (tokens) */
     int pass_failure, pass_slope, pass_unbiased;
+    int slope_met;                 /**< the slope check held (even where it is only reported) */
 } kvc_suite_result;
 
 /** Suite settings (defaults from kvc_suite_defaults). */
