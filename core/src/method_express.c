@@ -41,7 +41,9 @@ typedef struct express_state {
     uint64_t lvl_groups[MAX_LEVELS]; /* Halve calls at each level in this block (draw keys) */
     uint64_t halvings;
     size_t c_cap, l_cap;
-    size_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep;
+    uint32_t prefix_tokens;  /* express-prefill: prompt tokens that reach the method (0: streaming) */
+    uint32_t tail_cap, tail_n;
+    size_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
 } express_state;
 
 static size_t level_region(uint32_t s, uint32_t c) { return (size_t)4 * s - (size_t)4 * s / c; }
@@ -60,6 +62,8 @@ static size_t x_layout(express_state *g, const kvc_stream_plan *p)
     g->off_lt = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(uint32_t));
     g->off_scratch = kvc_carve(&cur, kvc_kh_scratch_doubles(p->d, cap) * sizeof(double));
     g->off_keep = kvc_carve(&cur, cap);
+    g->off_tk = kvc_carve(&cur, (size_t)p->tail_capacity * p->d * sizeof(float));
+    g->off_tv = kvc_carve(&cur, (size_t)p->tail_capacity * p->dv * sizeof(float));
     return cur;
 }
 
@@ -107,7 +111,17 @@ void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->L = p->xp.L, g->delta = p->xp.delta, g->beta = p->beta;
     g->seed = seed;
     g->t = 1;
+    if (p->method == KVC_METHOD_EXPRESS_PREFILL) {
+        g->prefix_tokens = p->prefix_method_tokens;
+        g->tail_cap = p->tail_capacity;
+    }
     start_block(g);
+}
+
+int kvc_express_can_accept(const void *st)
+{
+    const express_state *g = (const express_state *)st;
+    return g->prefix_tokens == 0 || g->n < g->prefix_tokens || g->tail_n < g->tail_cap;
 }
 
 /* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
@@ -191,6 +205,13 @@ static void compress2_push(express_state *g, const float *k, const float *v, uin
 void kvc_express_update(void *st, const float *k, const float *v, uint64_t token)
 {
     express_state *g = (express_state *)st;
+    if (g->prefix_tokens != 0 && g->n >= g->prefix_tokens) {
+        /* express-prefill after the prompt: the exact tail */
+        memcpy(KVC_AT(g, g->off_tk, float) + (size_t)g->tail_n * g->d, k, g->d * sizeof(float));
+        memcpy(KVC_AT(g, g->off_tv, float) + (size_t)g->tail_n * g->dv, v, g->dv * sizeof(float));
+        g->tail_n++;
+        return;
+    }
     g->n++;
     if (g->n <= g->s) { /* exact phase */
         c_append(g, k, v, (uint32_t)token);
@@ -233,7 +254,14 @@ size_t kvc_express_view(const void *st, kvc_segment *seg)
     seg[1].scale = 1.0;
     seg[1].n = g->l_cap;
     seg[1].role = KVC_SET_BOTH;
-    return 2;
+    if (g->prefix_tokens == 0) return 2;
+    seg[2].keys = KVC_AT_C(g, g->off_tk, float);
+    seg[2].values = KVC_AT_C(g, g->off_tv, float);
+    seg[2].weights = NULL;
+    seg[2].scale = 1.0;
+    seg[2].n = g->tail_n;
+    seg[2].role = KVC_SET_BOTH;
+    return 3;
 }
 
 uint64_t kvc_express_elements(const void *st)
@@ -241,7 +269,7 @@ uint64_t kvc_express_elements(const void *st)
     const express_state *g = (const express_state *)st;
     uint64_t n = g->c_count;
     for (uint32_t l = 0; l < g->h; l++) n += g->lvl_count[l];
-    return n * (g->d + g->dv);
+    return (n + g->tail_n) * (g->d + g->dv);
 }
 
 void kvc_express_fill_stats(const void *st, kvc_stream_stats *s)
@@ -254,7 +282,7 @@ void kvc_express_fill_stats(const void *st, kvc_stream_stats *s)
 static const express_state *x_of(const kvc_stream *st)
 {
     const kvc_stream_plan *p = kvc_stream_get_plan(st);
-    if (p == NULL || p->method != KVC_METHOD_EXPRESS) return NULL;
+    if (p == NULL || (p->method != KVC_METHOD_EXPRESS && p->method != KVC_METHOD_EXPRESS_PREFILL)) return NULL;
     return (const express_state *)kvc_stream_method_state(st);
 }
 
@@ -277,4 +305,52 @@ kvc_status kvc_express_info(const kvc_stream *st, kvc_express_state_info *out)
     for (size_t i = 0; i < g->l_cap; i++) w += lw[i];
     out->weight_sum = w;
     return KVC_OK;
+}
+
+/* Largest cache Express exposes at any of the first m updates with (s, c):
+ * a count-only simulation of the phases (no data), O(m). */
+uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c)
+{
+    const uint64_t formula = 6 * s - 2 * s / c - 1 > 4 * s ? 6 * s - 2 * s / c - 1 : 4 * s;
+    /* long prompts, or rounds that subsample (where the chosen offset moves a
+       point between counts): the streaming worst case, which bounds them all */
+    if (m > (1u << 24) || m > s * c * s) return formula;
+    uint64_t best = 0, C = 0, t = 1, pos = 0, j = 0, lv[MAX_LEVELS] = {0};
+    uint64_t k = 1, h = 0, q = 1, G0 = 4 * s;
+    for (uint64_t n = 1; n <= m; n++) {
+        if (n <= s) {
+            C++;
+        } else {
+            if (pos % q == 0) { /* the stratum's point: position does not matter for counts */
+                if (h == 0) {
+                    C++;
+                } else {
+                    lv[0]++;
+                    for (uint64_t l = 0; l < h && lv[l] == (G0 << l); l++) {
+                        lv[l] = 0;
+                        if (l + 1 == h) C += (G0 << l) / 2;
+                        else lv[l + 1] += (G0 << l) / 2;
+                    }
+                }
+            }
+            pos++;
+            if (pos == t * s) {
+                if (++j == 3) {
+                    if (C > best) best = C; /* 4s inside the Halve phase */
+                    C /= 4, t *= 4, j = 0;
+                }
+                k = t < c ? t : c;
+                h = 0;
+                while ((1ull << h) < k) h++;
+                q = t > c ? t / c : 1;
+                G0 = 4 * s / k;
+                pos = 0;
+                for (uint64_t l = 0; l < MAX_LEVELS; l++) lv[l] = 0;
+            }
+        }
+        uint64_t exposed = C;
+        for (uint64_t l = 0; l < h; l++) exposed += lv[l];
+        if (exposed > best) best = exposed;
+    }
+    return best;
 }

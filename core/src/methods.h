@@ -59,5 +59,7 @@ void kvc_express_update(void *st, const float *k, const float *v, uint64_t token
 size_t kvc_express_view(const void *st, kvc_segment *seg);
 uint64_t kvc_express_elements(const void *st);
 void kvc_express_fill_stats(const void *st, kvc_stream_stats *stats);
+int kvc_express_can_accept(const void *st);
+uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c);
 
 #endif

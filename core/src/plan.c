@@ -36,6 +36,7 @@ const char *kvc_method_name(kvc_method m)
     case KVC_METHOD_BALANCEKV: return "balancekv";
     case KVC_METHOD_BALANCEKV_PREFILL: return "balancekv-prefill";
     case KVC_METHOD_EXPRESS: return "express";
+    case KVC_METHOD_EXPRESS_PREFILL: return "express-prefill";
     }
     return NULL;
 }
@@ -44,7 +45,7 @@ kvc_status kvc_method_parse(const char *name, kvc_method *out)
 {
     static const kvc_method all[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
                                      KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL,
-                                     KVC_METHOD_EXPRESS};
+                                     KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
     if (name == NULL || out == NULL) return KVC_E_ARG;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         if (strcmp(name, kvc_method_name(all[i])) == 0) {
@@ -94,7 +95,9 @@ static const char *field_problem(const kvc_stream_config *c)
         if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
         if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
     }
-    if (c->method == KVC_METHOD_EXPRESS) {
+    if (c->method == KVC_METHOD_EXPRESS_PREFILL && (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u))
+        return "express-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
+    if (c->method == KVC_METHOD_EXPRESS || c->method == KVC_METHOD_EXPRESS_PREFILL) {
         const kvc_express_params *x = &c->express;
         if (x->s != 0 && (x->s < 2 || (x->s & (x->s - 1)) != 0 || x->s > (1u << 22)))
             return "express s must be a power of two in 2..2^22 (0 = derive)";
@@ -266,7 +269,12 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
                            (kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
         break;
     }
-    case KVC_METHOD_EXPRESS: {
+    case KVC_METHOD_EXPRESS:
+    case KVC_METHOD_EXPRESS_PREFILL: {
+        const int prefill = c->method == KVC_METHOD_EXPRESS_PREFILL;
+        const uint64_t exact_regions = (uint64_t)c->n_sink + c->n_window + 1u;
+        const uint64_t m = prefill && c->prefix_len > exact_regions ? c->prefix_len - exact_regions : 0;
+        if (prefill) p.prefix_method_tokens = (uint32_t)m;
         kvc_express_params x = c->express;
         x.l_mode = x.l_mode ? x.l_mode : KVC_EXPRESS_DEFAULT_L_MODE;
         x.L = x.L > 0.0f ? x.L : 1.0f;
@@ -276,7 +284,8 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
             for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
                 const uint64_t cc = x.c ? x.c : s;
                 if (cc > s) continue;
-                const uint64_t worst = 6 * s - 2 * s / cc - 1 > 4 * s ? 6 * s - 2 * s / cc - 1 : 4 * s;
+                const uint64_t worst = prefill ? kvc_express_prefix_worst(m, s, cc)
+                                               : (6 * s - 2 * s / cc - 1 > 4 * s ? 6 * s - 2 * s / cc - 1 : 4 * s);
                 if (worst > p.method_tokens) break;
                 x.s = (uint32_t)s;
             }
@@ -285,10 +294,11 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         x.c = x.c ? x.c : x.s;
         if (x.c > x.s) return "express c must divide s";
         const uint64_t wx = 6ull * x.s - 2ull * x.s / x.c - 1;
-        const uint64_t worst = wx > 4ull * x.s ? wx : 4ull * x.s;
+        const uint64_t worst = prefill ? kvc_express_prefix_worst(m, x.s, x.c) : (wx > 4ull * x.s ? wx : 4ull * x.s);
         if (worst > p.method_tokens) return "express s does not fit the method budget (worst case 6s - 2s/c - 1)";
         p.xp = x;
-        method_worst = worst * tok;
+        if (prefill) p.tail_capacity = (uint32_t)(p.method_tokens - worst);
+        method_worst = (worst + p.tail_capacity) * tok;
         method_bytes = kvc_express_arena_size(&p);
         p.metadata_bytes = (size_t)(8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(&p);
         break;

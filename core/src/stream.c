@@ -57,6 +57,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     case KVC_METHOD_BALANCEKV: mbytes = kvc_balancekv_arena_size(&plan); break;
     case KVC_METHOD_BALANCEKV_PREFILL: mbytes = kvc_bkv_prefill_arena_size(&plan); break;
     case KVC_METHOD_EXPRESS: mbytes = kvc_express_arena_size(&plan); break;
+    case KVC_METHOD_EXPRESS_PREFILL: mbytes = kvc_express_arena_size(&plan); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     kvc_stream_layout_make(&plan, mbytes, &st->lay);
@@ -70,6 +71,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     case KVC_METHOD_BALANCEKV: kvc_balancekv_init(m, &plan, cfg->seed); break;
     case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_init(m, &plan, cfg->seed); break;
     case KVC_METHOD_EXPRESS: kvc_express_init(m, &plan, cfg->seed); break;
+    case KVC_METHOD_EXPRESS_PREFILL: kvc_express_init(m, &plan, cfg->seed); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     st->magic = KVC_MAGIC_STREAM;
@@ -87,6 +89,7 @@ static uint64_t method_elements(const kvc_stream *st)
     case KVC_METHOD_BALANCEKV: return kvc_balancekv_elements(m);
     case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_elements(m);
     case KVC_METHOD_EXPRESS: return kvc_express_elements(m);
+    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_elements(m);
     case KVC_METHOD_SINK_WINDOW: return 0;
     }
     return 0;
@@ -110,6 +113,7 @@ static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *
     case KVC_METHOD_BALANCEKV: kvc_balancekv_update(m, k, v, token); break;
     case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_update(m, k, v, token); break;
     case KVC_METHOD_EXPRESS: kvc_express_update(m, k, v, token); break;
+    case KVC_METHOD_EXPRESS_PREFILL: kvc_express_update(m, k, v, token); break;
     case KVC_METHOD_SINK_WINDOW: break; /* StreamingLLM drops the middle */
     }
     st->method_in++;
@@ -164,7 +168,8 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     if (commit_reaches_method(st) &&
         ((st->plan.method == KVC_METHOD_EXACT && !kvc_exact_can_accept(method_of_c(st))) ||
-         (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL && !kvc_bkv_prefill_can_accept(method_of_c(st)))))
+         (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL && !kvc_bkv_prefill_can_accept(method_of_c(st))) ||
+         (st->plan.method == KVC_METHOD_EXPRESS_PREFILL && !kvc_express_can_accept(method_of_c(st)))))
         return KVC_E_CAPACITY;
 
     if (st->has_pending) commit_pending(st, kern);
@@ -215,6 +220,7 @@ kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
     case KVC_METHOD_BALANCEKV: view->n_seg += kvc_balancekv_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_BALANCEKV_PREFILL: view->n_seg += kvc_bkv_prefill_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_EXPRESS: view->n_seg += kvc_express_view(m, &view->seg[view->n_seg]); break;
+    case KVC_METHOD_EXPRESS_PREFILL: view->n_seg += kvc_express_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
     return KVC_OK;
@@ -256,6 +262,7 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
     if (st->plan.method == KVC_METHOD_SUBGEN) kvc_subgen_fill_stats(method_of_c(st), stats);
     if (st->plan.method == KVC_METHOD_BALANCEKV) kvc_balancekv_fill_stats(method_of_c(st), stats);
     if (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL) kvc_bkv_prefill_fill_stats(method_of_c(st), stats);
-    if (st->plan.method == KVC_METHOD_EXPRESS) kvc_express_fill_stats(method_of_c(st), stats);
+    if (st->plan.method == KVC_METHOD_EXPRESS || st->plan.method == KVC_METHOD_EXPRESS_PREFILL)
+        kvc_express_fill_stats(method_of_c(st), stats);
     return KVC_OK;
 }

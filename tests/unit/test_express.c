@@ -326,7 +326,56 @@ static int offline_equals_streaming(void)
     return 0;
 }
 
+/* express-prefill: s sized for the known prompt (never smaller than the
+ * streaming s at the same budget), the same states as streaming Express with
+ * that s (so, at n = 4^R s, the Offline-Express sets), and an exact tail after
+ * the prompt that refuses when full with the arena unchanged. */
+static int express_prefill_sizes_and_tail(void)
+{
+    const uint32_t d = 4, prompt = 1000;
+    printf("data seed 607\n");
+    kvc_rng r;
+    kvc_rng_seed(&r, 607);
+    float *k = tu_normal(&r, 2000, d, 1.0), *v = tu_normal(&r, 2000, d, 1.0);
+    kvc_stream_config pc = kvc_stream_config_default(KVC_METHOD_EXPRESS_PREFILL, d, d, 300, 4);
+    pc.n_sink = 4, pc.n_window = 4, pc.prefix_len = prompt;
+    kvc_stream_config sc = pc;
+    sc.method = KVC_METHOD_EXPRESS;
+    kvc_stream_plan pp, sp;
+    CHECK(kvc_stream_plan_make(&pc, &pp) == KVC_OK && kvc_stream_plan_make(&sc, &sp) == KVC_OK);
+    printf("budget 300, prompt %u: express s=%u, express-prefill s=%u with a tail of %u\n", prompt, sp.xp.s, pp.xp.s,
+           pp.tail_capacity);
+    CHECK(pp.xp.s >= sp.xp.s);
+    /* same s: identical caches over the prompt */
+    sc.express.s = pp.xp.s;
+    sc.budget = 6 * pp.xp.s + 10;
+    kvc_stream *a = tu_stream(&pc), *b = tu_stream(&sc);
+    CHECK(a != NULL && b != NULL);
+    const kvc_stream_plan *ap = kvc_stream_get_plan(a);
+    for (uint32_t j = 0; j < prompt; j++) {
+        CHECK(kvc_stream_append(a, NULL, k + j * d, v + j * d) == KVC_OK);
+        CHECK(kvc_stream_append(b, NULL, k + j * d, v + j * d) == KVC_OK);
+        kvc_express_state_info xa, xb;
+        kvc_express_info(a, &xa);
+        kvc_express_info(b, &xb);
+        CHECK(xa.c_count == xb.c_count && memcmp(xa.c_tokens, xb.c_tokens, xa.c_count * sizeof(uint32_t)) == 0);
+        kvc_stream_stats st;
+        kvc_stream_get_stats(a, &st);
+        CHECK(st.elements <= ap->worst_elements);
+    }
+    uint32_t j = prompt;
+    for (; j < prompt + ap->tail_capacity; j++) CHECK(kvc_stream_append(a, NULL, k + j * d, v + j * d) == KVC_OK);
+    size_t bytes = kvc_stream_arena_size(&pc);
+    unsigned char *copy = malloc(bytes);
+    memcpy(copy, a, bytes);
+    CHECK(kvc_stream_append(a, NULL, k + j * d, v + j * d) == KVC_E_CAPACITY);
+    CHECK(memcmp(copy, a, bytes) == 0);
+    free(copy), free(a), free(b), free(k), free(v);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"express_prefill_sizes_and_tail", express_prefill_sizes_and_tail},
     {"kh_one_per_pair_and_half", kh_one_per_pair_and_half},
     {"kh_scale_invariant", kh_scale_invariant},
     {"kh_beats_random_halving", kh_beats_random_halving},

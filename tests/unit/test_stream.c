@@ -14,8 +14,8 @@
 static const kvc_method all_methods[] = {KVC_METHOD_EXACT,     KVC_METHOD_SINK_WINDOW,
                                          KVC_METHOD_UNIFORM,   KVC_METHOD_SUBGEN,
                                          KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL,
-                                         KVC_METHOD_EXPRESS};
-#define N_METHODS 7
+                                         KVC_METHOD_EXPRESS,   KVC_METHOD_EXPRESS_PREFILL};
+#define N_METHODS 8
 
 /* Default configuration of method m; prefill methods get a prompt of 1024 tokens
  * (tests that stream more set prefix_len themselves). */
@@ -344,7 +344,8 @@ static int worst_case_reached_never_exceeded(void)
                kvc_method_name(all_methods[m]), (unsigned long long)plan.worst_elements,
                (unsigned long long)stats.peak_elements, (unsigned long long)plan.budget_elements,
                plan.arena_bytes);
-        const int tree = all_methods[m] == KVC_METHOD_BALANCEKV || all_methods[m] == KVC_METHOD_BALANCEKV_PREFILL;
+        const int tree = all_methods[m] == KVC_METHOD_BALANCEKV || all_methods[m] == KVC_METHOD_BALANCEKV_PREFILL ||
+                         all_methods[m] == KVC_METHOD_EXPRESS_PREFILL;
         /* the trees' worst case includes the moment inside an update when level
            0 holds a full batch (and, for prefill, an exact tail this prompt never
            reaches), so at rest they stay strictly below it */

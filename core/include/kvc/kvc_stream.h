@@ -35,7 +35,9 @@ typedef enum kvc_method {
     KVC_METHOD_BALANCEKV = 5,   /**< BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance */
     KVC_METHOD_BALANCEKV_PREFILL = 6, /**< BalanceKV's prefill compression (the paper's experiments):
                                           T rounds of halving blocks of b, causal replay, then an exact tail */
-    KVC_METHOD_EXPRESS = 7      /**< Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md) */
+    KVC_METHOD_EXPRESS = 7,     /**< Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md) */
+    KVC_METHOD_EXPRESS_PREFILL = 8 /**< Express over a known prompt (s sized for its length; the state at
+                                        every prompt position equals Offline-Express's), then an exact tail */
 } kvc_method;
 
 /** SubGen parameters; 0 means "derive from the budget". */
