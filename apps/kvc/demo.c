@@ -19,7 +19,8 @@
 #include "synth.h"
 
 static const kvc_method all_methods[] = {KVC_METHOD_EXACT,  KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                         KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV,   KVC_METHOD_BALANCEKV_PREFILL};
+                                         KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV,   KVC_METHOD_BALANCEKV_PREFILL,
+                                         KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
 #define N_METHODS (sizeof all_methods / sizeof all_methods[0])
 
 static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed, const char *dir)

@@ -48,7 +48,8 @@ static void usage(FILE *f)
             "                [--express-c C] [--express-L theory|<L>] [--express-delta D]\n"
             "                [--express-center on|off] [--reference auto|mpfr|f64]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
-            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill | express. N is the cache budget in tokens\n"
+            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill | express |\n"
+            "  express-prefill. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
@@ -122,7 +123,7 @@ int kvc_cmd_eval(int argc, char **argv)
     }
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
-        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill, express)\n", method_name);
+        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill, express, express-prefill)\n", method_name);
         return 2;
     }
 
@@ -252,7 +253,9 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         if (plan.method == KVC_METHOD_SUBGEN)
             printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
                    (double)plan.delta0);
-        if (plan.method == KVC_METHOD_EXPRESS)
+        if (plan.method == KVC_METHOD_EXPRESS_PREFILL)
+            printf(" prefix=%" PRIu32 " tail=%" PRIu32, cfg->prefix_len, plan.tail_capacity);
+        if (plan.method == KVC_METHOD_EXPRESS || plan.method == KVC_METHOD_EXPRESS_PREFILL)
             printf(" s=%" PRIu32 " c=%" PRIu32 " L=%s%g center=%s", plan.xp.s, plan.xp.c,
                    plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? "theory,delta=" : "", plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? (double)plan.xp.delta : (double)plan.xp.L,
                    plan.xp.center == 1 ? "on" : "off");

@@ -47,7 +47,7 @@ static int run_suite(const char *csv)
     kvc_suite_settings s = kvc_suite_defaults();
     static const kvc_method methods[] = {KVC_METHOD_EXACT,  KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
                                          KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV,   KVC_METHOD_BALANCEKV_PREFILL,
-                                         KVC_METHOD_EXPRESS};
+                                         KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
     enum { N_SUITE = sizeof methods / sizeof methods[0] };
     kvc_suite_result res[N_SUITE];
     int all_ok = 1;

@@ -34,6 +34,11 @@ static const kvc_bound_claim claims[] = {
      "The -1 slope is NOT met here (about -0.79 with L = 1, -0.67 with the theory L), so the slope is reported, "
      "not asserted; the failure rate at C m^-1 and unbiasedness (symmetrized halving, stratified "
      "subsampling) are asserted"},
+    {KVC_METHOD_EXPRESS_PREFILL, "‖z − Attn‖ ≤ C m^-1 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -1.0, 0.01, 1, 0,
+     "Express over a known prompt (same states as streaming Express with its s); Thinformer Express Thm. 3 / Cor. 2: error ~ log^{3/2}(n) / s with memory O(s) (worst case 6s - 2s/c - 1). "
+     "The -1 slope is NOT met here (about -0.79 with L = 1, -0.67 with the theory L), so the slope is reported, "
+     "not asserted; the failure rate at C m^-1 and unbiasedness (symmetrized halving, stratified "
+     "subsampling) are asserted"},
 };
 
 const kvc_bound_claim *kvc_bound_claim_of(kvc_method m)

@@ -152,6 +152,7 @@ static int suite_subgen(void) { return run_suite_case(KVC_METHOD_SUBGEN); }
 static int suite_balancekv(void) { return run_suite_case(KVC_METHOD_BALANCEKV); }
 static int suite_balancekv_prefill(void) { return run_suite_case(KVC_METHOD_BALANCEKV_PREFILL); }
 static int suite_express(void) { return run_suite_case(KVC_METHOD_EXPRESS); }
+static int suite_express_prefill(void) { return run_suite_case(KVC_METHOD_EXPRESS_PREFILL); }
 
 static const kvc_test_case cases[] = {
     {"mp_matches_f64_two_pass", mp_matches_f64_two_pass},
@@ -165,5 +166,6 @@ static const kvc_test_case cases[] = {
     {"suite_balancekv", suite_balancekv},
     {"suite_balancekv_prefill", suite_balancekv_prefill},
     {"suite_express", suite_express},
+    {"suite_express_prefill", suite_express_prefill},
 };
 KVC_TEST_MAIN(cases)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Figures of the BalanceKV issue: mean relative error of balancekv,
-# balancekv-prefill and uniform at 12.5%, 25% and 50% budgets on a stories260K
-# layer trace and on a clustered synthetic trace, log-log slopes of the
-# normalised error against memory (kvc oracle), and update / query cost as
-# ratios to exact attention's query cost. Usage: bench/balancekv_report.sh [BUILD_DIR]
+# Figures of a method comparison: mean relative error at 12.5%, 25% and 50%
+# budgets on a stories260K layer trace and on a clustered synthetic trace,
+# log-log slopes of the normalised error against memory (kvc oracle), and
+# update / query cost as ratios to exact attention's query cost.
+#   bench/method_report.sh [BUILD_DIR]                    (uniform, balancekv, balancekv-prefill)
+#   KVC_REPORT_METHODS="uniform express express-prefill" bench/method_report.sh [BUILD_DIR]
 set -euo pipefail
 build=${1:-build-release}
 kvc=$build/apps/kvc/kvc
 bench=$build/bench/kvc-bench-cost
-out=out/balancekv-report
+out=out/method-report
 mkdir -p "$out"
 $kvc dump --steps 512 --out "$out/stories" >/dev/null
 $kvc synth --kind clustered --n 16384 --d 64 --seed 1 --out "$out/clustered" >/dev/null
-methods="uniform balancekv balancekv-prefill"
+methods=${KVC_REPORT_METHODS:-"uniform balancekv balancekv-prefill"}
 
 row() { # trace head sink window budget method
   $kvc eval --trace "$1" --head "$2" --sink "$3" --window "$4" --budget "$5" --method "$6" --reference f64 |
@@ -41,5 +42,5 @@ for m in $methods; do
 done
 echo
 echo "## cost ratios (25% budget)"
-$bench --trace "$out/stories/L2" --head 0 --sink 8 --window 8 --budget 128 --methods "uniform,balancekv,balancekv-prefill" --reps 200
-$bench --trace "$out/clustered" --budget 4096 --methods "uniform,balancekv,balancekv-prefill" --reps 20
+$bench --trace "$out/stories/L2" --head 0 --sink 8 --window 8 --budget 128 --methods "$(echo $methods | tr " " ",")" --reps 200
+$bench --trace "$out/clustered" --budget 4096 --methods "$(echo $methods | tr " " ",")" --reps 20
