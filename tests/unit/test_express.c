@@ -5,7 +5,9 @@
 
 #include "kernel_halving.h"
 #include "kvc/kvc.h"
+#include "kvc_oracle/kvc_bounds.h"
 #include "kvc_oracle/kvc_oracle.h"
+#include "kvc_oracle/kvc_suite.h"
 #include "kvc_stats.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
@@ -315,11 +317,21 @@ static int offline_equals_streaming(void)
                 oe(&o, n, off);
                 CHECK(x.c_count == s);
                 CHECK_MSG(memcmp(off, x.c_tokens, s * sizeof(uint32_t)) == 0, "s=%u c=%u n=%u: sets differ", s, c, n);
+                /* and the library's Offline-Express gives the same sets */
+                size_t sb = kvc_express_offline_scratch_bytes(&cfg, n);
+                CHECK(sb > 0);
+                double *scr = malloc(sb);
+                uint32_t *lib = malloc(s * sizeof(uint32_t));
+                CHECK(kvc_express_offline(&cfg, K, V, n, scr, sb, lib) == KVC_OK);
+                CHECK(memcmp(lib, x.c_tokens, s * sizeof(uint32_t)) == 0);
+                CHECK(kvc_express_offline(&cfg, K, V, n + 1, scr, sb, lib) == KVC_E_ARG);
+                CHECK(kvc_express_offline(&cfg, K, V, n, scr, sb - 1, lib) == KVC_E_ARENA);
+                free(scr), free(lib);
                 free(off);
                 R_done++;
             }
         }
-        printf("s=%u c=%u: offline and streaming select the same C at n = 4s, 16s, 64s\n", s, c);
+        printf("s=%u c=%u: offline (test's and library's) and streaming select the same C at n = 4s, 16s, 64s\n", s, c);
         CHECK(R_done == 3);
         free(K), free(V), free(o.kb), free(o.vb), free(o.scratch), free(o.keep), free(st);
     }
@@ -374,7 +386,38 @@ static int express_prefill_sizes_and_tail(void)
     return 0;
 }
 
+/* Quality trend (section 8.2 check 6) on a fixed stream: log-log slopes of
+ * the normalised error against memory for express and for uniform sampling
+ * of the same memory, with 99.8% intervals. Asserted: Express's error falls
+ * with memory; the slopes are printed next to each other. */
+static int error_vs_memory_next_to_uniform(void)
+{
+    kvc_suite_stream st;
+    CHECK(kvc_suite_stream_make(&st, 2048, 16, 6, 0.02, 12) == 0);
+    printf("suite stream seed 12, n=2048, d=16; method seeds 1..16, 16 positions\n");
+    const uint32_t budgets[4] = {160, 288, 544, 1056};
+    const kvc_method ms[2] = {KVC_METHOD_UNIFORM, KVC_METHOD_EXPRESS};
+    double hi_express = 0;
+    for (int i = 0; i < 2; i++) {
+        kvc_stream_config cfg = kvc_stream_config_default(ms[i], 16, 16, 160, 0);
+        cfg.n_sink = 16, cfg.n_window = 16;
+        kvc_oracle_opts o = {budgets, 4, 16, 1, 16, 0, NULL, NULL};
+        kvc_oracle_row rows[4];
+        CHECK(kvc_oracle_measure(&st.tr, &cfg, &o, rows, NULL) == 0);
+        double slope, lo, hi;
+        CHECK(kvc_oracle_slope(rows, 4, 0.998, &slope, &lo, &hi) == 0);
+        printf("%-8s mean e at m=%u..%u: %.4g .. %.4g; slope %.3f [99.8%% CI %.3f, %.3f]\n", kvc_method_name(ms[i]),
+               rows[0].memory, rows[3].memory, rows[0].mean, rows[3].mean, slope, lo, hi);
+        if (ms[i] == KVC_METHOD_EXPRESS) hi_express = hi;
+        kvc_oracle_rows_free(rows, 4);
+    }
+    CHECK(hi_express < 0.0);
+    kvc_suite_stream_free(&st);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"error_vs_memory_next_to_uniform", error_vs_memory_next_to_uniform},
     {"express_prefill_sizes_and_tail", express_prefill_sizes_and_tail},
     {"kh_one_per_pair_and_half", kh_one_per_pair_and_half},
     {"kh_scale_invariant", kh_scale_invariant},
