@@ -48,6 +48,20 @@ static inline size_t kvc_mr_slots(uint32_t t, uint32_t T, size_t top_cap)
     return (size_t)t + (size_t)(T - 1) * (t / 2) + top_cap + 1;
 }
 
+/* Set the SoftmaxBalance parameters every halving of the tree uses. */
+static inline void kvc_mr_env_walk(kvc_mr_env *e, double beta, double kappa, uint32_t mode, double gamma,
+                                   double delta, double *scratch, uint8_t *keep, kvc_rng *rng)
+{
+    e->bal.beta = beta;
+    e->bal.kappa = kappa;
+    e->bal.mode = (kvc_balance_mode)mode;
+    e->bal.gamma = gamma;
+    e->bal.delta = delta;
+    e->bal.scratch = scratch;
+    e->bal.keep = keep;
+    e->bal.rng = rng;
+}
+
 void kvc_mr_reset(kvc_mr_env *env, kvc_mr *mr, uint32_t store);
 /* One raw token (weight 1) through the stratified input stage. */
 void kvc_mr_push_raw(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v, uint32_t token);

@@ -78,14 +78,8 @@ static kvc_mr_env env_of(bkv_state *g, int numerator)
     e.d = g->d, e.dv = g->dv, e.t = g->t, e.T = g->T, e.slots_per_store = g->slots;
     e.top_cap = g->t / 2;
     e.bounded = 1;
-    e.bal.beta = g->beta;
-    e.bal.kappa = g->kappa;
-    e.bal.mode = (kvc_balance_mode)g->mode;
-    e.bal.gamma = g->gamma;
-    e.bal.delta = g->delta;
-    e.bal.scratch = KVC_AT(g, g->off_scratch, double);
-    e.bal.keep = KVC_AT(g, g->off_keep, uint8_t);
-    e.bal.rng = &g->rng;
+    kvc_mr_env_walk(&e, g->beta, g->kappa, g->mode, g->gamma, g->delta, KVC_AT(g, g->off_scratch, double),
+                    KVC_AT(g, g->off_keep, uint8_t), &g->rng);
     return e;
 }
 

@@ -73,6 +73,22 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
     return c;
 }
 
+/* balancekv-prefill: slots of a tree with blocks of t over a prompt of m
+ * method tokens, for the fewest rounds T in [lo, hi] that fit `room` slots
+ * (or for T = hi when none fits). Writes the T chosen. */
+static uint64_t prefill_fewest_rounds(uint64_t m, uint32_t t, uint32_t lo, uint32_t hi, uint64_t room, uint32_t *T_out)
+{
+    uint64_t slots = 0;
+    for (uint32_t T = lo; T <= hi; T++) {
+        uint64_t top = kvc_bkv_prefill_top_cap(m, t, T);
+        if (top < t / 2) top = t / 2;
+        slots = (uint64_t)t + (uint64_t)(T - 1) * (t / 2) + top + 1;
+        *T_out = T;
+        if (slots <= room) break;
+    }
+    return slots;
+}
+
 /* The first field rule a configuration breaks, or NULL. */
 static const char *field_problem(const kvc_stream_config *c)
 {
@@ -237,27 +253,12 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
         const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
         p.prefix_method_tokens = (uint32_t)m;
-        uint64_t slots = 0;
         const uint32_t T_lo = b.levels ? b.levels : 1u, T_hi = b.levels ? b.levels : 16u;
-        for (uint32_t T = T_lo; T <= T_hi; T++) {
-            uint64_t top = kvc_bkv_prefill_top_cap(m, b.t, T);
-            if (top < b.t / 2) top = b.t / 2;
-            slots = (uint64_t)b.t + (uint64_t)(T - 1) * (b.t / 2) + top + 1;
-            b.levels = T;
-            if (slots <= p.method_tokens) break;
-        }
-        if (slots > p.method_tokens && auto_block) {
-            /* the default block of 256 is halved until the tree fits the budget */
-            while (slots > p.method_tokens && b.t > 4) {
-                b.t /= 2;
-                for (uint32_t T = T_lo; T <= T_hi; T++) {
-                    uint64_t top = kvc_bkv_prefill_top_cap(m, b.t, T);
-                    if (top < b.t / 2) top = b.t / 2;
-                    slots = (uint64_t)b.t + (uint64_t)(T - 1) * (b.t / 2) + top + 1;
-                    b.levels = T;
-                    if (slots <= p.method_tokens) break;
-                }
-            }
+        uint64_t slots = prefill_fewest_rounds(m, b.t, T_lo, T_hi, p.method_tokens, &b.levels);
+        /* the default block of 256 is halved until the tree fits the budget */
+        while (auto_block && slots > p.method_tokens && b.t > 4) {
+            b.t /= 2;
+            slots = prefill_fewest_rounds(m, b.t, T_lo, T_hi, p.method_tokens, &b.levels);
         }
         if (slots > p.method_tokens)
             return "budget too small for balancekv-prefill: its blocks do not fit (lower the block size t)";
