@@ -1,0 +1,97 @@
+/* kvc gguf: inspect a GGUF file (metadata summary, tensor types) and dump a
+ * dequantised tensor as .npy (rows = the outer dimension). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_cmd.h"
+#include "kvc_gguf.h"
+#include "kvc_npy.h"
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    long n = ftell(f);
+    uint8_t *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && (fseek(f, 0, SEEK_SET) != 0 || fread(b, 1, (size_t)n, f) != (size_t)n)) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+int kvc_cmd_gguf(int argc, char **argv)
+{
+    const char *path = NULL, *dump = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            printf("usage: kvc gguf FILE.gguf [--dump TENSOR --out FILE.npy]\n");
+            return 0;
+        } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (argv[i][0] != '-' && !path) path = argv[i];
+        else {
+            fprintf(stderr, "kvc gguf: unknown argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path || (dump && !out)) {
+        fprintf(stderr, "kvc gguf: a FILE (and --out with --dump) is required\n");
+        return 2;
+    }
+    size_t len;
+    uint8_t *buf = read_all(path, &len);
+    if (!buf) {
+        fprintf(stderr, "kvc gguf: cannot read '%s'\n", path);
+        return 1;
+    }
+    kvc_gguf g;
+    char err[256];
+    if (kvc_gguf_parse(buf, len, &g, err, sizeof err) != KVC_OK) {
+        fprintf(stderr, "kvc gguf: %s: %s\n", path, err);
+        free(buf);
+        return 1;
+    }
+    int rc = 0;
+    if (!dump) {
+        const char *arch = "?";
+        size_t alen = 1;
+        kvc_gguf_get_string(&g, "general.architecture", &arch, &alen);
+        printf("%s: GGUF v%u, %" PRIu64 " key-values, %" PRIu64 " tensors, alignment %u, architecture %.*s\n", path,
+               g.version, g.n_kv, g.n_tensors, g.alignment, (int)alen, arch);
+        uint64_t count[32] = {0};
+        for (uint64_t i = 0; i < g.n_tensors; i++)
+            if (g.tensors[i].type < 32) count[g.tensors[i].type]++;
+        for (int t = 0; t < 32; t++)
+            if (count[t]) printf("  ggml type %d: %" PRIu64 " tensors\n", t, count[t]);
+    } else {
+        const kvc_gguf_tensor *t = kvc_gguf_tensor_find(&g, dump);
+        float *data = t ? malloc((size_t)t->n_elems * sizeof(float)) : NULL;
+        if (!t) {
+            fprintf(stderr, "kvc gguf: no tensor '%s'\n", dump);
+            rc = 1;
+        } else if (!data || kvc_gguf_dequantize(&g, t, data) != KVC_OK) {
+            fprintf(stderr, "kvc gguf: cannot dequantise '%s' (type %u)\n", dump, t->type);
+            rc = 1;
+        } else {
+            size_t shape[2] = {(size_t)(t->n_elems / t->dims[0]), (size_t)t->dims[0]};
+            if (kvc_npy_save(out, data, t->n_dims == 1 ? 1 : 2, t->n_dims == 1 ? &shape[1] : shape, KVC_NPY_F32, err,
+                             sizeof err) != KVC_OK) {
+                fprintf(stderr, "kvc gguf: %s\n", err);
+                rc = 1;
+            }
+        }
+        free(data);
+    }
+    kvc_gguf_free(&g);
+    free(buf);
+    return rc;
+}
