@@ -7,6 +7,7 @@
 #include "dump.h"
 #include "generate.h"
 #include "gguf_cmd.h"
+#include "logits_cmd.h"
 #include "oracle_cmd.h"
 #include "ppl.h"
 #include "synth.h"
@@ -22,6 +23,7 @@ static void usage(FILE *f)
             "  dump    write each layer's q/k/v of a model run as .npy traces\n"
             "  oracle  check error bounds statistically against MPFR exact attention\n"
             "  gguf    inspect a GGUF file, dump a dequantised tensor as .npy\n"
+            "  logits  a model's logits over token ids (.bin or .gguf), as .npy\n"
             "  demo    synth + eval of every method at one budget, as a table\n"
             "  version print the version\n");
 }
@@ -40,6 +42,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "dump")) return kvc_cmd_dump(argc - 1, argv + 1);
     if (!strcmp(cmd, "oracle")) return kvc_cmd_oracle(argc - 1, argv + 1);
     if (!strcmp(cmd, "gguf")) return kvc_cmd_gguf(argc - 1, argv + 1);
+    if (!strcmp(cmd, "logits")) return kvc_cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return kvc_cmd_demo(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kvc %s\n", KVC_VERSION_STRING);

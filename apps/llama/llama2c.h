@@ -19,6 +19,8 @@
 typedef struct kvc_l2c_config {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
     int shared_classifier; /**< vocab_size was positive in the file */
+    float rope_base;       /**< RoPE theta (llama2.c: 10000) */
+    float norm_eps;        /**< RMSNorm epsilon (llama2.c: 1e-5) */
 } kvc_l2c_config;
 
 /** Model weights (pointers into one owned buffer). */
@@ -37,6 +39,14 @@ typedef struct kvc_l2c_tokenizer {
     float *scores;
     int *sorted;    /**< token ids sorted by piece, for encoding */
 } kvc_l2c_tokenizer;
+
+/**
+ * @brief Load a Llama-architecture GGUF file (F32/F16/Q8_0/Q4_0/Q4_1 tensors,
+ *        dequantised to float32): dimensions, RoPE base, RMSNorm epsilon and
+ *        context from its metadata, tied embeddings when output.weight is absent.
+ * @return KVC_OK; KVC_E_FORMAT / KVC_E_UNSUPPORTED with a message; KVC_E_ARG (cannot read).
+ */
+kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen);
 
 /** Parse a checkpoint held in memory (copied). */
 kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m, char *err, size_t errlen);

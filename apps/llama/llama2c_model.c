@@ -27,7 +27,7 @@ kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m,
     int32_t h[7];
     memcpy(h, buf, sizeof h);
     if (h[5] == INT32_MIN) return fail(err, errlen, KVC_E_FORMAT, "implausible vocab size %d", h[5]);
-    kvc_l2c_config c = {h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6], h[5] > 0};
+    kvc_l2c_config c = {h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6], h[5] > 0, 10000.0f, 1e-5f};
     if (c.dim < 1 || c.dim > 65536 || c.hidden_dim < 1 || c.hidden_dim > 262144 || c.n_layers < 1 ||
         c.n_layers > 256 || c.n_heads < 1 || c.n_heads > 1024 || c.n_kv_heads < 1 || c.n_kv_heads > c.n_heads ||
         c.vocab_size < 1 || c.vocab_size > 1000000 || c.seq_len < 1 || c.seq_len > 1048576)
@@ -176,12 +176,12 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     return kvc_cache_attend(c, NULL, (uint32_t)layer, q, out);
 }
 
-static void rmsnorm(float *o, const float *x, const float *w, int n)
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 {
     float ss = 0.0f;
     for (int j = 0; j < n; j++) ss += x[j] * x[j];
     ss /= (float)n;
-    ss += 1e-5f;
+    ss += eps;
     ss = 1.0f / sqrtf(ss);
     for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
 }
@@ -205,14 +205,14 @@ kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, 
     const int D = c->dim, hs = D / c->n_heads, kvd = hs * c->n_kv_heads, H = c->hidden_dim;
     memcpy(s->x, m->emb + (size_t)token * D, (size_t)D * sizeof(float));
     for (int l = 0; l < c->n_layers; l++) {
-        rmsnorm(s->xb, s->x, m->rms_att + (size_t)l * D, D);
+        rmsnorm(s->xb, s->x, m->rms_att + (size_t)l * D, D, c->norm_eps);
         matmul(s->q, s->xb, m->wq + (size_t)l * D * D, D, D);
         matmul(s->k, s->xb, m->wk + (size_t)l * D * kvd, D, kvd);
         matmul(s->v, s->xb, m->wv + (size_t)l * D * kvd, D, kvd);
         /* RoPE, as llama2.c: rotate consecutive pairs of every head */
         for (int i = 0; i < D; i += 2) {
             int head_dim = i % hs;
-            float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)hs);
+            float freq = 1.0f / powf(c->rope_base, (float)head_dim / (float)hs);
             float val = (float)pos * freq, fcr = cosf(val), fci = sinf(val);
             int rotn = i < kvd ? 2 : 1;
             for (int r = 0; r < rotn; r++) {
@@ -226,7 +226,7 @@ kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, 
         if (rc != KVC_OK) return rc;
         matmul(s->xb2, s->att_out, m->wo + (size_t)l * D * D, D, D);
         for (int i = 0; i < D; i++) s->x[i] += s->xb2[i];
-        rmsnorm(s->xb, s->x, m->rms_ffn + (size_t)l * D, D);
+        rmsnorm(s->xb, s->x, m->rms_ffn + (size_t)l * D, D, c->norm_eps);
         matmul(s->hb, s->xb, m->w1 + (size_t)l * D * H, D, H);
         matmul(s->hb2, s->xb, m->w3 + (size_t)l * D * H, D, H);
         for (int i = 0; i < H; i++) {
@@ -237,7 +237,7 @@ kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, 
         matmul(s->xb, s->hb, m->w2 + (size_t)l * D * H, H, D);
         for (int i = 0; i < D; i++) s->x[i] += s->xb[i];
     }
-    rmsnorm(s->x, s->x, m->rms_final, D);
+    rmsnorm(s->x, s->x, m->rms_final, D, c->norm_eps);
     matmul(s->logits, s->x, m->wcls, D, c->vocab_size);
     return KVC_OK;
 }

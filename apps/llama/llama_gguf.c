@@ -1,0 +1,146 @@
+/* Llama-architecture GGUF -> the decoder's float32 weights (llama2c.h).
+ * Tensor names are llama.cpp's (token_embd, blk.N.attn_norm / attn_q / attn_k
+ * / attn_v / attn_output / ffn_norm / ffn_gate / ffn_down / ffn_up,
+ * output_norm, output). A ggml weight of dims [in, out] is `out` rows of `in`
+ * floats, which is exactly the decoder's matmul layout. GGUF's llama q/k
+ * weights are stored permuted for interleaved-pair RoPE, the rotation the
+ * decoder applies. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc_gguf.h"
+#include "llama2c.h"
+
+static kvc_status gfail(char *err, size_t errlen, kvc_status rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* Dequantise tensor `name` (expected `rows` x `cols`, ggml dims [cols, rows]) into dst. */
+static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, float *dst, char *err,
+                       size_t errlen)
+{
+    const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
+    if (!t) return gfail(err, errlen, KVC_E_FORMAT, "tensor '%s' is missing", name);
+    const uint64_t r = t->n_dims > 1 ? t->dims[1] : 1;
+    if (t->dims[0] != cols || r != rows || t->n_elems != cols * rows)
+        return gfail(err, errlen, KVC_E_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
+                     (unsigned long long)t->dims[0], (unsigned long long)r, (unsigned long long)cols,
+                     (unsigned long long)rows);
+    kvc_status rc = kvc_gguf_dequantize(g, t, dst);
+    if (rc != KVC_OK) return gfail(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
+    return KVC_OK;
+}
+
+static kvc_status meta_u(const kvc_gguf *g, const char *key, uint64_t lo, uint64_t hi, int *out, char *err, size_t errlen)
+{
+    uint64_t v;
+    if (kvc_gguf_get_uint(g, key, &v) != KVC_OK || v < lo || v > hi)
+        return gfail(err, errlen, KVC_E_FORMAT, "metadata '%s' is missing or outside %llu..%llu", key,
+                     (unsigned long long)lo, (unsigned long long)hi);
+    *out = (int)v;
+    return KVC_OK;
+}
+
+kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path, "rb");
+    if (!f) return gfail(err, errlen, KVC_E_ARG, "cannot open '%s'", path);
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
+    int ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        return gfail(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
+    }
+    kvc_gguf g;
+    kvc_status rc = kvc_gguf_parse(buf, (size_t)n, &g, err, errlen);
+    if (rc != KVC_OK) {
+        free(buf);
+        return rc;
+    }
+    kvc_l2c_config c;
+    memset(&c, 0, sizeof c);
+    const char *arch;
+    size_t alen;
+    double base = 10000.0, eps = 1e-5;
+    if (kvc_gguf_get_string(&g, "general.architecture", &arch, &alen) != KVC_OK || alen != 5 || memcmp(arch, "llama", 5)) {
+        rc = gfail(err, errlen, KVC_E_UNSUPPORTED, "'%s' is not a llama-architecture GGUF", path);
+        goto done;
+    }
+    if ((rc = meta_u(&g, "llama.block_count", 1, 256, &c.n_layers, err, errlen)) ||
+        (rc = meta_u(&g, "llama.embedding_length", 1, 65536, &c.dim, err, errlen)) ||
+        (rc = meta_u(&g, "llama.feed_forward_length", 1, 262144, &c.hidden_dim, err, errlen)) ||
+        (rc = meta_u(&g, "llama.attention.head_count", 1, 1024, &c.n_heads, err, errlen)) ||
+        (rc = meta_u(&g, "llama.attention.head_count_kv", 1, 1024, &c.n_kv_heads, err, errlen)) ||
+        (rc = meta_u(&g, "llama.context_length", 1, 1u << 24, &c.seq_len, err, errlen)))
+        goto done;
+    kvc_gguf_get_float(&g, "llama.rope.freq_base", &base);
+    kvc_gguf_get_float(&g, "llama.attention.layer_norm_rms_epsilon", &eps);
+    c.rope_base = (float)base;
+    c.norm_eps = (float)eps;
+    const kvc_gguf_tensor *emb = kvc_gguf_tensor_find(&g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->dims[0] != (uint64_t)c.dim || emb->dims[1] > 1000000) {
+        rc = gfail(err, errlen, KVC_E_FORMAT, "token_embd.weight is missing or does not match embedding_length");
+        goto done;
+    }
+    c.vocab_size = (int)emb->dims[1];
+    c.shared_classifier = kvc_gguf_tensor_find(&g, "output.weight") == NULL;
+    if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0) {
+        rc = gfail(err, errlen, KVC_E_FORMAT, "inconsistent heads: dim %d, %d heads, %d kv heads", c.dim, c.n_heads,
+                   c.n_kv_heads);
+        goto done;
+    }
+    const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers, V = (uint64_t)c.vocab_size;
+    const uint64_t kvd = D / (uint64_t)c.n_heads * (uint64_t)c.n_kv_heads;
+    const uint64_t total = V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
+    m->data = malloc((size_t)total * sizeof(float));
+    if (!m->data) {
+        rc = gfail(err, errlen, KVC_E_CAPACITY, "out of memory for %llu floats", (unsigned long long)total);
+        goto done;
+    }
+    m->n_floats = (size_t)total;
+    m->cfg = c;
+    float *p = m->data;
+    float *emb_p = p, *rms_att = (p += V * D), *wq = (p += L * D), *wk = (p += L * D * D), *wv = (p += L * D * kvd);
+    float *wo = (p += L * D * kvd), *rms_ffn = (p += L * D * D), *w1 = (p += L * D), *w2 = (p += L * D * H);
+    float *w3 = (p += L * D * H), *rms_final = (p += L * D * H), *wcls = (p += D);
+    m->emb = emb_p, m->rms_att = rms_att, m->wq = wq, m->wk = wk, m->wv = wv, m->wo = wo, m->rms_ffn = rms_ffn;
+    m->w1 = w1, m->w2 = w2, m->w3 = w3, m->rms_final = rms_final;
+    m->wcls = c.shared_classifier ? emb_p : wcls;
+    if ((rc = take(&g, "token_embd.weight", D, V, emb_p, err, errlen))) goto done;
+    if ((rc = take(&g, "output_norm.weight", D, 1, rms_final, err, errlen))) goto done;
+    if (!c.shared_classifier && (rc = take(&g, "output.weight", D, V, wcls, err, errlen))) goto done;
+    for (uint64_t l = 0; l < L; l++) {
+        char name[64];
+#define TAKE(suffix, cols, rows, dst)                                                   \
+    snprintf(name, sizeof name, "blk.%llu." suffix, (unsigned long long)l);             \
+    if ((rc = take(&g, name, cols, rows, dst, err, errlen))) goto done;
+        TAKE("attn_norm.weight", D, 1, rms_att + l * D)
+        TAKE("attn_q.weight", D, D, wq + l * D * D)
+        TAKE("attn_k.weight", D, kvd, wk + l * D * kvd)
+        TAKE("attn_v.weight", D, kvd, wv + l * D * kvd)
+        TAKE("attn_output.weight", D, D, wo + l * D * D)
+        TAKE("ffn_norm.weight", D, 1, rms_ffn + l * D)
+        TAKE("ffn_gate.weight", D, H, w1 + l * D * H)
+        TAKE("ffn_down.weight", H, D, w2 + l * D * H)
+        TAKE("ffn_up.weight", D, H, w3 + l * D * H)
+#undef TAKE
+    }
+    rc = KVC_OK;
+done:
+    if (rc != KVC_OK) kvc_l2c_model_free(m);
+    kvc_gguf_free(&g);
+    free(buf);
+    return rc;
+}
