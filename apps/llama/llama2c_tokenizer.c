@@ -3,23 +3,12 @@
  * dummy-prefix space, UTF-8 code points (byte fallback <0xXX> = id byte+3),
  * then repeated merge of the best-scoring adjacent pair. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvc_err.h"
 #include "llama2c.h"
-
-static kvc_status tfail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return KVC_E_FORMAT;
-}
 
 static const kvc_l2c_tokenizer *g_sort_tok; /* qsort context (host code, single-threaded use) */
 
@@ -34,11 +23,11 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
 {
     memset(t, 0, sizeof *t);
     if (err && errlen) err[0] = 0;
-    if (vocab_size < 1 || vocab_size > 1000000) return tfail(err, errlen, "vocab size %d out of range", vocab_size);
-    if (buf == NULL || len < 4) return tfail(err, errlen, "tokenizer truncated: no header");
+    if (vocab_size < 1 || vocab_size > 1000000) return kvc_errf(err, errlen, KVC_E_FORMAT, "vocab size %d out of range", vocab_size);
+    if (buf == NULL || len < 4) return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer truncated: no header");
     int32_t maxlen;
     memcpy(&maxlen, buf, 4);
-    if (maxlen < 1 || maxlen > 65536) return tfail(err, errlen, "tokenizer max_token_length %d out of range", maxlen);
+    if (maxlen < 1 || maxlen > 65536) return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer max_token_length %d out of range", maxlen);
     t->vocab_size = vocab_size;
     t->max_token_length = maxlen;
     t->vocab = calloc((size_t)vocab_size, sizeof(char *));
@@ -54,14 +43,14 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
         int32_t n;
         if (len - off < 8) {
             kvc_l2c_tokenizer_free(t);
-            return tfail(err, errlen, "tokenizer truncated at token %d of %d", i, vocab_size);
+            return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer truncated at token %d of %d", i, vocab_size);
         }
         memcpy(&t->scores[i], buf + off, 4);
         memcpy(&n, buf + off + 4, 4);
         off += 8;
         if (n < 0 || n > maxlen || (size_t)n > len - off || !isfinite(t->scores[i])) {
             kvc_l2c_tokenizer_free(t);
-            return tfail(err, errlen, "tokenizer token %d: bad length %d or score (max %d, %zu bytes left)", i, n,
+            return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer token %d: bad length %d or score (max %d, %zu bytes left)", i, n,
                          maxlen, len - off);
         }
         t->vocab[i] = malloc((size_t)n + 1);
@@ -77,7 +66,7 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
     }
     if (off != len) {
         kvc_l2c_tokenizer_free(t);
-        return tfail(err, errlen, "tokenizer has %zu trailing bytes (vocab size mismatch with the model?)", len - off);
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer has %zu trailing bytes (vocab size mismatch with the model?)", len - off);
     }
     g_sort_tok = t;
     qsort(t->sorted, (size_t)vocab_size, sizeof(int), cmp_piece);

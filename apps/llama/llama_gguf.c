@@ -5,38 +5,27 @@
  * floats, which is exactly the decoder's matmul layout. GGUF's llama q/k
  * weights are stored permuted for interleaved-pair RoPE, the rotation the
  * decoder applies. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvc_err.h"
 #include "kvc_gguf.h"
 #include "llama2c.h"
-
-static kvc_status gfail(char *err, size_t errlen, kvc_status rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* Dequantise tensor `name` (expected `rows` x `cols`, ggml dims [cols, rows]) into dst. */
 static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, float *dst, char *err,
                        size_t errlen)
 {
     const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
-    if (!t) return gfail(err, errlen, KVC_E_FORMAT, "tensor '%s' is missing", name);
+    if (!t) return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' is missing", name);
     const uint64_t r = t->n_dims > 1 ? t->dims[1] : 1;
     if (t->dims[0] != cols || r != rows || t->n_elems != cols * rows)
-        return gfail(err, errlen, KVC_E_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
                      (unsigned long long)t->dims[0], (unsigned long long)r, (unsigned long long)cols,
                      (unsigned long long)rows);
     kvc_status rc = kvc_gguf_dequantize(g, t, dst);
-    if (rc != KVC_OK) return gfail(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
+    if (rc != KVC_OK) return kvc_errf(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
     return KVC_OK;
 }
 
@@ -44,7 +33,7 @@ static kvc_status meta_u(const kvc_gguf *g, const char *key, uint64_t lo, uint64
 {
     uint64_t v;
     if (kvc_gguf_get_uint(g, key, &v) != KVC_OK || v < lo || v > hi)
-        return gfail(err, errlen, KVC_E_FORMAT, "metadata '%s' is missing or outside %llu..%llu", key,
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "metadata '%s' is missing or outside %llu..%llu", key,
                      (unsigned long long)lo, (unsigned long long)hi);
     *out = (int)v;
     return KVC_OK;
@@ -54,14 +43,14 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
 {
     memset(m, 0, sizeof *m);
     FILE *f = fopen(path, "rb");
-    if (!f) return gfail(err, errlen, KVC_E_ARG, "cannot open '%s'", path);
+    if (!f) return kvc_errf(err, errlen, KVC_E_ARG, "cannot open '%s'", path);
     long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
     int ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
     fclose(f);
     if (!ok) {
         free(buf);
-        return gfail(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
+        return kvc_errf(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
     }
     kvc_gguf g;
     kvc_status rc = kvc_gguf_parse(buf, (size_t)n, &g, err, errlen);
@@ -75,7 +64,7 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
     size_t alen;
     double base = 10000.0, eps = 1e-5;
     if (kvc_gguf_get_string(&g, "general.architecture", &arch, &alen) != KVC_OK || alen != 5 || memcmp(arch, "llama", 5)) {
-        rc = gfail(err, errlen, KVC_E_UNSUPPORTED, "'%s' is not a llama-architecture GGUF", path);
+        rc = kvc_errf(err, errlen, KVC_E_UNSUPPORTED, "'%s' is not a llama-architecture GGUF", path);
         goto done;
     }
     if ((rc = meta_u(&g, "llama.block_count", 1, 256, &c.n_layers, err, errlen)) ||
@@ -91,13 +80,13 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
     c.norm_eps = (float)eps;
     const kvc_gguf_tensor *emb = kvc_gguf_tensor_find(&g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[0] != (uint64_t)c.dim || emb->dims[1] > 1000000) {
-        rc = gfail(err, errlen, KVC_E_FORMAT, "token_embd.weight is missing or does not match embedding_length");
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "token_embd.weight is missing or does not match embedding_length");
         goto done;
     }
     c.vocab_size = (int)emb->dims[1];
     c.shared_classifier = kvc_gguf_tensor_find(&g, "output.weight") == NULL;
     if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0) {
-        rc = gfail(err, errlen, KVC_E_FORMAT, "inconsistent heads: dim %d, %d heads, %d kv heads", c.dim, c.n_heads,
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "inconsistent heads: dim %d, %d heads, %d kv heads", c.dim, c.n_heads,
                    c.n_kv_heads);
         goto done;
     }
@@ -106,7 +95,7 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
     const uint64_t total = V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
     m->data = malloc((size_t)total * sizeof(float));
     if (!m->data) {
-        rc = gfail(err, errlen, KVC_E_CAPACITY, "out of memory for %llu floats", (unsigned long long)total);
+        rc = kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory for %llu floats", (unsigned long long)total);
         goto done;
     }
     m->n_floats = (size_t)total;
