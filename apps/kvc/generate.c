@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "kvc/kvc.h"
+#include "bpe.h"
 #include "llama2c.h"
 
 static double now_s(void)
@@ -117,7 +118,20 @@ int kvc_cmd_generate(int argc, char **argv)
     }
     kvc_l2c_model m;
     kvc_l2c_tokenizer tok;
-    if (kvc_model_open("generate", model_path, tok_path, &m, &tok)) return 1;
+    memset(&tok, 0, sizeof tok);
+    kvc_bpe *bpe = NULL; /* GGUF models: byte-level BPE from the same file */
+    const size_t mlen = model_path ? strlen(model_path) : 0;
+    if (mlen > 5 && !strcmp(model_path + mlen - 5, ".gguf")) {
+        char err[256];
+        if (kvc_gguf_llama_load(model_path, &m, err, sizeof err) != KVC_OK || !(bpe = kvc_bpe_load(model_path, err, sizeof err))) {
+            fprintf(stderr, "kvc generate: %s\n", err);
+            kvc_l2c_model_free(&m);
+            return 1;
+        }
+        if (!*prompt) prompt = "Once upon a time";
+    } else if (kvc_model_open("generate", model_path, tok_path, &m, &tok)) {
+        return 1;
+    }
     const int ctx = m.cfg.seq_len;
     if (steps > (uint64_t)ctx) steps = (uint64_t)ctx;
     if (budget == 0) budget = (uint64_t)ctx;
@@ -127,8 +141,10 @@ int kvc_cmd_generate(int argc, char **argv)
     if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
     int rc = 1;
     void *arena = NULL;
-    int *ptoks = malloc((strlen(prompt) + 3) * sizeof(int));
-    int np = ptoks ? kvc_l2c_encode(&tok, prompt, ptoks) : 1;
+    const int pcap = (int)strlen(prompt) + 3;
+    int *ptoks = malloc((size_t)pcap * sizeof(int));
+    int np = !ptoks ? 1 : bpe ? kvc_bpe_encode(bpe, prompt, ptoks, pcap) : kvc_l2c_encode(&tok, prompt, ptoks);
+    if (np < 1) np = 1;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     const char *why = kvc_cache_config_problem(&cc);
@@ -148,7 +164,8 @@ int kvc_cmd_generate(int argc, char **argv)
     kvc_rng r;
     kvc_rng_seed(&r, seed ^ 0x5eedull);
     int token = ptoks[0], prev = 1, pos = 0;
-    char bb[2];
+    char bb[2], piece[512];
+    if (bpe && kvc_bpe_decode(bpe, token, piece, sizeof piece) > 0) fputs(piece, stdout);
     double t0 = now_s();
     for (; pos < (int)steps; pos++) {
         if (kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache) != KVC_OK) {
@@ -156,8 +173,14 @@ int kvc_cmd_generate(int argc, char **argv)
             goto done;
         }
         int next = pos + 1 < np ? ptoks[pos + 1] : sample(s.logits, m.cfg.vocab_size, (float)temp, &r);
-        if (next == 1) break; /* BOS ends a story */
-        fputs(kvc_l2c_decode(&tok, token, next, bb), stdout);
+        if (bpe) {
+            if (next == kvc_bpe_eos(bpe)) break;
+            kvc_bpe_decode(bpe, next, piece, sizeof piece);
+            fputs(piece, stdout);
+        } else {
+            if (next == 1) break; /* BOS ends a story */
+            fputs(kvc_l2c_decode(&tok, token, next, bb), stdout);
+        }
         fflush(stdout);
         prev = token;
         token = next;
@@ -176,7 +199,8 @@ int kvc_cmd_generate(int argc, char **argv)
 done:
     free(arena), free(ptoks);
     kvc_l2c_state_free(&s);
-    kvc_l2c_tokenizer_free(&tok);
+    if (bpe) kvc_bpe_free(bpe);
+    else kvc_l2c_tokenizer_free(&tok);
     kvc_l2c_model_free(&m);
     return rc;
 }

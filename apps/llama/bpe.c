@@ -1,0 +1,276 @@
+/* Byte-level BPE (GPT-2): bytes map to printable code points
+ * (bytes_to_unicode), text is pre-tokenised, each piece is mapped to those
+ * code points and merged pair by pair by merge rank. */
+#include "bpe.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc_err.h"
+#include "kvc_gguf.h"
+
+typedef struct entry {
+    const char *s; /* not owned: points into `text` storage */
+    int len, value;
+} entry;
+
+typedef struct table {
+    entry *e;
+    size_t cap;
+} table;
+
+struct kvc_bpe {
+    char *store;        /* copies of every token and merge string */
+    table vocab;        /* token string (byte-level encoded) -> id */
+    table merges;       /* "left right" -> rank */
+    char **tok;         /* id -> string */
+    int *tok_len;
+    int n_vocab, bos, eos;
+    uint16_t byte2cp[256];
+    int16_t cp2byte[512];
+};
+
+static uint64_t hash(const char *s, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static int tbl_init(table *t, size_t n)
+{
+    t->cap = 16;
+    while (t->cap < 2 * n) t->cap *= 2;
+    t->e = calloc(t->cap, sizeof(entry));
+    return t->e != NULL;
+}
+
+static void tbl_put(table *t, const char *s, int len, int value)
+{
+    size_t i = hash(s, len) & (t->cap - 1);
+    while (t->e[i].s && !(t->e[i].len == len && !memcmp(t->e[i].s, s, (size_t)len))) i = (i + 1) & (t->cap - 1);
+    if (!t->e[i].s) t->e[i] = (entry){s, len, value}; /* first occurrence wins */
+}
+
+static int tbl_get(const table *t, const char *s, int len)
+{
+    size_t i = hash(s, len) & (t->cap - 1);
+    while (t->e[i].s) {
+        if (t->e[i].len == len && !memcmp(t->e[i].s, s, (size_t)len)) return t->e[i].value;
+        i = (i + 1) & (t->cap - 1);
+    }
+    return -1;
+}
+
+/* GPT-2 bytes_to_unicode: printable bytes keep their code point, the others
+ * take 256, 257, ... in byte order. */
+static void byte_tables(kvc_bpe *t)
+{
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        t->byte2cp[b] = (uint16_t)(keep ? b : 256 + n++);
+    }
+    for (int i = 0; i < 512; i++) t->cp2byte[i] = -1;
+    for (int b = 0; b < 256; b++) t->cp2byte[t->byte2cp[b]] = (int16_t)b;
+}
+
+static int put_cp(char *o, unsigned cp)
+{
+    if (cp < 0x80) return o[0] = (char)cp, 1;
+    o[0] = (char)(0xC0 | (cp >> 6));
+    o[1] = (char)(0x80 | (cp & 0x3F));
+    return 2; /* every mapped code point is < 0x800 */
+}
+
+void kvc_bpe_free(kvc_bpe *t)
+{
+    if (!t) return;
+    free(t->store), free(t->vocab.e), free(t->merges.e), free(t->tok), free(t->tok_len);
+    free(t);
+}
+
+kvc_bpe *kvc_bpe_load(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return kvc_errf(err, errlen, KVC_E_ARG, "cannot open '%s'", path), NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
+    int ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    kvc_gguf g;
+    kvc_bpe *t = NULL;
+    if (!ok || kvc_gguf_parse(buf, (size_t)n, &g, err, errlen) != KVC_OK) {
+        if (!ok) kvc_errf(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
+        free(buf);
+        return NULL;
+    }
+    const kvc_gguf_kv *tk = kvc_gguf_find(&g, "tokenizer.ggml.tokens"), *mk = kvc_gguf_find(&g, "tokenizer.ggml.merges");
+    const char *model;
+    size_t mlen;
+    size_t *to = NULL, *tl = NULL, *mo = NULL, *ml = NULL;
+    if (!tk || !mk || tk->type != KVC_GGUF_ARRAY || mk->type != KVC_GGUF_ARRAY || tk->elem_type != KVC_GGUF_STRING ||
+        mk->elem_type != KVC_GGUF_STRING || tk->count == 0 || tk->count > (1u << 22) || mk->count > (1u << 22) ||
+        kvc_gguf_get_string(&g, "tokenizer.ggml.model", &model, &mlen) != KVC_OK || mlen != 4 || memcmp(model, "gpt2", 4)) {
+        kvc_errf(err, errlen, KVC_E_FORMAT, "'%s' has no GPT-2 style tokenizer (tokens, merges)", path);
+        goto done;
+    }
+    to = malloc(tk->count * sizeof(size_t)), tl = malloc(tk->count * sizeof(size_t));
+    mo = malloc((mk->count + 1) * sizeof(size_t)), ml = malloc((mk->count + 1) * sizeof(size_t));
+    t = calloc(1, sizeof *t);
+    if (!to || !tl || !mo || !ml || !t) goto oom;
+    kvc_gguf_array_strings(&g, tk, to, tl);
+    kvc_gguf_array_strings(&g, mk, mo, ml);
+    size_t total = 0;
+    for (uint64_t i = 0; i < tk->count; i++) total += tl[i] + 1;
+    for (uint64_t i = 0; i < mk->count; i++) total += ml[i] + 1;
+    t->store = malloc(total ? total : 1);
+    t->tok = calloc(tk->count, sizeof(char *));
+    t->tok_len = calloc(tk->count, sizeof(int));
+    if (!t->store || !t->tok || !t->tok_len || !tbl_init(&t->vocab, tk->count) || !tbl_init(&t->merges, mk->count + 1))
+        goto oom;
+    char *p = t->store;
+    t->n_vocab = (int)tk->count;
+    for (uint64_t i = 0; i < tk->count; i++) {
+        memcpy(p, buf + to[i], tl[i]);
+        p[tl[i]] = 0;
+        t->tok[i] = p, t->tok_len[i] = (int)tl[i];
+        tbl_put(&t->vocab, p, (int)tl[i], (int)i);
+        p += tl[i] + 1;
+    }
+    for (uint64_t i = 0; i < mk->count; i++) {
+        memcpy(p, buf + mo[i], ml[i]);
+        p[ml[i]] = 0;
+        tbl_put(&t->merges, p, (int)ml[i], (int)i);
+        p += ml[i] + 1;
+    }
+    uint64_t v;
+    t->bos = kvc_gguf_get_uint(&g, "tokenizer.ggml.bos_token_id", &v) == KVC_OK && v < tk->count ? (int)v : -1;
+    t->eos = kvc_gguf_get_uint(&g, "tokenizer.ggml.eos_token_id", &v) == KVC_OK && v < tk->count ? (int)v : -1;
+    byte_tables(t);
+    goto done;
+oom:
+    kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory loading the tokenizer");
+    kvc_bpe_free(t);
+    t = NULL;
+done:
+    free(to), free(tl), free(mo), free(ml);
+    kvc_gguf_free(&g);
+    free(buf);
+    return t;
+}
+
+int kvc_bpe_vocab_size(const kvc_bpe *t) { return t->n_vocab; }
+int kvc_bpe_bos(const kvc_bpe *t) { return t->bos; }
+int kvc_bpe_eos(const kvc_bpe *t) { return t->eos; }
+
+static int is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; }
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Length of the next GPT-2 pre-token starting at s[0] (s non-empty). */
+static size_t pretoken(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    static const char *contr[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
+    for (size_t i = 0; i < 7; i++)
+        if (!strncmp(s, contr[i], strlen(contr[i]))) return strlen(contr[i]);
+    size_t i = (u[0] == ' ' && u[1] && !is_space(u[1])) ? 1 : 0; /* optional leading space */
+    if (is_letter(u[i])) {
+        while (is_letter(u[i])) i++;
+        return i;
+    }
+    if (is_digit(u[i])) {
+        while (is_digit(u[i])) i++;
+        return i;
+    }
+    if (u[i] && !is_space(u[i])) {
+        while (u[i] && !is_space(u[i]) && !is_letter(u[i]) && !is_digit(u[i])) i++;
+        return i;
+    }
+    /* whitespace: \s+(?!\S) keeps the last space for the next word; else \s+ */
+    size_t j = 0;
+    while (is_space(u[j])) j++;
+    if (u[j] && j > 1) return j - 1;
+    return j ? j : 1;
+}
+
+/* BPE over one pre-token; appends ids. Returns -1 when cap is exceeded. */
+static int bpe_piece(const kvc_bpe *t, const char *s, size_t n, int *ids, int cap, int k)
+{
+    /* symbols: byte-level encoded code points (1-2 UTF-8 bytes each) */
+    char enc[4096];
+    int start[2048], len[2048], m = 0, pos = 0;
+    if (n > 1000) n = 1000; /* a pre-token that long is split, staying lossless */
+    for (size_t i = 0; i < n; i++) {
+        start[m] = pos;
+        len[m] = put_cp(enc + pos, t->byte2cp[(unsigned char)s[i]]);
+        pos += len[m++];
+    }
+    char pair[4096];
+    for (;;) {
+        int best = -1, best_rank = 0;
+        for (int i = 0; i + 1 < m; i++) {
+            int pl = 0;
+            memcpy(pair, enc + start[i], (size_t)len[i]), pl += len[i];
+            pair[pl++] = ' ';
+            memcpy(pair + pl, enc + start[i + 1], (size_t)len[i + 1]), pl += len[i + 1];
+            int r = tbl_get(&t->merges, pair, pl);
+            if (r >= 0 && (best < 0 || r < best_rank)) best = i, best_rank = r;
+        }
+        if (best < 0) break;
+        len[best] += len[best + 1]; /* symbols stay contiguous in enc */
+        memmove(start + best + 1, start + best + 2, (size_t)(m - best - 2) * sizeof(int));
+        memmove(len + best + 1, len + best + 2, (size_t)(m - best - 2) * sizeof(int));
+        m--;
+    }
+    for (int i = 0; i < m; i++) {
+        int id = tbl_get(&t->vocab, enc + start[i], len[i]);
+        if (id < 0) { /* not in the vocabulary: fall back to its single code points */
+            for (int b = 0; b < len[i];) {
+                int l = ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2;
+                int bid = tbl_get(&t->vocab, enc + start[i] + b, l);
+                if (k >= cap) return -1;
+                ids[k++] = bid >= 0 ? bid : 0;
+                b += l;
+            }
+            continue;
+        }
+        if (k >= cap) return -1;
+        ids[k++] = id;
+    }
+    return k;
+}
+
+int kvc_bpe_encode(const kvc_bpe *t, const char *text, int *ids, int cap)
+{
+    int k = 0;
+    for (const char *s = text; *s;) {
+        size_t n = pretoken(s);
+        k = bpe_piece(t, s, n, ids, cap, k);
+        if (k < 0) return -1;
+        s += n;
+    }
+    return k;
+}
+
+int kvc_bpe_decode(const kvc_bpe *t, int id, char *out, int cap)
+{
+    if (id < 0 || id >= t->n_vocab || cap < 1) return 0;
+    const unsigned char *s = (const unsigned char *)t->tok[id];
+    int n = 0;
+    for (int i = 0; i < t->tok_len[id] && n + 1 < cap;) {
+        unsigned cp;
+        if (s[i] < 0x80) cp = s[i], i += 1;
+        else if ((s[i] & 0xE0) == 0xC0 && i + 1 < t->tok_len[id]) cp = ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu), i += 2;
+        else { /* special tokens may hold other UTF-8: copy raw */
+            out[n++] = (char)s[i++];
+            continue;
+        }
+        out[n++] = cp < 512 && t->cp2byte[cp] >= 0 ? (char)t->cp2byte[cp] : '?';
+    }
+    out[n] = 0;
+    return n;
+}
