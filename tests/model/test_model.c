@@ -10,6 +10,7 @@
 #include "kvc_oracle/kvc_oracle.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "bpe.h"
 #include "llama2c.h"
 
 #ifndef KVC_DEFAULT_MODEL_DIR
@@ -303,7 +304,78 @@ static int loaders_reject_bad_files(void)
     return 0;
 }
 
+/* SmolLM2-135M (GGUF): the byte-level BPE round-trips text exactly, and greedy
+ * decoding of "The capital of France is" continues with " Paris" through the
+ * cache manager (exact). Skips without the model ($KVC_SMOLLM2 or the fetch
+ * script's default cache). */
+static int smollm2_tokenizer_and_greedy(void)
+{
+    const char *path = getenv("KVC_SMOLLM2");
+    char def[4096];
+    if (!path) {
+        const char *home = getenv("HOME");
+        snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+        path = def;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);
+        return KVC_TEST_SKIP;
+    }
+    fclose(f);
+    char err[256];
+    kvc_bpe *t = kvc_bpe_load(path, err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    const char *texts[] = {"Hello, world! It's 2026 and the price is $1234.56.", "  spaces\n\tand tabs  ",
+                           "caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac \xe2\x9c\x93"};
+    for (int i = 0; i < 3; i++) {
+        int ids[256];
+        int n = kvc_bpe_encode(t, texts[i], ids, 256);
+        CHECK(n > 0);
+        char buf[1024] = {0}, piece[256];
+        for (int j = 0; j < n; j++) {
+            kvc_bpe_decode(t, ids[j], piece, sizeof piece);
+            strncat(buf, piece, sizeof buf - strlen(buf) - 1);
+        }
+        CHECK_MSG(strcmp(buf, texts[i]) == 0, "round trip of text %d", i);
+    }
+    kvc_l2c_model m;
+    CHECK_MSG(kvc_gguf_llama_load(path, &m, err, sizeof err) == KVC_OK, "%s", err);
+    int ids[64];
+    int n = kvc_bpe_encode(t, "The capital of France is", ids, 64);
+    const int hs = m.cfg.dim / m.cfg.n_heads;
+    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, 64, 1);
+    sc.n_sink = 0, sc.n_window = 0;
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
+    size_t bytes = kvc_cache_arena_size(&cc);
+    void *arena = tu_arena(bytes);
+    kvc_cache *cache;
+    CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+    kvc_l2c_state s;
+    CHECK(kvc_l2c_state_alloc(&m.cfg, &s) == KVC_OK);
+    char out[256] = {0}, piece[256];
+    int tok = ids[0];
+    for (int pos = 0; pos < n + 2; pos++) {
+        CHECK(kvc_l2c_forward(&m, &s, tok, pos, kvc_l2c_cache_attention, cache) == KVC_OK);
+        if (pos + 1 < n) {
+            tok = ids[pos + 1];
+            continue;
+        }
+        tok = argmax(s.logits, m.cfg.vocab_size);
+        kvc_bpe_decode(t, tok, piece, sizeof piece);
+        strncat(out, piece, sizeof out - strlen(out) - 1);
+    }
+    printf("\"The capital of France is\" -> \"%s\"\n", out);
+    CHECK(strncmp(out, " Paris", 6) == 0);
+    free(arena);
+    kvc_l2c_state_free(&s);
+    kvc_l2c_model_free(&m);
+    kvc_bpe_free(t);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"smollm2_tokenizer_and_greedy", smollm2_tokenizer_and_greedy},
     {"exact_cache_matches_plain_attention", exact_cache_matches_plain_attention},
     {"greedy_text_is_readable", greedy_text_is_readable},
     {"per_layer_budgets_fit_arena", per_layer_budgets_fit_arena},
