@@ -11,7 +11,6 @@
 
 #include "cli.h"
 #include "kvc/kvc.h"
-#include "bpe.h"
 #include "llama2c.h"
 
 static double now_s(void)
@@ -75,6 +74,38 @@ int kvc_model_open(const char *cmd, const char *model_path, const char *tok_path
     return 0;
 }
 
+int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, kvc_lm *lm)
+{
+    memset(lm, 0, sizeof *lm);
+    const size_t mlen = model_path ? strlen(model_path) : 0;
+    if (mlen > 5 && !strcmp(model_path + mlen - 5, ".gguf")) {
+        char err[256];
+        if (kvc_gguf_llama_load(model_path, &lm->m, err, sizeof err) != KVC_OK ||
+            !(lm->bpe = kvc_bpe_load(model_path, err, sizeof err))) {
+            fprintf(stderr, "kvc %s: %s\n", cmd, err);
+            kvc_l2c_model_free(&lm->m);
+            return 1;
+        }
+        return 0;
+    }
+    return kvc_model_open(cmd, model_path, tok_path, &lm->m, &lm->tok);
+}
+
+int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap)
+{
+    if (lm->bpe) return kvc_bpe_encode(lm->bpe, text, ids, cap);
+    if (cap < (int)strlen(text) + 3) return -1;
+    return kvc_l2c_encode(&lm->tok, text, ids);
+}
+
+void kvc_lm_close(kvc_lm *lm)
+{
+    if (lm->bpe) kvc_bpe_free(lm->bpe);
+    else kvc_l2c_tokenizer_free(&lm->tok);
+    kvc_l2c_model_free(&lm->m);
+    memset(lm, 0, sizeof *lm);
+}
+
 int kvc_cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *tok_path = NULL, *method_name = "exact", *prompt = "";
@@ -116,22 +147,11 @@ int kvc_cmd_generate(int argc, char **argv)
         fprintf(stderr, "kvc generate: unknown method '%s'\n", method_name);
         return 2;
     }
-    kvc_l2c_model m;
-    kvc_l2c_tokenizer tok;
-    memset(&tok, 0, sizeof tok);
-    kvc_bpe *bpe = NULL; /* GGUF models: byte-level BPE from the same file */
-    const size_t mlen = model_path ? strlen(model_path) : 0;
-    if (mlen > 5 && !strcmp(model_path + mlen - 5, ".gguf")) {
-        char err[256];
-        if (kvc_gguf_llama_load(model_path, &m, err, sizeof err) != KVC_OK || !(bpe = kvc_bpe_load(model_path, err, sizeof err))) {
-            fprintf(stderr, "kvc generate: %s\n", err);
-            kvc_l2c_model_free(&m);
-            return 1;
-        }
-        if (!*prompt) prompt = "Once upon a time";
-    } else if (kvc_model_open("generate", model_path, tok_path, &m, &tok)) {
-        return 1;
-    }
+    kvc_lm lm;
+    if (kvc_lm_open("generate", model_path, tok_path, &lm)) return 1;
+    kvc_l2c_model m = lm.m;
+    kvc_bpe *bpe = lm.bpe;
+    if (bpe && !*prompt) prompt = "Once upon a time";
     const int ctx = m.cfg.seq_len;
     if (steps > (uint64_t)ctx) steps = (uint64_t)ctx;
     if (budget == 0) budget = (uint64_t)ctx;
@@ -143,7 +163,7 @@ int kvc_cmd_generate(int argc, char **argv)
     void *arena = NULL;
     const int pcap = (int)strlen(prompt) + 3;
     int *ptoks = malloc((size_t)pcap * sizeof(int));
-    int np = !ptoks ? 1 : bpe ? kvc_bpe_encode(bpe, prompt, ptoks, pcap) : kvc_l2c_encode(&tok, prompt, ptoks);
+    int np = ptoks ? kvc_lm_encode(&lm, prompt, ptoks, pcap) : 1;
     if (np < 1) np = 1;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
@@ -179,7 +199,7 @@ int kvc_cmd_generate(int argc, char **argv)
             fputs(piece, stdout);
         } else {
             if (next == 1) break; /* BOS ends a story */
-            fputs(kvc_l2c_decode(&tok, token, next, bb), stdout);
+            fputs(kvc_l2c_decode(&lm.tok, token, next, bb), stdout);
         }
         fflush(stdout);
         prev = token;
@@ -199,8 +219,6 @@ int kvc_cmd_generate(int argc, char **argv)
 done:
     free(arena), free(ptoks);
     kvc_l2c_state_free(&s);
-    if (bpe) kvc_bpe_free(bpe);
-    else kvc_l2c_tokenizer_free(&tok);
-    kvc_l2c_model_free(&m);
+    kvc_lm_close(&lm);
     return rc;
 }

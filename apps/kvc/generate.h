@@ -10,4 +10,19 @@ int kvc_model_paths(const char **model, const char **tok);
  *  prints a clear message naming @p cmd and returns 1 on failure. */
 int kvc_model_open(const char *cmd, const char *model_path, const char *tok_path, kvc_l2c_model *m,
                    kvc_l2c_tokenizer *tok);
+#include "bpe.h"
+
+/** A model with whichever tokenizer it comes with: llama2.c checkpoint +
+ *  tok.bin, or a Llama GGUF with its byte-level BPE. */
+typedef struct kvc_lm {
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer tok; /* llama2.c */
+    kvc_bpe *bpe;          /* GGUF */
+} kvc_lm;
+
+/** Open by file type (".gguf" or llama2.c); prints why and returns 1 on failure. */
+int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, kvc_lm *lm);
+/** Encode text (llama2.c: BOS first; GGUF: as the file's tokenizer says). Returns the count. */
+int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap);
+void kvc_lm_close(kvc_lm *lm);
 #endif

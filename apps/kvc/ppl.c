@@ -188,20 +188,21 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
                 uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, int verbose,
                 kvc_ppl_result *out)
 {
-    kvc_l2c_model m;
-    kvc_l2c_tokenizer tok;
+    kvc_lm lm;
     memset(out, 0, sizeof *out);
     char *text = read_text(text_path);
     if (!text) {
         fprintf(stderr, "kvc ppl: cannot read text file '%s'\n", text_path);
         return 1;
     }
-    if (kvc_model_open("ppl", model_path, tok_path, &m, &tok)) {
+    if (kvc_lm_open("ppl", model_path, tok_path, &lm)) {
         free(text);
         return 1;
     }
-    int *toks = malloc((strlen(text) + 3) * sizeof(int));
-    int n = toks ? kvc_l2c_encode(&tok, text, toks) : 0;
+    const kvc_l2c_model m = lm.m;
+    const int cap = (int)strlen(text) + 3;
+    int *toks = malloc((size_t)cap * sizeof(int));
+    int n = toks ? kvc_lm_encode(&lm, text, toks, cap) : 0;
     if (n > m.cfg.seq_len) n = m.cfg.seq_len;
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers;
     double *err_sum = calloc((size_t)L, sizeof(double));
@@ -262,7 +263,6 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     rc = 0;
 done:
     free(text), free(toks), free(err_sum), free(err_n);
-    kvc_l2c_tokenizer_free(&tok);
-    kvc_l2c_model_free(&m);
+    kvc_lm_close(&lm);
     return rc;
 }
