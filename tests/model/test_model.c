@@ -36,6 +36,20 @@ static int load_model(kvc_l2c_model *m, kvc_l2c_tokenizer *t)
     return 0;
 }
 
+/* A cache manager for model config @p c with per-stream settings @p sc, in a
+ * fresh arena (returned; free it). NULL when the configuration is rejected. */
+static void *model_cache(const kvc_l2c_config *c, const kvc_stream_config *sc, kvc_cache **cache)
+{
+    kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
+    size_t bytes = kvc_cache_arena_size(&cc);
+    void *arena = bytes ? tu_arena(bytes) : NULL;
+    if (arena && kvc_cache_init(arena, bytes, &cc, cache) != KVC_OK) {
+        free(arena);
+        arena = NULL;
+    }
+    return arena;
+}
+
 /* A straightforward exact attention with its own k/v arrays (as llama2.c
  * does it), used only as the reference of the test below. */
 typedef struct plain_ctx {
@@ -92,11 +106,9 @@ static int exact_cache_matches_plain_attention(void)
     if (rc) return rc;
     const int steps = 200, hs = m.cfg.dim / m.cfg.n_heads;
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, steps, 1);
-    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-    size_t bytes = kvc_cache_arena_size(&cc);
-    void *arena = tu_arena(bytes);
     kvc_cache *cache;
-    CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+    void *arena = model_cache(&m.cfg, &sc, &cache);
+    CHECK(arena != NULL);
     plain_ctx pc = {m.cfg.n_heads, m.cfg.n_kv_heads, hs, steps, NULL, NULL};
     pc.k = malloc((size_t)m.cfg.n_layers * steps * m.cfg.n_kv_heads * hs * sizeof(float));
     pc.v = malloc((size_t)m.cfg.n_layers * steps * m.cfg.n_kv_heads * hs * sizeof(float));
@@ -137,11 +149,9 @@ static int greedy_text_is_readable(void)
     const kvc_method methods[2] = {KVC_METHOD_EXACT, KVC_METHOD_SUBGEN};
     for (int mi = 0; mi < 2; mi++) {
         kvc_stream_config sc = kvc_stream_config_default(methods[mi], hs, hs, mi == 0 ? 512 : 128, 1);
-        kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-        size_t bytes = kvc_cache_arena_size(&cc);
-        void *arena = tu_arena(bytes);
         kvc_cache *cache;
-        CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+        void *arena = model_cache(&m.cfg, &sc, &cache);
+        CHECK(arena != NULL);
         kvc_l2c_state s;
         CHECK(kvc_l2c_state_alloc(&m.cfg, &s) == KVC_OK);
         char text[4096] = {0}, bb[2];
@@ -346,11 +356,9 @@ static int smollm2_tokenizer_and_greedy(void)
     const int hs = m.cfg.dim / m.cfg.n_heads;
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, 64, 1);
     sc.n_sink = 0, sc.n_window = 0;
-    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-    size_t bytes = kvc_cache_arena_size(&cc);
-    void *arena = tu_arena(bytes);
     kvc_cache *cache;
-    CHECK(kvc_cache_init(arena, bytes, &cc, &cache) == KVC_OK);
+    void *arena = model_cache(&m.cfg, &sc, &cache);
+    CHECK(arena != NULL);
     kvc_l2c_state s;
     CHECK(kvc_l2c_state_alloc(&m.cfg, &s) == KVC_OK);
     char out[256] = {0}, piece[256];

@@ -7,6 +7,7 @@
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_bounds.h"
 #include "kvc_oracle/kvc_suite.h"
+#include "kvc_slope_util.h"
 #include "kvc_stats.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
@@ -261,15 +262,9 @@ static int error_vs_memory_slopes(void)
         cfg.n_sink = 16, cfg.n_window = 16, cfg.prefix_len = 2048;
         if (ms[i] == KVC_METHOD_BALANCEKV) cfg.balancekv.b_max = 3;
         if (ms[i] == KVC_METHOD_BALANCEKV_PREFILL) cfg.balancekv.t = 16;
-        kvc_oracle_opts o = {budgets, 4, 16, 1, 16, 0, NULL, NULL};
-        kvc_oracle_row rows[4];
-        CHECK(kvc_oracle_measure(&s.tr, &cfg, &o, rows, NULL) == 0);
-        double slope, lo, hi;
-        CHECK(kvc_oracle_slope(rows, 4, 0.998, &slope, &lo, &hi) == 0);
-        printf("%-18s mean e at m=%u..%u: %.4g .. %.4g; slope %.3f [99.8%% CI %.3f, %.3f]\n", kvc_method_name(ms[i]),
-               rows[0].memory, rows[3].memory, rows[0].mean, rows[3].mean, slope, lo, hi);
+        double lo, hi;
+        CHECK(tu_slope_line(&s.tr, &cfg, budgets, &lo, &hi) == 0);
         CHECK(hi < 0.0);
-        kvc_oracle_rows_free(rows, 4);
     }
     kvc_suite_stream_free(&s);
     return 0;
