@@ -23,13 +23,29 @@ typedef struct kvc_l2c_config {
     float norm_eps;        /**< RMSNorm epsilon (llama2.c: 1e-5) */
 } kvc_l2c_config;
 
-/** Model weights (pointers into one owned buffer). */
+/** Model weights. The loaders read row-major matrices, then pack them for the
+ *  decoder's products (gemm.h) and keep only what stays row-major: the
+ *  embedding table and the norm weights. */
 typedef struct kvc_l2c_model {
     kvc_l2c_config cfg;
-    float *data; /**< owned */
-    size_t n_floats;
-    const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+    float *data;     /**< owned: emb, rms_att, rms_ffn, rms_final (row-major) */
+    size_t n_floats; /**< weights the file held (all matrices included) */
+    const float *emb, *rms_att, *rms_ffn, *rms_final;
+    /** Row-major matrices: valid only inside the loaders, NULL afterwards. */
+    const float *wq, *wk, *wv, *wo, *w1, *w2, *w3, *wcls;
+    float *packed;   /**< owned: per layer [q;k;v], wo, [w1;w3], w2 in gemm panels, then the classifier */
+    size_t packed_layer_floats; /**< floats of one layer's packed matrices */
+    size_t off_wo, off_w13, off_w2; /**< offsets inside one layer's block */
+    size_t off_cls;  /**< offset of the packed classifier */
 } kvc_l2c_model;
+
+/**
+ * @brief Pack the row-major matrices of a freshly loaded model for the decoder
+ *        and drop the row-major copies (loaders call it; @p m->data must hold
+ *        the full llama2.c layout of wq..wcls the pointers name).
+ * @return KVC_OK, or KVC_E_CAPACITY (out of memory; the model is freed).
+ */
+kvc_status kvc_l2c_model_pack(kvc_l2c_model *m, char *err, size_t errlen);
 
 /** llama2.c tokenizer. */
 typedef struct kvc_l2c_tokenizer {
@@ -71,12 +87,17 @@ const char *kvc_l2c_decode(const kvc_l2c_tokenizer *t, int prev, int token, char
 typedef kvc_status (*kvc_l2c_attn_fn)(void *ctx, int layer, int pos, const float *q, const float *k,
                                       const float *v, float *out);
 
-/** Run state (activations), owned. */
+/** Run state (activations for a chunk of up to `chunk` tokens), owned. */
 typedef struct kvc_l2c_state {
-    float *x, *xb, *xb2, *hb, *hb2, *q, *k, *v, *att_out, *logits;
+    int chunk;      /**< most tokens one kvc_l2c_forward_chunk call takes */
+    float *x, *xb, *xb2, *qkv, *att_out, *hb, *rope;
+    float *logits;  /**< chunk rows of vocab_size; row 0 after kvc_l2c_forward */
 } kvc_l2c_state;
 
+/** State for one token at a time. */
 kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s);
+/** State for chunks of up to @p chunk tokens (1 .. 4096). */
+kvc_status kvc_l2c_state_alloc_chunk(const kvc_l2c_config *c, int chunk, kvc_l2c_state *s);
 void kvc_l2c_state_free(kvc_l2c_state *s);
 
 /** The cache configuration matching a model (heads, head_dim, layers). */
@@ -89,4 +110,19 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
 /** One forward step: logits for @p token at position @p pos (into s->logits). */
 kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,
                            void *ctx);
+
+/**
+ * @brief Forward @p n consecutive tokens at positions pos0 .. pos0+n-1, layer by
+ *        layer: each layer's products run on the whole chunk, and its attention
+ *        hook is called token by token in order (append then attend), so the
+ *        cache sees exactly what n single steps would show it and the outputs
+ *        are bit-identical to n calls of kvc_l2c_forward.
+ * @param n           1 .. s->chunk.
+ * @param logits_from logits are computed for tokens logits_from .. n-1 (row t of
+ *                    s->logits); n computes none.
+ * @return KVC_OK; KVC_E_ARG (bad token, position or n); the hook's status (the
+ *         cache then holds the tokens before the failing one of that layer).
+ */
+kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const int *tokens, int n, int pos0,
+                                 kvc_l2c_attn_fn attn, void *ctx, int logits_from);
 #endif

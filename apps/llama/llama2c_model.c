@@ -1,10 +1,11 @@
-/* llama2.c checkpoint loader and forward pass (RMSNorm, RoPE, GQA, SwiGLU,
- * shared or separate classifier), attention through a hook (the cache manager). */
+/* llama2.c checkpoint loader (the forward pass is llama_forward.c), and the
+ * packing of a loaded model's matrices for the decoder's products. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "kvc_err.h"
 #include "llama2c.h"
 
@@ -57,7 +58,7 @@ kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m,
             kvc_l2c_model_free(m);
             return kvc_errf(err, errlen, KVC_E_FORMAT, "checkpoint has a non-finite weight at float %zu", i);
         }
-    return KVC_OK;
+    return kvc_l2c_model_pack(m, err, errlen);
 }
 
 static kvc_status read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
@@ -104,6 +105,7 @@ kvc_status kvc_l2c_model_load(const char *path, kvc_l2c_model *m, char *err, siz
 void kvc_l2c_model_free(kvc_l2c_model *m)
 {
     free(m->data);
+    free(m->packed);
     memset(m, 0, sizeof *m);
 }
 
@@ -119,114 +121,64 @@ kvc_status kvc_l2c_tokenizer_load(const char *path, int vocab_size, kvc_l2c_toke
     return rc;
 }
 
-/* ---- forward ---- */
-kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s)
+/* ---- packing ---- */
+
+/* Rows of several row-major blocks (each `cols` wide), stacked, into one packed matrix. */
+static void pack_stacked(const float *const *blocks, const size_t *rows, int n_blocks, size_t cols, float *tmp,
+                         float *dst)
 {
-    const size_t D = (size_t)c->dim, kvd = (size_t)c->dim / c->n_heads * c->n_kv_heads;
-    memset(s, 0, sizeof *s);
-    s->x = calloc(D, 4), s->xb = calloc(D, 4), s->xb2 = calloc(D, 4);
-    s->hb = calloc((size_t)c->hidden_dim, 4), s->hb2 = calloc((size_t)c->hidden_dim, 4);
-    s->q = calloc(D, 4), s->k = calloc(kvd, 4), s->v = calloc(kvd, 4), s->att_out = calloc(D, 4);
-    s->logits = calloc((size_t)c->vocab_size, 4);
-    if (!s->x || !s->xb || !s->xb2 || !s->hb || !s->hb2 || !s->q || !s->k || !s->v || !s->att_out || !s->logits) {
-        kvc_l2c_state_free(s);
-        return KVC_E_CAPACITY;
+    size_t r = 0;
+    for (int b = 0; b < n_blocks; b++) {
+        memcpy(tmp + r * cols, blocks[b], rows[b] * cols * sizeof(float));
+        r += rows[b];
     }
-    return KVC_OK;
+    kvc_gemm_pack(tmp, r, cols, dst);
 }
 
-void kvc_l2c_state_free(kvc_l2c_state *s)
-{
-    free(s->x), free(s->xb), free(s->xb2), free(s->hb), free(s->hb2);
-    free(s->q), free(s->k), free(s->v), free(s->att_out), free(s->logits);
-    memset(s, 0, sizeof *s);
-}
-
-kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream)
-{
-    kvc_cache_config cc;
-    memset(&cc, 0, sizeof cc);
-    cc.n_layers = (uint32_t)c->n_layers;
-    cc.n_heads = (uint32_t)c->n_heads;
-    cc.n_kv_heads = (uint32_t)c->n_kv_heads;
-    cc.head_dim = (uint32_t)(c->dim / c->n_heads);
-    cc.stream = *stream;
-    cc.policy = KVC_BUDGET_UNIFORM;
-    return cc;
-}
-
-kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
-                                   float *out)
-{
-    kvc_cache *c = (kvc_cache *)ctx;
-    (void)pos;
-    kvc_status rc = kvc_cache_append(c, NULL, (uint32_t)layer, k, v);
-    if (rc != KVC_OK) return rc;
-    return kvc_cache_attend(c, NULL, (uint32_t)layer, q, out);
-}
-
-static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
-{
-    float ss = 0.0f;
-    for (int j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += eps;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
-}
-
-/* xout (d) = W (d x n) @ x (n) */
-static void matmul(float *xout, const float *x, const float *w, int n, int d)
-{
-    for (int i = 0; i < d; i++) {
-        float val = 0.0f;
-        const float *row = w + (size_t)i * n;
-        for (int j = 0; j < n; j++) val += row[j] * x[j];
-        xout[i] = val;
-    }
-}
-
-kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,
-                           void *ctx)
+kvc_status kvc_l2c_model_pack(kvc_l2c_model *m, char *err, size_t errlen)
 {
     const kvc_l2c_config *c = &m->cfg;
-    if (token < 0 || token >= c->vocab_size || pos < 0) return KVC_E_ARG;
-    const int D = c->dim, hs = D / c->n_heads, kvd = hs * c->n_kv_heads, H = c->hidden_dim;
-    memcpy(s->x, m->emb + (size_t)token * D, (size_t)D * sizeof(float));
-    for (int l = 0; l < c->n_layers; l++) {
-        rmsnorm(s->xb, s->x, m->rms_att + (size_t)l * D, D, c->norm_eps);
-        matmul(s->q, s->xb, m->wq + (size_t)l * D * D, D, D);
-        matmul(s->k, s->xb, m->wk + (size_t)l * D * kvd, D, kvd);
-        matmul(s->v, s->xb, m->wv + (size_t)l * D * kvd, D, kvd);
-        /* RoPE, as llama2.c: rotate consecutive pairs of every head */
-        for (int i = 0; i < D; i += 2) {
-            int head_dim = i % hs;
-            float freq = 1.0f / powf(c->rope_base, (float)head_dim / (float)hs);
-            float val = (float)pos * freq, fcr = cosf(val), fci = sinf(val);
-            int rotn = i < kvd ? 2 : 1;
-            for (int r = 0; r < rotn; r++) {
-                float *vec = r == 0 ? s->q : s->k;
-                float v0 = vec[i], v1 = vec[i + 1];
-                vec[i] = v0 * fcr - v1 * fci;
-                vec[i + 1] = v0 * fci + v1 * fcr;
-            }
-        }
-        kvc_status rc = attn(ctx, l, pos, s->q, s->k, s->v, s->att_out);
-        if (rc != KVC_OK) return rc;
-        matmul(s->xb2, s->att_out, m->wo + (size_t)l * D * D, D, D);
-        for (int i = 0; i < D; i++) s->x[i] += s->xb2[i];
-        rmsnorm(s->xb, s->x, m->rms_ffn + (size_t)l * D, D, c->norm_eps);
-        matmul(s->hb, s->xb, m->w1 + (size_t)l * D * H, D, H);
-        matmul(s->hb2, s->xb, m->w3 + (size_t)l * D * H, D, H);
-        for (int i = 0; i < H; i++) {
-            float val = s->hb[i];
-            val *= 1.0f / (1.0f + expf(-val)); /* SiLU */
-            s->hb[i] = val * s->hb2[i];
-        }
-        matmul(s->xb, s->hb, m->w2 + (size_t)l * D * H, H, D);
-        for (int i = 0; i < D; i++) s->x[i] += s->xb[i];
+    const size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
+    const size_t kvd = D / (size_t)c->n_heads * (size_t)c->n_kv_heads;
+    const size_t f_qkv = kvc_gemm_packed_floats(D + 2 * kvd, D), f_wo = kvc_gemm_packed_floats(D, D);
+    const size_t f_w13 = kvc_gemm_packed_floats(2 * H, D), f_w2 = kvc_gemm_packed_floats(D, H);
+    const size_t layer = f_qkv + f_wo + f_w13 + f_w2, f_cls = kvc_gemm_packed_floats(V, D);
+    const size_t keep = V * D + 2 * L * D + D; /* emb, rms_att, rms_ffn, rms_final */
+    const size_t tmp_rows = (D + 2 * kvd) > 2 * H ? (D + 2 * kvd) : 2 * H;
+    float *packed = malloc((L * layer + f_cls) * sizeof(float));
+    float *tmp = malloc((tmp_rows * (D > H ? D : H)) * sizeof(float));
+    float *small = malloc(keep * sizeof(float));
+    if (!packed || !tmp || !small) {
+        free(packed), free(tmp), free(small);
+        kvc_l2c_model_free(m);
+        return kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory packing %zu weights", L * layer + f_cls);
     }
-    rmsnorm(s->x, s->x, m->rms_final, D, c->norm_eps);
-    matmul(s->logits, s->x, m->wcls, D, c->vocab_size);
+    for (size_t l = 0; l < L; l++) {
+        float *dst = packed + l * layer;
+        const float *qkv[3] = {m->wq + l * D * D, m->wk + l * D * kvd, m->wv + l * D * kvd};
+        const size_t qkv_rows[3] = {D, kvd, kvd};
+        pack_stacked(qkv, qkv_rows, 3, D, tmp, dst);
+        kvc_gemm_pack(m->wo + l * D * D, D, D, dst + f_qkv);
+        const float *w13[2] = {m->w1 + l * D * H, m->w3 + l * D * H};
+        const size_t w13_rows[2] = {H, H};
+        pack_stacked(w13, w13_rows, 2, D, tmp, dst + f_qkv + f_wo);
+        kvc_gemm_pack(m->w2 + l * D * H, D, H, dst + f_qkv + f_wo + f_w13);
+    }
+    kvc_gemm_pack(m->wcls, V, D, packed + L * layer);
+    float *p = small;
+    memcpy(p, m->emb, V * D * sizeof(float));
+    memcpy(p + V * D, m->rms_att, L * D * sizeof(float));
+    memcpy(p + V * D + L * D, m->rms_ffn, L * D * sizeof(float));
+    memcpy(p + V * D + 2 * L * D, m->rms_final, D * sizeof(float));
+    free(tmp);
+    free(m->data);
+    m->data = small;
+    m->emb = small, m->rms_att = small + V * D, m->rms_ffn = small + V * D + L * D;
+    m->rms_final = small + V * D + 2 * L * D;
+    m->wq = m->wk = m->wv = m->wo = m->w1 = m->w2 = m->w3 = m->wcls = NULL;
+    m->packed = packed;
+    m->packed_layer_floats = layer;
+    m->off_wo = f_qkv, m->off_w13 = f_qkv + f_wo, m->off_w2 = f_qkv + f_wo + f_w13;
+    m->off_cls = L * layer;
     return KVC_OK;
 }

@@ -126,7 +126,7 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
         TAKE("ffn_up.weight", D, H, w3 + l * D * H)
 #undef TAKE
     }
-    rc = KVC_OK;
+    rc = kvc_l2c_model_pack(m, err, errlen); /* on failure the model is already freed */
 done:
     if (rc != KVC_OK) kvc_l2c_model_free(m);
     kvc_gguf_free(&g);

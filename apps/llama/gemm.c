@@ -1,0 +1,125 @@
+/* Panel packing, the scalar product and the run-time choice of implementation. */
+#define _POSIX_C_SOURCE 200809L
+#include "gemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t kvc_gemm_packed_floats(size_t rows, size_t cols)
+{
+    return (rows + KVC_GEMM_PANEL - 1) / KVC_GEMM_PANEL * KVC_GEMM_PANEL * cols;
+}
+
+void kvc_gemm_pack(const float *w, size_t rows, size_t cols, float *packed)
+{
+    const size_t P = KVC_GEMM_PANEL, panels = (rows + P - 1) / P;
+    for (size_t p = 0; p < panels; p++) {
+        float *dst = packed + p * P * cols;
+        for (size_t j = 0; j < cols; j++)
+            for (size_t i = 0; i < P; i++) {
+                const size_t r = p * P + i;
+                dst[j * P + i] = r < rows ? w[r * cols + j] : 0.0f;
+            }
+    }
+}
+
+/* One panel for one token: P sums over j in order (the compiler may vectorise
+ * across the P independent sums; no reassociation happens without -ffast-math). */
+void kvc_gemm__scalar(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
+                      size_t ldy)
+{
+    const size_t P = KVC_GEMM_PANEL, panels = (rows + P - 1) / P;
+    for (size_t p = 0; p < panels; p++) {
+        const float *wp = packed + p * P * cols;
+        const size_t live = rows - p * P < P ? rows - p * P : P;
+        for (size_t t = 0; t < n; t++) {
+            float acc[KVC_GEMM_PANEL] = {0};
+            const float *xt = x + t * ldx;
+            for (size_t j = 0; j < cols; j++) {
+                const float xj = xt[j];
+                for (size_t i = 0; i < P; i++) acc[i] += wp[j * P + i] * xj;
+            }
+            memcpy(y + t * ldy + p * P, acc, live * sizeof(float));
+        }
+    }
+}
+
+typedef void (*gemm_fn)(const float *, size_t, size_t, const float *, size_t, size_t, float *, size_t);
+
+static struct {
+    const char *name;
+    gemm_fn fn;
+} g_impl = {"scalar", kvc_gemm__scalar};
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static int have(const char *name)
+{
+#if KVC_GEMM_X86
+    if (!strcmp(name, "avx512")) return __builtin_cpu_supports("avx512f");
+    if (!strcmp(name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return !strcmp(name, "scalar");
+}
+
+static void set(const char *name)
+{
+#if KVC_GEMM_X86
+    if (!strcmp(name, "avx512")) {
+        g_impl.name = "avx512", g_impl.fn = kvc_gemm__avx512;
+        return;
+    }
+    if (!strcmp(name, "avx2")) {
+        g_impl.name = "avx2", g_impl.fn = kvc_gemm__avx2;
+        return;
+    }
+#endif
+    g_impl.name = "scalar", g_impl.fn = kvc_gemm__scalar;
+}
+
+static void choose(void)
+{
+    const char *want = getenv("KVC_GEMM");
+    if (want && have(want)) {
+        set(want);
+        return;
+    }
+    if (have("avx512")) set("avx512");
+    else if (have("avx2")) set("avx2");
+    else set("scalar");
+}
+
+int kvc_gemm_select(const char *name)
+{
+    pthread_once(&g_once, choose);
+    if (!name || !have(name)) return -1;
+    set(name);
+    return 0;
+}
+
+const char *kvc_gemm_impl(void)
+{
+    pthread_once(&g_once, choose);
+    return g_impl.name;
+}
+
+void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
+              size_t ldy)
+{
+    pthread_once(&g_once, choose);
+    g_impl.fn(packed, rows, cols, x, ldx, n, y, ldy);
+}
+
+#if !KVC_GEMM_X86
+/* Not x86-64: the SIMD entry points exist (the header declares them) and are the scalar path. */
+void kvc_gemm__avx2(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
+                    size_t ldy)
+{
+    kvc_gemm__scalar(packed, rows, cols, x, ldx, n, y, ldy);
+}
+void kvc_gemm__avx512(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
+                      size_t ldy)
+{
+    kvc_gemm__scalar(packed, rows, cols, x, ldx, n, y, ldy);
+}
+#endif

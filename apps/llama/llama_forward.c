@@ -1,0 +1,161 @@
+/* The decoder's forward pass (RMSNorm, RoPE, GQA, SwiGLU, shared or separate
+ * classifier) over a chunk of tokens, layer by layer. The products of a layer
+ * run on the whole chunk (gemm.h: the weights are read once per chunk instead
+ * of once per token); attention goes token by token, in order, through the
+ * hook (the cache manager), so the cache sees exactly what single steps show. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "llama2c.h"
+
+#define KVC_L2C_MAX_CHUNK 4096
+
+kvc_status kvc_l2c_state_alloc_chunk(const kvc_l2c_config *c, int chunk, kvc_l2c_state *s)
+{
+    memset(s, 0, sizeof *s);
+    if (chunk < 1 || chunk > KVC_L2C_MAX_CHUNK) return KVC_E_ARG;
+    const size_t n = (size_t)chunk, D = (size_t)c->dim, H = (size_t)c->hidden_dim;
+    const size_t hs = D / (size_t)c->n_heads, kvd = hs * (size_t)c->n_kv_heads;
+    s->chunk = chunk;
+    s->x = malloc(n * D * sizeof(float));
+    s->xb = malloc(n * D * sizeof(float));
+    s->xb2 = malloc(n * D * sizeof(float));
+    s->qkv = malloc(n * (D + 2 * kvd) * sizeof(float));
+    s->att_out = malloc(n * D * sizeof(float));
+    s->hb = malloc(n * 2 * H * sizeof(float));
+    s->rope = malloc(n * hs * sizeof(float));
+    s->logits = calloc(n * (size_t)c->vocab_size, sizeof(float));
+    if (!s->x || !s->xb || !s->xb2 || !s->qkv || !s->att_out || !s->hb || !s->rope || !s->logits) {
+        kvc_l2c_state_free(s);
+        return KVC_E_CAPACITY;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s)
+{
+    return kvc_l2c_state_alloc_chunk(c, 1, s);
+}
+
+void kvc_l2c_state_free(kvc_l2c_state *s)
+{
+    free(s->x), free(s->xb), free(s->xb2), free(s->qkv), free(s->att_out), free(s->hb), free(s->rope);
+    free(s->logits);
+    memset(s, 0, sizeof *s);
+}
+
+kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream)
+{
+    kvc_cache_config cc;
+    memset(&cc, 0, sizeof cc);
+    cc.n_layers = (uint32_t)c->n_layers;
+    cc.n_heads = (uint32_t)c->n_heads;
+    cc.n_kv_heads = (uint32_t)c->n_kv_heads;
+    cc.head_dim = (uint32_t)(c->dim / c->n_heads);
+    cc.stream = *stream;
+    cc.policy = KVC_BUDGET_UNIFORM;
+    return cc;
+}
+
+kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                   float *out)
+{
+    kvc_cache *c = (kvc_cache *)ctx;
+    (void)pos;
+    kvc_status rc = kvc_cache_append(c, NULL, (uint32_t)layer, k, v);
+    if (rc != KVC_OK) return rc;
+    return kvc_cache_attend(c, NULL, (uint32_t)layer, q, out);
+}
+
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
+
+/* cos/sin of position pos for each pair (2i, 2i+1) of a head, as llama2.c
+ * computes them (float powf / cosf / sinf), once per token for all layers. */
+static void rope_table(float *cs, int pos, int hs, float base)
+{
+    for (int i = 0; i < hs; i += 2) {
+        const float freq = 1.0f / powf(base, (float)i / (float)hs);
+        const float val = (float)pos * freq;
+        cs[i] = cosf(val), cs[i + 1] = sinf(val);
+    }
+}
+
+/* Rotate consecutive pairs of every head of vec (n floats, heads of hs). */
+static void rope_apply(float *vec, int n, int hs, const float *cs)
+{
+    for (int i = 0; i < n; i += 2) {
+        const float fcr = cs[i % hs], fci = cs[i % hs + 1];
+        const float v0 = vec[i], v1 = vec[i + 1];
+        vec[i] = v0 * fcr - v1 * fci;
+        vec[i + 1] = v0 * fci + v1 * fcr;
+    }
+}
+
+kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const int *tokens, int n, int pos0,
+                                 kvc_l2c_attn_fn attn, void *ctx, int logits_from)
+{
+    const kvc_l2c_config *c = &m->cfg;
+    if (n < 1 || n > s->chunk || pos0 < 0 || pos0 > INT32_MAX - n || tokens == NULL || logits_from < 0 ||
+        logits_from > n)
+        return KVC_E_ARG;
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size) return KVC_E_ARG;
+    const int D = c->dim, hs = D / c->n_heads, kvd = hs * c->n_kv_heads, H = c->hidden_dim;
+    const size_t qkv_w = (size_t)D + 2 * (size_t)kvd, N = (size_t)n;
+    for (int t = 0; t < n; t++) {
+        memcpy(s->x + (size_t)t * D, m->emb + (size_t)tokens[t] * D, (size_t)D * sizeof(float));
+        rope_table(s->rope + (size_t)t * hs, pos0 + t, hs, c->rope_base);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const float *pk = m->packed + (size_t)l * m->packed_layer_floats;
+        for (int t = 0; t < n; t++)
+            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_att + (size_t)l * D, D, c->norm_eps);
+        kvc_gemm(pk, qkv_w, (size_t)D, s->xb, (size_t)D, N, s->qkv, qkv_w);
+        for (int t = 0; t < n; t++) {
+            float *row = s->qkv + (size_t)t * qkv_w;
+            rope_apply(row, D, hs, s->rope + (size_t)t * hs);       /* q */
+            rope_apply(row + D, kvd, hs, s->rope + (size_t)t * hs); /* k */
+            kvc_status rc = attn(ctx, l, pos0 + t, row, row + D, row + D + kvd, s->att_out + (size_t)t * D);
+            if (rc != KVC_OK) return rc;
+        }
+        kvc_gemm(pk + m->off_wo, (size_t)D, (size_t)D, s->att_out, (size_t)D, N, s->xb2, (size_t)D);
+        for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb2[i];
+        for (int t = 0; t < n; t++)
+            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_ffn + (size_t)l * D, D, c->norm_eps);
+        kvc_gemm(pk + m->off_w13, 2 * (size_t)H, (size_t)D, s->xb, (size_t)D, N, s->hb, 2 * (size_t)H);
+        for (int t = 0; t < n; t++) {
+            float *g = s->hb + (size_t)t * 2 * H; /* gate in [0, H), up in [H, 2H) */
+            for (int i = 0; i < H; i++) {
+                float val = g[i];
+                val *= 1.0f / (1.0f + expf(-val)); /* SiLU */
+                g[i] = val * g[H + i];
+            }
+        }
+        kvc_gemm(pk + m->off_w2, (size_t)D, (size_t)H, s->hb, 2 * (size_t)H, N, s->xb, (size_t)D);
+        for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb[i];
+    }
+    if (logits_from < n) {
+        for (int t = logits_from; t < n; t++)
+            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_final, D, c->norm_eps);
+        kvc_gemm(m->packed + m->off_cls, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
+                 (size_t)D, (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size,
+                 (size_t)c->vocab_size);
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,
+                           void *ctx)
+{
+    return kvc_l2c_forward_chunk(m, s, &token, 1, pos, attn, ctx, 0);
+}

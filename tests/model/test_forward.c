@@ -1,0 +1,196 @@
+/* The decoder's products and chunked forward.
+ *  - every GEMM implementation available here stays within the recursive-
+ *    summation bound gamma_n * sum_j |x_j w_j| (gamma_n = n u / (1 - n u),
+ *    u = 2^-24, n = cols) of a double-precision product, on odd shapes;
+ *  - the two FMA implementations (avx2, avx512) give identical bits;
+ *  - a chunked forward gives bit-identical logits to token-by-token steps,
+ *    with the exact cache and with a compressing one (stories260K, and
+ *    SmolLM2 when it is present). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "kvc/kvc.h"
+#include "kvc_test.h"
+#include "kvc_testutil.h"
+#include "llama2c.h"
+
+#ifndef KVC_DEFAULT_MODEL_DIR
+#define KVC_DEFAULT_MODEL_DIR "../shared/models/stories260K"
+#endif
+
+static const char *impls[] = {"scalar", "avx2", "avx512"};
+
+/* xorshift uniform in [-1, 1) */
+static float unif(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int gemm_within_summation_bound(void)
+{
+    const uint64_t seed = 20261123;
+    printf("seed %llu\n", (unsigned long long)seed);
+    uint64_t s = seed;
+    const size_t shapes[][3] = {{1, 1, 1}, {16, 8, 1}, {17, 33, 5}, {40, 576, 7}, {100, 13, 13}, {33, 1536, 6}};
+    int tested = 0;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const size_t rows = shapes[sh][0], cols = shapes[sh][1], n = shapes[sh][2], ldx = cols + 3, ldy = rows + 5;
+        float *w = malloc(rows * cols * sizeof(float)), *x = malloc(n * ldx * sizeof(float));
+        float *pk = malloc(kvc_gemm_packed_floats(rows, cols) * sizeof(float));
+        float *y = malloc(n * ldy * sizeof(float));
+        CHECK(w && x && pk && y);
+        for (size_t i = 0; i < rows * cols; i++) w[i] = unif(&s);
+        for (size_t i = 0; i < n * ldx; i++) x[i] = unif(&s) * 4.0f;
+        kvc_gemm_pack(w, rows, cols, pk);
+        const double u = ldexp(1.0, -24), gamma = (double)cols * u / (1.0 - (double)cols * u);
+        for (size_t im = 0; im < 3; im++) {
+            if (kvc_gemm_select(impls[im]) != 0) {
+                printf("  %s: not available on this CPU\n", impls[im]);
+                continue;
+            }
+            for (size_t i = 0; i < n * ldy; i++) y[i] = -7.0f; /* padding must stay untouched */
+            kvc_gemm(pk, rows, cols, x, ldx, n, y, ldy);
+            double worst = 0.0;
+            for (size_t t = 0; t < n; t++) {
+                for (size_t o = 0; o < rows; o++) {
+                    double ref = 0.0, mag = 0.0;
+                    for (size_t j = 0; j < cols; j++) {
+                        ref += (double)x[t * ldx + j] * (double)w[o * cols + j];
+                        mag += fabs((double)x[t * ldx + j] * (double)w[o * cols + j]);
+                    }
+                    const double err = fabs((double)y[t * ldy + o] - ref), bound = gamma * mag;
+                    CHECK_MSG(err <= bound, "%s %zux%zu n=%zu: |err| %.3g > bound %.3g at (%zu,%zu)", impls[im],
+                              rows, cols, n, err, bound, t, o);
+                    if (bound > 0 && err / bound > worst) worst = err / bound;
+                }
+                for (size_t o = rows; o < ldy; o++) CHECK(y[t * ldy + o] == -7.0f);
+            }
+            printf("  %-6s %4zu x %4zu, %2zu tokens: largest error / bound = %.3f\n", impls[im], rows, cols, n, worst);
+            tested++;
+        }
+        free(w), free(x), free(pk), free(y);
+    }
+    kvc_gemm_select(NULL);
+    CHECK(tested >= 6); /* at least the scalar path on every shape */
+    return 0;
+}
+
+static int gemm_fma_paths_identical(void)
+{
+    if (kvc_gemm_select("avx2") != 0 || kvc_gemm_select("avx512") != 0) {
+        printf("SKIP: this CPU lacks avx2+fma or avx512f\n");
+        return KVC_TEST_SKIP;
+    }
+    uint64_t s = 7;
+    const size_t rows = 75, cols = 301, n = 11;
+    float *w = malloc(rows * cols * 4), *x = malloc(n * cols * 4), *pk = malloc(kvc_gemm_packed_floats(rows, cols) * 4);
+    float *a = malloc(n * rows * 4), *b = malloc(n * rows * 4);
+    CHECK(w && x && pk && a && b);
+    for (size_t i = 0; i < rows * cols; i++) w[i] = unif(&s);
+    for (size_t i = 0; i < n * cols; i++) x[i] = unif(&s);
+    kvc_gemm_pack(w, rows, cols, pk);
+    kvc_gemm_select("avx2");
+    kvc_gemm(pk, rows, cols, x, cols, n, a, rows);
+    kvc_gemm_select("avx512");
+    kvc_gemm(pk, rows, cols, x, cols, n, b, rows);
+    CHECK(memcmp(a, b, n * rows * 4) == 0);
+    printf("avx2 and avx512 agree bit for bit on %zu outputs\n", n * rows);
+    free(w), free(x), free(pk), free(a), free(b);
+    return 0;
+}
+
+/* Logits of `n` tokens fed one at a time and in chunks of `chunk`, each with a
+ * fresh cache of configuration sc: they must be identical bit for bit. */
+static int chunk_vs_steps(const kvc_l2c_model *m, const kvc_stream_config *sc, const int *toks, int n, int chunk)
+{
+    kvc_cache_config cc = kvc_l2c_cache_config(&m->cfg, sc);
+    const size_t bytes = kvc_cache_arena_size(&cc), V = (size_t)m->cfg.vocab_size;
+    CHECK_MSG(bytes > 0, "%s", kvc_cache_config_problem(&cc));
+    void *a1 = tu_arena(bytes), *a2 = tu_arena(bytes);
+    kvc_cache *c1, *c2;
+    CHECK(a1 && a2 && kvc_cache_init(a1, bytes, &cc, &c1) == KVC_OK && kvc_cache_init(a2, bytes, &cc, &c2) == KVC_OK);
+    kvc_l2c_state s1, s2;
+    CHECK(kvc_l2c_state_alloc(&m->cfg, &s1) == KVC_OK && kvc_l2c_state_alloc_chunk(&m->cfg, chunk, &s2) == KVC_OK);
+    float *single = malloc((size_t)n * V * sizeof(float));
+    CHECK(single);
+    for (int p = 0; p < n; p++) {
+        CHECK(kvc_l2c_forward(m, &s1, toks[p], p, kvc_l2c_cache_attention, c1) == KVC_OK);
+        memcpy(single + (size_t)p * V, s1.logits, V * sizeof(float));
+    }
+    int differing = 0;
+    for (int p0 = 0; p0 < n; p0 += chunk) {
+        const int k = n - p0 < chunk ? n - p0 : chunk;
+        CHECK(kvc_l2c_forward_chunk(m, &s2, toks + p0, k, p0, kvc_l2c_cache_attention, c2, 0) == KVC_OK);
+        for (int t = 0; t < k; t++)
+            differing += memcmp(s2.logits + (size_t)t * V, single + (size_t)(p0 + t) * V, V * sizeof(float)) != 0;
+    }
+    printf("  %s budget %u, %d tokens in chunks of %d: %d positions differ\n", kvc_method_name(sc->method), sc->budget,
+           n, chunk, differing);
+    CHECK(differing == 0);
+    CHECK(memcmp(a1, a2, bytes) == 0); /* the caches hold the same bytes */
+    /* bad arguments are refused */
+    CHECK(kvc_l2c_forward_chunk(m, &s2, toks, chunk + 1, n, kvc_l2c_cache_attention, c2, 0) == KVC_E_ARG);
+    int bad = m->cfg.vocab_size;
+    CHECK(kvc_l2c_forward_chunk(m, &s2, &bad, 1, n, kvc_l2c_cache_attention, c2, 0) == KVC_E_ARG);
+    free(single), free(a1), free(a2);
+    kvc_l2c_state_free(&s1), kvc_l2c_state_free(&s2);
+    return 0;
+}
+
+static int chunked_forward_equals_steps(void)
+{
+    const char *dir = getenv("KVC_MODEL_DIR");
+    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
+    char mp[4096], err[256];
+    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    kvc_l2c_model m;
+    if (kvc_l2c_model_load(mp, &m, err, sizeof err) != KVC_OK) {
+        printf("SKIP: stories260K not found (%s); set KVC_MODEL_DIR\n", err);
+        return KVC_TEST_SKIP;
+    }
+    printf("gemm: %s\n", kvc_gemm_impl());
+    int toks[100];
+    for (int i = 0; i < 100; i++) toks[i] = 1 + (i * 37) % (m.cfg.vocab_size - 1);
+    const int hs = m.cfg.dim / m.cfg.n_heads;
+    kvc_stream_config ex = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, 100, 1);
+    kvc_stream_config un = kvc_stream_config_default(KVC_METHOD_UNIFORM, hs, hs, 24, 3);
+    un.n_sink = 4, un.n_window = 4;
+    int rc = chunk_vs_steps(&m, &ex, toks, 100, 7) || chunk_vs_steps(&m, &ex, toks, 100, 64) ||
+             chunk_vs_steps(&m, &un, toks, 100, 13);
+    kvc_l2c_model_free(&m);
+    CHECK(rc == 0);
+
+    const char *path = getenv("KVC_SMOLLM2");
+    char def[4096];
+    if (!path) {
+        const char *home = getenv("HOME");
+        snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+        path = def;
+    }
+    if (kvc_gguf_llama_load(path, &m, err, sizeof err) != KVC_OK) {
+        printf("SmolLM2 part not run: %s\n", err);
+        return 0;
+    }
+    const int hs2 = m.cfg.dim / m.cfg.n_heads;
+    int toks2[40];
+    for (int i = 0; i < 40; i++) toks2[i] = 1 + (i * 7919) % (m.cfg.vocab_size - 1);
+    kvc_stream_config ex2 = kvc_stream_config_default(KVC_METHOD_EXACT, hs2, hs2, 40, 1);
+    ex2.n_sink = 0, ex2.n_window = 0;
+    kvc_stream_config sg = kvc_stream_config_default(KVC_METHOD_SUBGEN, hs2, hs2, 24, 5);
+    sg.n_sink = 2, sg.n_window = 2;
+    rc = chunk_vs_steps(&m, &ex2, toks2, 40, 16) || chunk_vs_steps(&m, &sg, toks2, 40, 9);
+    kvc_l2c_model_free(&m);
+    CHECK(rc == 0);
+    return 0;
+}
+
+static const kvc_test_case cases[] = {
+    {"gemm_within_summation_bound", gemm_within_summation_bound},
+    {"gemm_fma_paths_identical", gemm_fma_paths_identical},
+    {"chunked_forward_equals_steps", chunked_forward_equals_steps},
+};
+KVC_TEST_MAIN(cases)
