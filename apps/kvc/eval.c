@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
+#include "method_opts.h"
 #include "trace.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -41,31 +42,25 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
-            "                [--head H] [--beta X] [--subgen-t T] [--subgen-s S] [--subgen-mmax M]\n"
-            "                [--subgen-delta0 R] [--bkv-t T] [--bkv-levels L] [--bkv-bmax B]\n"
-            "                [--bkv-mode practical|theory|smaller-class] [--bkv-gamma G] [--bkv-rho R]\n"
-            "                [--bkv-kappa K] [--prefix P] [--bkv-tail exact|uniform] [--express-s S]\n"
-            "                [--express-c C] [--express-L theory|<L>] [--express-delta D]\n"
-            "                [--express-center on|off] [--reference auto|mpfr|f64]\n"
+            "                [--head H] [--prefix P] [--reference auto|mpfr|f64]\n"
+            "%s"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
             "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill | express |\n"
             "  express-prefill. N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
-            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d).\n"
+            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d); a prefill method\n"
+            "  compresses the whole trace as its prompt unless --prefix P says otherwise.\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
-            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n");
+            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n",
+            kvc_method_opts_usage);
 }
 
 int kvc_cmd_eval(int argc, char **argv)
 {
     const char *trace_dir = NULL, *method_name = NULL, *reference = "auto";
-    uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, t = 0, s = 0, mmax = 0;
-    uint64_t bkv_t = 0, bkv_levels = 0, bkv_bmax = 0, prefix = 0, x_s = 0, x_c = 0;
-    double x_L = 0.0, x_delta = 0.0;
-    const char *x_lmode = NULL, *x_center = NULL;
-    double bkv_kappa = 0.0;
-    double beta = 0.0, delta0 = 0.0, bkv_gamma = 0.0, bkv_rho = 0.0;
-    const char *bkv_mode = NULL, *bkv_tail = NULL;
+    uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, prefix = 0;
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
     int have_budget = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
@@ -74,43 +69,29 @@ int kvc_cmd_eval(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--trace")) trace_dir = val;
+        }
+        const int took = kvc_method_opts_take(&mo, a, val);
+        if (took < 0) return 2;
+        if (took) continue;
+        if (val == NULL) {
+            fprintf(stderr, "kvc eval: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--trace")) trace_dir = val;
         else if (!strcmp(a, "--method")) method_name = val;
         else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget), have_budget = 1;
         else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
         else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
         else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
         else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
-        else if (!strcmp(a, "--beta")) bad = kvc_cli_f64(a, val, 1e-6, 1e6, &beta);
-        else if (!strcmp(a, "--subgen-t")) bad = kvc_cli_u64(a, val, 1, 4096, &t);
-        else if (!strcmp(a, "--subgen-s")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &s);
-        else if (!strcmp(a, "--subgen-mmax")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &mmax);
-        else if (!strcmp(a, "--subgen-delta0")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &delta0);
-        else if (!strcmp(a, "--reference")) reference = val;
-        else if (!strcmp(a, "--bkv-t")) bad = kvc_cli_u64(a, val, 2, KVC_MAX_BUDGET, &bkv_t);
-        else if (!strcmp(a, "--bkv-levels")) bad = kvc_cli_u64(a, val, 1, 16, &bkv_levels);
-        else if (!strcmp(a, "--bkv-bmax")) bad = kvc_cli_u64(a, val, 1, 64, &bkv_bmax);
-        else if (!strcmp(a, "--bkv-gamma")) bad = kvc_cli_f64(a, val, 1e-9, 1e9, &bkv_gamma);
-        else if (!strcmp(a, "--bkv-rho")) bad = kvc_cli_f64(a, val, 0.0, 0.999, &bkv_rho);
-        else if (!strcmp(a, "--bkv-mode")) bkv_mode = val;
-        else if (!strcmp(a, "--bkv-kappa")) bad = kvc_cli_f64(a, val, 0.0, 1e6, &bkv_kappa);
         else if (!strcmp(a, "--prefix")) bad = kvc_cli_u64(a, val, 1, 1u << 28, &prefix);
-        else if (!strcmp(a, "--bkv-tail")) bkv_tail = val;
-        else if (!strcmp(a, "--express-s")) bad = kvc_cli_u64(a, val, 2, 1u << 22, &x_s);
-        else if (!strcmp(a, "--express-c")) bad = kvc_cli_u64(a, val, 1, 1u << 22, &x_c);
-        else if (!strcmp(a, "--express-L")) x_lmode = val;
-        else if (!strcmp(a, "--express-delta")) bad = kvc_cli_f64(a, val, 1e-12, 0.999999, &x_delta);
-        else if (!strcmp(a, "--express-center")) x_center = val;
+        else if (!strcmp(a, "--reference")) reference = val;
         else {
             fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
             usage(stderr);
             return 2;
         }
         if (bad) return 2;
-        if (val == NULL) {
-            fprintf(stderr, "kvc eval: %s needs a value\n", a);
-            return 2;
-        }
     }
     if (!trace_dir || !method_name || !have_budget) {
         fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
@@ -139,60 +120,9 @@ int kvc_cmd_eval(int argc, char **argv)
                                                       (uint32_t)budget, seed);
     cfg.n_sink = (uint32_t)sink;
     cfg.n_window = (uint32_t)window;
-    cfg.beta = (float)beta;
-    cfg.subgen.t = (uint32_t)t;
-    cfg.subgen.s = (uint32_t)s;
-    cfg.subgen.m_max = (uint32_t)mmax;
-    cfg.subgen.delta0 = (float)delta0;
-    cfg.balancekv.t = (uint32_t)bkv_t;
-    cfg.balancekv.levels = (uint32_t)bkv_levels;
-    cfg.balancekv.b_max = (uint32_t)bkv_bmax;
-    cfg.balancekv.gamma = (float)bkv_gamma;
-    cfg.balancekv.rho = (float)bkv_rho;
-    cfg.balancekv.kappa = (float)bkv_kappa;
-    cfg.express.s = (uint32_t)x_s;
-    cfg.express.c = (uint32_t)x_c;
-    cfg.express.delta = (float)x_delta;
-    if (x_lmode) {
-        if (!strcmp(x_lmode, "theory")) cfg.express.l_mode = KVC_EXPRESS_L_THEORY;
-        else if (kvc_cli_f64("--express-L", x_lmode, 1e-6, 1e6, &x_L) == 0) {
-            cfg.express.l_mode = KVC_EXPRESS_L_CONST;
-            cfg.express.L = (float)x_L;
-        } else {
-            kvc_trace_free(&tr);
-            return 2;
-        }
-    }
-    if (x_center) {
-        if (!strcmp(x_center, "on")) cfg.express.center = 1;
-        else if (!strcmp(x_center, "off")) cfg.express.center = 2;
-        else {
-            fprintf(stderr, "kvc eval: --express-center must be on or off\n");
-            kvc_trace_free(&tr);
-            return 2;
-        }
-    }
-    if (bkv_tail) {
-        if (!strcmp(bkv_tail, "exact")) cfg.balancekv.tail_method = KVC_METHOD_EXACT;
-        else if (!strcmp(bkv_tail, "uniform")) cfg.balancekv.tail_method = KVC_METHOD_UNIFORM;
-        else {
-            fprintf(stderr, "kvc eval: --bkv-tail must be exact or uniform\n");
-            kvc_trace_free(&tr);
-            return 2;
-        }
-    }
+    kvc_method_opts_apply(&mo, &cfg);
     /* a prefill method compresses the whole trace as its prompt unless told otherwise */
     cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
-    if (bkv_mode) {
-        if (!strcmp(bkv_mode, "practical")) cfg.balancekv.mode = KVC_BALANCE_PRACTICAL;
-        else if (!strcmp(bkv_mode, "theory")) cfg.balancekv.mode = KVC_BALANCE_THEORY;
-        else if (!strcmp(bkv_mode, "smaller-class")) cfg.balancekv.mode = KVC_BALANCE_SMALLER_CLASS;
-        else {
-            fprintf(stderr, "kvc eval: --bkv-mode must be practical, theory or smaller-class\n");
-            kvc_trace_free(&tr);
-            return 2;
-        }
-    }
     kvc_eval_result res;
     int use_mp = !strcmp(reference, "mpfr") ||
                  (!strcmp(reference, "auto") && (double)tr.n * (double)tr.n * (double)tr.d <= 2147483648.0);

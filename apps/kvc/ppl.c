@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "generate.h"
+#include "lmrun.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 #include "ppl.h"
@@ -60,20 +61,16 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
                     double *nll_out, double *err_sum, uint64_t *err_n)
 {
     const int hs = m->cfg.dim / m->cfg.n_heads;
-    size_t bytes = kvc_cache_arena_size(cc);
-    void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     kvc_l2c_state s;
     measure_ctx c;
     memset(&c, 0, sizeof c);
     int rc = 1;
-    if (!arena || kvc_l2c_state_alloc(&m->cfg, &s) != KVC_OK) {
+    void *arena = kvc_lm_cache_new("ppl", &m->cfg, &cc->stream, cc->policy, &c.cache, NULL);
+    if (!arena) return 1;
+    if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s) != KVC_OK) {
         free(arena);
         fprintf(stderr, "kvc ppl: out of memory\n");
         return 1;
-    }
-    if (kvc_cache_init(arena, bytes, cc, &c.cache) != KVC_OK) {
-        fprintf(stderr, "kvc ppl: cache init failed\n");
-        goto done;
     }
     c.cc = cc, c.n_layers = m->cfg.n_layers, c.n_heads = m->cfg.n_heads, c.n_kv = m->cfg.n_kv_heads;
     c.hs = hs, c.cap = n, c.err_sum = err_sum, c.err_n = err_n;
@@ -86,20 +83,12 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
             goto done;
         }
     }
-    double nll = 0.0;
-    for (int pos = 0; pos + 1 < n; pos++) {
-        kvc_status st = kvc_l2c_forward(m, &s, toks[pos], pos, measuring_attention, &c);
-        if (st != KVC_OK) {
-            fprintf(stderr, "kvc ppl: forward failed at %d: %s\n", pos, kvc_status_str(st));
-            goto done;
-        }
-        double mx = s.logits[0], z = 0.0;
-        for (int i = 1; i < m->cfg.vocab_size; i++)
-            if (s.logits[i] > mx) mx = s.logits[i];
-        for (int i = 0; i < m->cfg.vocab_size; i++) z += exp((double)s.logits[i] - mx);
-        nll += -((double)s.logits[toks[pos + 1]] - mx - log(z));
+    /* teacher forcing: token i predicts token i + 1; the last one predicts nothing */
+    kvc_status st = kvc_lm_feed(m, &s, toks, n - 1, 0, measuring_attention, &c, toks + 1, nll_out, NULL, NULL);
+    if (st != KVC_OK) {
+        fprintf(stderr, "kvc ppl: forward failed: %s\n", kvc_status_str(st));
+        goto done;
     }
-    *nll_out = nll;
     rc = 0;
 done:
     free(c.hist_k), free(c.hist_v), free(c.ex), free(arena);
