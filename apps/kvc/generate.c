@@ -98,6 +98,22 @@ int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap)
     return kvc_l2c_encode(&lm->tok, text, ids);
 }
 
+const char *kvc_lm_piece(const kvc_lm *lm, int prev, int tok, char *buf, int cap)
+{
+    if (lm->bpe) {
+        kvc_bpe_decode(lm->bpe, tok, buf, cap);
+        return buf;
+    }
+    char bb[2];
+    snprintf(buf, (size_t)cap, "%s", kvc_l2c_decode(&lm->tok, prev, tok, bb));
+    return buf;
+}
+
+int kvc_lm_end_token(const kvc_lm *lm)
+{
+    return lm->bpe ? kvc_bpe_eos(lm->bpe) : 1;
+}
+
 void kvc_lm_close(kvc_lm *lm)
 {
     if (lm->bpe) kvc_bpe_free(lm->bpe);

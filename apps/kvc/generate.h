@@ -25,4 +25,8 @@ int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, k
 /** Encode text (llama2.c: BOS first; GGUF: as the file's tokenizer says). Returns the count. */
 int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap);
 void kvc_lm_close(kvc_lm *lm);
+/** Text of token @p tok following @p prev into @p buf (@p cap >= 8 bytes, NUL-terminated); returns buf. */
+const char *kvc_lm_piece(const kvc_lm *lm, int prev, int tok, char *buf, int cap);
+/** The token that ends a generation (GGUF: its EOS; llama2.c: BOS, which starts the next story). */
+int kvc_lm_end_token(const kvc_lm *lm);
 #endif

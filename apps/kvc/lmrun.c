@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_stream_config *sc,
                        kvc_budget_policy policy, kvc_cache **cache, size_t *bytes)
@@ -67,4 +68,28 @@ kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks
     }
     if (targets && nll) *nll = sum;
     return KVC_OK;
+}
+
+char *kvc_lm_read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = cap < (1u << 26) ? realloc(b, 2 * cap + 1) : NULL;
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
 }

@@ -35,4 +35,6 @@ int kvc_lm_argmax(const float *logits, int n);
 
 /** -log softmax(logits)[target], in double. */
 double kvc_lm_nll(const float *logits, int n, int target);
+/** The whole file as a NUL-terminated string (free() it), NULL when unreadable or over 64 MiB. */
+char *kvc_lm_read_text(const char *path);
 #endif

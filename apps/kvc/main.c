@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench.h"
 #include "demo.h"
 #include "eval.h"
 #include "dump.h"
@@ -24,6 +25,7 @@ static void usage(FILE *f)
             "  oracle  check error bounds statistically against MPFR exact attention\n"
             "  gguf    inspect a GGUF file, dump a dequantised tensor as .npy\n"
             "  logits  a model's logits over token ids (.bin or .gguf), as .npy\n"
+            "  bench   recall | ppl | decode: every method x budget on a real model\n"
             "  demo    synth + eval of every method at one budget, as a table\n"
             "  version print the version\n");
 }
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "oracle")) return kvc_cmd_oracle(argc - 1, argv + 1);
     if (!strcmp(cmd, "gguf")) return kvc_cmd_gguf(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return kvc_cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return kvc_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return kvc_cmd_demo(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kvc %s\n", KVC_VERSION_STRING);

@@ -96,30 +96,6 @@ done:
     return rc;
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap + 1);
-    size_t got;
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = cap < (1u << 26) ? realloc(b, 2 * cap + 1) : NULL;
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb, cap *= 2;
-        }
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
-}
-
 int kvc_cmd_ppl(int argc, char **argv)
 {
     const char *model_path = NULL, *tok_path = NULL, *method_name = NULL, *text_path = NULL, *policy = "uniform";
@@ -179,7 +155,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
 {
     kvc_lm lm;
     memset(out, 0, sizeof *out);
-    char *text = read_text(text_path);
+    char *text = kvc_lm_read_text(text_path);
     if (!text) {
         fprintf(stderr, "kvc ppl: cannot read text file '%s'\n", text_path);
         return 1;

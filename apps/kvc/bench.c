@@ -1,0 +1,297 @@
+/* kvc bench: shared options, the method x budget grid, the worker pool and
+ * the progress line (see bench.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "bench.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char DEFAULT_METHODS[] = "sink-window,uniform,subgen,balancekv,balancekv-prefill,express,express-prefill";
+
+const char kvc_bench_shared_usage[] =
+    "  --model M.gguf|M.bin  model (default $KVC_SMOLLM2, else the path apps/fetch-smollm2.sh writes)\n"
+    "  --tokenizer T.bin     llama2.c models only\n"
+    "  --methods a,b,..      default sink-window,uniform,subgen,balancekv,balancekv-prefill,\n"
+    "                        express,express-prefill (exact always runs)\n"
+    "  --budgets p,q,..      budgets in percent of the context, 1..100 (default 5,10,25); per layer and\n"
+    "                        kv head; sinks = window = min(32, budget/8) for every method that has them\n"
+    "  --csv FILE            one row per measurement\n"
+    "  --seed S              keys, sampling seeds (default 1)\n"
+    "  --threads N           workers (default: online CPUs)\n"
+    "  --quiet               no progress line\n";
+
+static const char *tok_path_opt;
+
+double kvc_bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int kvc_bench_int_list(const char *flag, const char *s, int lo, int hi, int *out, int cap)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || v < lo || v > hi || n == cap) {
+            fprintf(stderr, "kvc bench: %s expects up to %d comma-separated integers in %d..%d, got '%s'\n", flag,
+                    cap, lo, hi, s);
+            return -1;
+        }
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0) fprintf(stderr, "kvc bench: %s is empty\n", flag);
+    return n ? n : -1;
+}
+
+static int parse_methods(kvc_bench_opts *o, const char *list)
+{
+    char buf[512];
+    if (strlen(list) >= sizeof buf) {
+        fprintf(stderr, "kvc bench: --methods list too long\n");
+        return 1;
+    }
+    strcpy(buf, list);
+    o->n_methods = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        kvc_method m;
+        if (kvc_method_parse(t, &m) != KVC_OK) {
+            fprintf(stderr, "kvc bench: unknown method '%s'\n", t);
+            return 1;
+        }
+        if (m == KVC_METHOD_EXACT) continue; /* always there */
+        if (o->n_methods == KVC_BENCH_MAX_LIST) {
+            fprintf(stderr, "kvc bench: at most %d methods\n", KVC_BENCH_MAX_LIST);
+            return 1;
+        }
+        o->methods[o->n_methods++] = m;
+    }
+    return 0;
+}
+
+void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
+{
+    memset(o, 0, sizeof *o);
+    o->cmd = cmd;
+    o->seed = 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+    o->pcts[0] = 5, o->pcts[1] = 10, o->pcts[2] = 25, o->n_pct = 3;
+    parse_methods(o, DEFAULT_METHODS);
+    tok_path_opt = NULL;
+}
+
+int kvc_bench_take(kvc_bench_opts *o, const char *a, const char *val, int *used)
+{
+    *used = 2;
+    if (!strcmp(a, "--quiet")) {
+        o->quiet = 1, *used = 1;
+        return 1;
+    }
+    int known = !strcmp(a, "--model") || !strcmp(a, "--tokenizer") || !strcmp(a, "--csv") || !strcmp(a, "--seed") ||
+                !strcmp(a, "--threads") || !strcmp(a, "--methods") || !strcmp(a, "--budgets");
+    if (!known) {
+        int r = val ? kvc_method_opts_take(&o->mo, a, val) : 0;
+        return r;
+    }
+    if (!val) {
+        fprintf(stderr, "kvc bench %s: %s needs a value\n", o->cmd, a);
+        return -1;
+    }
+    uint64_t u;
+    if (!strcmp(a, "--model")) o->model_path = val;
+    else if (!strcmp(a, "--tokenizer")) tok_path_opt = val;
+    else if (!strcmp(a, "--csv")) o->csv_path = val;
+    else if (!strcmp(a, "--seed")) {
+        if (kvc_cli_u64(a, val, 0, UINT64_MAX, &o->seed)) return -1;
+    } else if (!strcmp(a, "--threads")) {
+        if (kvc_cli_u64(a, val, 1, 64, &u)) return -1;
+        o->threads = (int)u;
+    } else if (!strcmp(a, "--methods")) {
+        if (parse_methods(o, val)) return -1;
+    } else {
+        o->n_pct = kvc_bench_int_list(a, val, 1, 100, o->pcts, KVC_BENCH_MAX_LIST);
+        if (o->n_pct < 0) return -1;
+    }
+    return 1;
+}
+
+int kvc_bench_finish(kvc_bench_opts *o)
+{
+    o->n_cfg = 0;
+    kvc_bench_cfg *g = &o->cfg[o->n_cfg++];
+    g->method = KVC_METHOD_EXACT, g->pct = 100;
+    snprintf(g->label, sizeof g->label, "exact");
+    for (int i = 0; i < o->n_methods; i++)
+        for (int j = 0; j < o->n_pct; j++) {
+            if (o->n_cfg == KVC_BENCH_MAX_CFG) {
+                fprintf(stderr, "kvc bench: at most %d method x budget pairs\n", KVC_BENCH_MAX_CFG - 1);
+                return 1;
+            }
+            g = &o->cfg[o->n_cfg++];
+            g->method = o->methods[i], g->pct = o->pcts[j];
+            snprintf(g->label, sizeof g->label, "%s %d%%", kvc_method_name(g->method), g->pct);
+        }
+    return 0;
+}
+
+const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                             int prefix_len, kvc_stream_config *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->method = g->method;
+    sc->dtype = KVC_DTYPE_F32;
+    uint64_t budget = (uint64_t)context * (uint64_t)g->pct / 100u;
+    if (budget < 1) budget = 1;
+    sc->budget = (uint32_t)budget;
+    sc->n_sink = sc->n_window = sc->budget / 8 < 32 ? sc->budget / 8 : 32;
+    sc->seed = o->seed;
+    sc->prefix_len = (uint32_t)(prefix_len > 0 ? prefix_len : 1);
+    kvc_method_opts_apply(&o->mo, sc);
+    kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
+    return kvc_cache_config_problem(&cc);
+}
+
+int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm)
+{
+    static char def[4096];
+    const char *path = o->model_path;
+    if (!path) path = getenv("KVC_SMOLLM2");
+    if (!path) {
+        const char *cache = getenv("KVC_CACHE"), *home = getenv("HOME");
+        if (cache) snprintf(def, sizeof def, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+        else snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+        path = def;
+        if (access(path, R_OK) != 0) {
+            fprintf(stderr,
+                    "kvc bench %s: no model: pass --model X.gguf, set KVC_SMOLLM2, or fetch SmolLM2-135M with\n"
+                    "  apps/fetch-smollm2.sh   (expected at %s)\n",
+                    o->cmd, path);
+            return 1;
+        }
+    }
+    char name[32];
+    snprintf(name, sizeof name, "bench %s", o->cmd);
+    return kvc_lm_open(name, path, tok_path_opt, lm);
+}
+
+int kvc_bench_csv_open(const kvc_bench_opts *o, FILE **f)
+{
+    *f = NULL;
+    if (!o->csv_path) return 0;
+    *f = fopen(o->csv_path, "w");
+    if (!*f) {
+        fprintf(stderr, "kvc bench %s: cannot write '%s'\n", o->cmd, o->csv_path);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- worker pool ---- */
+typedef struct pool {
+    pthread_mutex_t mu;
+    int next, n;
+    void (*fn)(void *, int, int);
+    void *ctx;
+} pool;
+
+typedef struct worker_arg {
+    pool *p;
+    int id;
+} worker_arg;
+
+static void *worker_main(void *va)
+{
+    worker_arg *w = (worker_arg *)va;
+    for (;;) {
+        pthread_mutex_lock(&w->p->mu);
+        int item = w->p->next < w->p->n ? w->p->next++ : -1;
+        pthread_mutex_unlock(&w->p->mu);
+        if (item < 0) return NULL;
+        w->p->fn(w->p->ctx, item, w->id);
+    }
+}
+
+void kvc_bench_parallel(int threads, int n_items, void (*fn)(void *ctx, int item, int worker), void *ctx)
+{
+    pool p = {PTHREAD_MUTEX_INITIALIZER, 0, n_items, fn, ctx};
+    if (threads > n_items) threads = n_items;
+    if (threads < 1) threads = 1;
+    pthread_t tid[64];
+    worker_arg args[64];
+    int started = 0;
+    for (int i = 1; i < threads; i++) {
+        args[i].p = &p, args[i].id = i;
+        if (pthread_create(&tid[i], NULL, worker_main, &args[i]) != 0) break;
+        started = i;
+    }
+    args[0].p = &p, args[0].id = 0;
+    worker_main(&args[0]); /* the caller works too; a failed thread start only means fewer workers */
+    for (int i = 1; i <= started; i++) pthread_join(tid[i], NULL);
+}
+
+/* ---- progress ---- */
+static pthread_mutex_t progress_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void fmt_time(double s, char *b, size_t cap)
+{
+    if (s < 0) s = 0;
+    int t = (int)(s + 0.5);
+    if (t >= 3600) snprintf(b, cap, "%dh%02dm", t / 3600, t / 60 % 60);
+    else snprintf(b, cap, "%dm%02ds", t / 60, t % 60);
+}
+
+void kvc_bench_progress_start(kvc_bench_progress *p, const char *cmd, int total_items, double total_work, int quiet)
+{
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd, p->total_items = total_items, p->total_work = total_work, p->quiet = quiet;
+    p->t0 = kvc_bench_now();
+}
+
+void kvc_bench_progress_add(kvc_bench_progress *p, double work, const char *what)
+{
+    pthread_mutex_lock(&progress_mu);
+    p->done_work += work;
+    p->done_items++;
+    if (!p->quiet) {
+        const double el = kvc_bench_now() - p->t0;
+        const double eta = p->done_work > 0 ? el * (p->total_work - p->done_work) / p->done_work : 0;
+        char e[16], r[16];
+        fmt_time(el, e, sizeof e), fmt_time(eta, r, sizeof r);
+        fprintf(stderr, "%s[%s] %d/%d done (%s), elapsed %s, left ~%s%s", isatty(2) ? "\r\033[K" : "", p->cmd,
+                p->done_items, p->total_items, what, e, r, isatty(2) ? "" : "\n");
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&progress_mu);
+}
+
+void kvc_bench_progress_end(kvc_bench_progress *p)
+{
+    if (!p->quiet && isatty(2)) fputc('\n', stderr);
+}
+
+int kvc_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: kvc bench recall|ppl|decode [options]   (kvc bench <which> --help)\n"
+                   "  recall  passkey retrieval accuracy per method x budget x context length\n"
+                   "  ppl     perplexity of a long text, every token through each method's cache\n"
+                   "  decode  decode tokens per second after a long context, ratio to exact\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "recall")) return kvc_bench_recall(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "ppl")) return kvc_bench_ppl(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "decode")) return kvc_bench_decode(argc - 1, argv + 1);
+    fprintf(stderr, "kvc bench: unknown benchmark '%s' (recall, ppl or decode)\n", argv[1]);
+    return 2;
+}

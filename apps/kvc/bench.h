@@ -1,0 +1,98 @@
+#ifndef KVC_APP_BENCH_H
+#define KVC_APP_BENCH_H
+/* kvc bench recall|ppl|decode: every method at budgets that are fractions of
+ * the context, on a real model, as a table and a CSV. This header holds what
+ * the three share: options, the method x budget grid, a worker pool and the
+ * progress line. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "generate.h"
+#include "method_opts.h"
+
+/** `kvc bench ...`: dispatch to recall, ppl or decode. */
+int kvc_cmd_bench(int argc, char **argv);
+
+#define KVC_BENCH_MAX_CFG 64
+#define KVC_BENCH_MAX_LIST 16
+
+/** One grid column: a method at pct % of the context (exact: 100). */
+typedef struct kvc_bench_cfg {
+    kvc_method method;
+    int pct;
+    char label[40]; /* "subgen 10%" */
+} kvc_bench_cfg;
+
+/** Options the three benchmarks share. */
+typedef struct kvc_bench_opts {
+    const char *cmd;        /* "recall", "ppl", "decode" */
+    const char *model_path; /* NULL: $KVC_SMOLLM2, else the fetch script's cache path */
+    const char *csv_path;   /* NULL: no CSV */
+    uint64_t seed;
+    int threads;
+    int quiet;              /* no progress line */
+    kvc_bench_cfg cfg[KVC_BENCH_MAX_CFG];
+    int n_cfg;              /* cfg[0] is exact */
+    int pcts[KVC_BENCH_MAX_LIST], n_pct;
+    kvc_method methods[KVC_BENCH_MAX_LIST];
+    int n_methods;
+    kvc_method_opts mo;
+} kvc_bench_opts;
+
+/** Default methods and budgets; seed 1, threads = online CPUs. */
+void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd);
+
+/**
+ * @brief Take a shared flag: --model --csv --seed --threads --quiet(no value)
+ *        --methods a,b,.. --budgets p,q,.. (percent of the context) and the
+ *        method tuning flags.
+ * @return 1 taken (consumes flag and value; *used tells how many args), 0 not
+ *         a shared flag, -1 bad value (a message was printed).
+ */
+int kvc_bench_take(kvc_bench_opts *o, const char *flag, const char *val, int *used);
+
+/** Build o->cfg from the method and budget lists; prints why and returns 1 on failure. */
+int kvc_bench_finish(kvc_bench_opts *o);
+
+/** Usage lines of the shared flags. */
+extern const char kvc_bench_shared_usage[];
+
+/**
+ * @brief The stream configuration of @p g on a context of @p context tokens
+ *        (budget = pct % of it, sinks = window = min(32, budget / 8); prefill
+ *        methods compress the first @p prefix_len tokens).
+ * @return NULL when usable, else why the library rejects it (a static sentence).
+ */
+const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                             int prefix_len, kvc_stream_config *sc);
+
+/** Open the model (o->model_path or the default); prints why and returns 1 on failure. */
+int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm);
+
+/** Parse "a,b,c" integers in [lo, hi] into out (at most cap); prints why and returns -1, else the count. */
+int kvc_bench_int_list(const char *flag, const char *s, int lo, int hi, int *out, int cap);
+
+/** Run fn(ctx, item, worker) for every item on o->threads workers, biggest
+ *  item first is the caller's job (items are taken in index order). */
+void kvc_bench_parallel(int threads, int n_items, void (*fn)(void *ctx, int item, int worker), void *ctx);
+
+/** Progress line on stderr: "[cmd] done/total what  elapsed  eta". Thread-safe. */
+typedef struct kvc_bench_progress {
+    const char *cmd;
+    double total_work, done_work, t0;
+    int done_items, total_items, quiet;
+} kvc_bench_progress;
+void kvc_bench_progress_start(kvc_bench_progress *p, const char *cmd, int total_items, double total_work, int quiet);
+void kvc_bench_progress_add(kvc_bench_progress *p, double work, const char *what);
+void kvc_bench_progress_end(kvc_bench_progress *p);
+
+/** Seconds on a monotonic clock. */
+double kvc_bench_now(void);
+
+/** Open the CSV (NULL path: NULL file, no error); prints why and returns 1 on failure. */
+int kvc_bench_csv_open(const kvc_bench_opts *o, FILE **f);
+
+int kvc_bench_recall(int argc, char **argv);
+int kvc_bench_ppl(int argc, char **argv);
+int kvc_bench_decode(int argc, char **argv);
+#endif

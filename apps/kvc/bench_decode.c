@@ -1,0 +1,189 @@
+/* kvc bench decode: decode speed after a long context, every method in one
+ * run. The context (a long text, repeated as needed) is prefilled once at full
+ * attention while its k/v rows are recorded; each method's cache is filled with
+ * them (prefill methods compress them as the prompt) and then decodes greedily
+ * one token at a time. Rounds interleave the methods so that a noisy machine
+ * slows them alike; the ratio to exact is taken per round and the median
+ * reported. Single-threaded, to time one decoder. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "kv_record.h"
+#include "lmrun.h"
+
+typedef struct dec {
+    int status; /* 1 ok, -1 n/a, -2 failed */
+    const char *why;
+    void *arena;
+    kvc_cache *cache;
+    kvc_l2c_state s;
+    int pos, next;
+    double build_s, peak_bytes;
+    double tps[64];
+} dec;
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int kvc_bench_decode(int argc, char **argv)
+{
+    kvc_bench_opts o;
+    kvc_bench_opts_init(&o, "decode");
+    const char *text_path = "/usr/share/common-licenses/GPL-3";
+    uint64_t context = 0, steps = 32, rounds = 5;
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc bench decode [--context N] [--steps S] [--rounds R] [--text FILE] [shared options]\n"
+                   "  Decode tokens per second after N context tokens (default: the model's context minus\n"
+                   "  R*S) of FILE (default the GPL-3 text, repeated as needed), S greedy steps (default 32)\n"
+                   "  per method per round, R rounds (default 5, at most 64); prints tokens/s, the median\n"
+                   "  per-round ratio to exact, the time to fill each cache from the recorded context and\n"
+                   "  its peak bytes. --threads is ignored (one decoder is timed).\n%s",
+                   kvc_bench_shared_usage);
+            return 0;
+        }
+        int used = 2, r = kvc_bench_take(&o, a, val, &used);
+        if (r < 0) return 2;
+        if (r == 0) {
+            int bad = 0;
+            if (val && !strcmp(a, "--context")) bad = kvc_cli_u64(a, val, 16, 1u << 20, &context);
+            else if (val && !strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 4096, &steps);
+            else if (val && !strcmp(a, "--rounds")) bad = kvc_cli_u64(a, val, 1, 64, &rounds);
+            else if (val && !strcmp(a, "--text")) text_path = val;
+            else {
+                fprintf(stderr, "kvc bench decode: unknown argument '%s'\n", a);
+                return 2;
+            }
+            if (bad) return 2;
+        }
+        i += used;
+    }
+    if (kvc_bench_finish(&o)) return 2;
+    char *text = kvc_lm_read_text(text_path);
+    if (!text) {
+        fprintf(stderr, "kvc bench decode: cannot read text file '%s' (pass --text FILE)\n", text_path);
+        return 1;
+    }
+    kvc_lm lm;
+    if (kvc_bench_open(&o, &lm)) {
+        free(text);
+        return 1;
+    }
+    const kvc_l2c_model *m = &lm.m;
+    const int extra = (int)(steps * rounds);
+    if (context == 0) context = m->cfg.seq_len > extra + 16 ? (uint64_t)(m->cfg.seq_len - extra) : 16;
+    int ret = 1;
+    FILE *csv = NULL;
+    const int N = (int)context;
+    if (N + extra > m->cfg.seq_len) {
+        fprintf(stderr, "kvc bench decode: context %d + %d decode steps is beyond the model's %d tokens\n", N, extra,
+                m->cfg.seq_len);
+        free(text);
+        kvc_lm_close(&lm);
+        return 2;
+    }
+    const size_t tcap = strlen(text) + 3;
+    int *piece = malloc(tcap * sizeof(int)), *toks = malloc((size_t)N * sizeof(int));
+    dec *d = calloc((size_t)o.n_cfg, sizeof(dec));
+    kvc_kv_record rec = {0};
+    kvc_l2c_state s0 = {0};
+    int np = piece ? kvc_lm_encode(&lm, text, piece, (int)tcap) : -1;
+    if (!toks || !d || np < 1) {
+        fprintf(stderr, "kvc bench decode: no tokens from '%s'\n", text_path);
+        goto done;
+    }
+    for (int i = 0; i < N; i++) toks[i] = piece[i % np];
+    if (kvc_bench_csv_open(&o, &csv) || kvc_kv_record_alloc(&rec, &m->cfg, N) ||
+        kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s0) != KVC_OK)
+        goto done;
+    printf("kvc bench decode: %d context tokens, %d rounds x %d steps, %d configurations\n", N, (int)rounds,
+           (int)steps, o.n_cfg);
+    fprintf(stderr, "[decode] prefilling %d tokens at full attention...\n", N);
+    /* all but the last context token are recorded; the last one is each
+     * method's first decode input, so every cache holds N-1 rows before timing */
+    if (kvc_lm_feed(m, &s0, toks, N - 1, 0, kvc_kv_record_attention, &rec, NULL, NULL, NULL, NULL) != KVC_OK) goto done;
+    for (int g = 0; g < o.n_cfg; g++) {
+        kvc_stream_config sc;
+        dec *x = &d[g];
+        x->status = -2;
+        x->why = kvc_bench_stream(&o, &o.cfg[g], &m->cfg, N + extra, N + extra, &sc);
+        if (x->why) {
+            x->status = -1;
+            continue;
+        }
+        x->arena = kvc_lm_cache_new("bench decode", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &x->cache, NULL);
+        if (!x->arena || kvc_l2c_state_alloc(&m->cfg, &x->s) != KVC_OK) continue;
+        const double t0 = kvc_bench_now();
+        if (kvc_kv_record_replay(&rec, x->cache, N - 1) != KVC_OK) continue;
+        x->build_s = kvc_bench_now() - t0;
+        x->pos = N - 1, x->next = toks[N - 1], x->status = 1;
+        fprintf(stderr, "[decode] %s: cache filled in %.2f s\n", o.cfg[g].label, x->build_s);
+    }
+    for (int r = 0; r < (int)rounds; r++)
+        for (int g = 0; g < o.n_cfg; g++) {
+            dec *x = &d[g];
+            if (x->status != 1) continue;
+            const double t0 = kvc_bench_now();
+            for (int k = 0; k < (int)steps; k++) {
+                kvc_status st = kvc_l2c_forward(m, &x->s, x->next, x->pos, kvc_l2c_cache_attention, x->cache);
+                if (st != KVC_OK) {
+                    fprintf(stderr, "kvc bench decode: %s failed at %d: %s\n", o.cfg[g].label, x->pos,
+                            kvc_status_str(st));
+                    x->status = -2;
+                    break;
+                }
+                x->next = kvc_lm_argmax(x->s.logits, m->cfg.vocab_size);
+                x->pos++;
+            }
+            x->tps[r] = (double)steps / (kvc_bench_now() - t0);
+        }
+    printf("\ndecode after %d tokens: tokens/s (median of %d rounds), ratio to exact (median of per-round ratios)\n"
+           "%-26s %10s %10s %12s %14s\n",
+           N, (int)rounds, "method budget", "tokens/s", "vs exact", "fill s", "peak cache B");
+    if (csv) fprintf(csv, "method,budget_pct,context,steps,rounds,tokens_per_s,ratio_to_exact,fill_seconds,cache_peak_bytes\n");
+    for (int g = 0; g < o.n_cfg; g++) {
+        dec *x = &d[g];
+        if (x->status == 1) {
+            uint64_t el, peak;
+            kvc_cache_usage(x->cache, &el, &peak);
+            double ratio[64], tps[64];
+            for (int r = 0; r < (int)rounds; r++) ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];
+            const double mt = median(tps, (int)rounds), mr = median(ratio, (int)rounds);
+            printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s,
+                   peak * (uint64_t)sizeof(float));
+            if (csv)
+                fprintf(csv, "%s,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
+                        o.cfg[g].pct, N, (int)steps, (int)rounds, mt, mr, x->build_s, peak * (uint64_t)sizeof(float));
+        } else {
+            printf("%-26s %10s\n", o.cfg[g].label, x->status == -1 ? "n/a" : "error");
+            if (x->status == -1) printf("  n/a: %s\n", x->why);
+        }
+    }
+    ret = 0;
+    for (int g = 0; g < o.n_cfg; g++)
+        if (d[g].status == -2) ret = 1;
+done:
+    if (csv) fclose(csv);
+    for (int g = 0; d && g < o.n_cfg; g++) {
+        free(d[g].arena);
+        kvc_l2c_state_free(&d[g].s);
+    }
+    kvc_kv_record_free(&rec);
+    kvc_l2c_state_free(&s0);
+    free(d), free(piece), free(toks), free(text);
+    kvc_lm_close(&lm);
+    return ret;
+}

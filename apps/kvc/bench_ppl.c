@@ -1,0 +1,177 @@
+/* kvc bench ppl: perplexity of a long text, teacher forced, with every token
+ * computed through each method's compressed cache (streaming methods see every
+ * token; prefill methods are told the text's length as their prompt length, so
+ * they compress it as a prompt with causal replay). One pass per method and
+ * budget, spread over the worker threads; exact runs through the same cache
+ * manager. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "lmrun.h"
+
+typedef struct ppl_result {
+    int status; /* 1 done, -1 n/a, -2 failed */
+    double nll, seconds;
+    uint64_t peak_bytes;
+    uint32_t budget;
+    const char *why;
+} ppl_result;
+
+typedef struct ppl_ctx {
+    const kvc_bench_opts *o;
+    const kvc_lm *lm;
+    const int *toks;
+    int n;
+    ppl_result *res;
+    kvc_bench_progress prog;
+} ppl_ctx;
+
+static void run_cfg(void *vctx, int g, int wid)
+{
+    (void)wid;
+    ppl_ctx *pc = (ppl_ctx *)vctx;
+    const kvc_bench_opts *o = pc->o;
+    const kvc_l2c_model *m = &pc->lm->m;
+    ppl_result *r = &pc->res[g];
+    kvc_stream_config sc;
+    r->status = -2;
+    r->why = kvc_bench_stream(o, &o->cfg[g], &m->cfg, pc->n, pc->n - 1, &sc);
+    r->budget = sc.budget;
+    if (r->why) {
+        r->status = -1;
+        kvc_bench_progress_add(&pc->prog, 0, o->cfg[g].label);
+        return;
+    }
+    kvc_cache *cache;
+    kvc_l2c_state s;
+    void *arena = kvc_lm_cache_new("bench ppl", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &cache, NULL);
+    if (!arena) return;
+    if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s) != KVC_OK) {
+        free(arena);
+        return;
+    }
+    const double t0 = kvc_bench_now();
+    kvc_status st = kvc_lm_feed(m, &s, pc->toks, pc->n - 1, 0, kvc_l2c_cache_attention, cache, pc->toks + 1, &r->nll,
+                                NULL, NULL);
+    r->seconds = kvc_bench_now() - t0;
+    if (st == KVC_OK) {
+        uint64_t el, peak;
+        kvc_cache_usage(cache, &el, &peak);
+        r->peak_bytes = peak * sizeof(float);
+        r->status = 1;
+    } else {
+        fprintf(stderr, "\nkvc bench ppl: %s failed: %s\n", o->cfg[g].label, kvc_status_str(st));
+    }
+    kvc_l2c_state_free(&s);
+    free(arena);
+    kvc_bench_progress_add(&pc->prog, 1.0 + o->cfg[g].pct / 25.0, o->cfg[g].label);
+}
+
+int kvc_bench_ppl(int argc, char **argv)
+{
+    kvc_bench_opts o;
+    kvc_bench_opts_init(&o, "ppl");
+    const char *text_path = "/usr/share/common-licenses/GPL-3";
+    uint64_t max_tokens = 0;
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc bench ppl [--text FILE] [--max-tokens N] [shared options]\n"
+                   "  Teacher-forced perplexity of FILE (default /usr/share/common-licenses/GPL-3, about\n"
+                   "  8k tokens for SmolLM2), first N tokens (default: the model's context), every token\n"
+                   "  through each method's cache; budgets are percent of N. Prints perplexity per method x\n"
+                   "  budget and its ratio to exact; CSV: one row per configuration.\n%s",
+                   kvc_bench_shared_usage);
+            return 0;
+        }
+        int used = 2, r = kvc_bench_take(&o, a, val, &used);
+        if (r < 0) return 2;
+        if (r == 0) {
+            if (val && !strcmp(a, "--text")) text_path = val;
+            else if (val && !strcmp(a, "--max-tokens")) {
+                if (kvc_cli_u64(a, val, 2, 1u << 20, &max_tokens)) return 2;
+            } else {
+                fprintf(stderr, "kvc bench ppl: unknown argument '%s'\n", a);
+                return 2;
+            }
+        }
+        i += used;
+    }
+    if (kvc_bench_finish(&o)) return 2;
+    char *text = kvc_lm_read_text(text_path);
+    if (!text) {
+        fprintf(stderr, "kvc bench ppl: cannot read text file '%s' (pass --text FILE)\n", text_path);
+        return 1;
+    }
+    kvc_lm lm;
+    if (kvc_bench_open(&o, &lm)) {
+        free(text);
+        return 1;
+    }
+    int ret = 1;
+    FILE *csv = NULL;
+    const size_t cap = strlen(text) + 3;
+    int *toks = malloc(cap * sizeof(int));
+    ppl_result *res = calloc((size_t)o.n_cfg, sizeof(ppl_result));
+    int n = toks ? kvc_lm_encode(&lm, text, toks, (int)cap) : -1;
+    if (!res || n < 2) {
+        fprintf(stderr, "kvc bench ppl: '%s' gives %d tokens (need 2 or more)\n", text_path, n);
+        goto done;
+    }
+    if (n > lm.m.cfg.seq_len) n = lm.m.cfg.seq_len;
+    if (max_tokens && (uint64_t)n > max_tokens) n = (int)max_tokens;
+    if (kvc_bench_csv_open(&o, &csv)) goto done;
+    printf("kvc bench ppl: %s, %d tokens (%d predicted), seed %" PRIu64 ", %d configurations, %d threads\n", text_path,
+           n, n - 1, o.seed, o.n_cfg, o.threads);
+    ppl_ctx pc = {&o, &lm, toks, n, res, {0}};
+    double work = 0;
+    for (int g = 0; g < o.n_cfg; g++) work += 1.0 + o.cfg[g].pct / 25.0;
+    kvc_bench_progress_start(&pc.prog, "ppl", o.n_cfg, work, o.quiet);
+    kvc_bench_parallel(o.threads, o.n_cfg, run_cfg, &pc);
+    kvc_bench_progress_end(&pc.prog);
+
+    const double exact_ppl = res[0].status == 1 ? exp(res[0].nll / (n - 1)) : NAN;
+    printf("\nperplexity over %d tokens, (xR) = ratio to exact\n%-20s", n - 1, "method");
+    for (int j = 0; j < o.n_pct; j++) printf(" %17d%%", o.pcts[j]);
+    printf("\n%-20s %18.4f\n", "exact", exact_ppl);
+    for (int i = 0; i < o.n_methods; i++) {
+        printf("%-20s", kvc_method_name(o.methods[i]));
+        for (int j = 0; j < o.n_pct; j++) {
+            const ppl_result *r = &res[1 + i * o.n_pct + j];
+            char cell[40];
+            if (r->status == 1) {
+                const double p = exp(r->nll / (n - 1));
+                snprintf(cell, sizeof cell, "%.4f (x%.3f)", p, p / exact_ppl);
+            } else snprintf(cell, sizeof cell, r->status == -1 ? "n/a" : "error");
+            printf(" %18s", cell);
+        }
+        printf("\n");
+    }
+    for (int g = 0; g < o.n_cfg; g++)
+        if (res[g].status == -1) printf("  n/a: %s: %s\n", o.cfg[g].label, res[g].why);
+    if (csv) {
+        fprintf(csv, "method,budget_pct,budget_tokens,tokens,nll,perplexity,exact_perplexity,cache_peak_bytes,seconds\n");
+        for (int g = 0; g < o.n_cfg; g++) {
+            const ppl_result *r = &res[g];
+            if (r->status == 1)
+                fprintf(csv, "%s,%d,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f\n", kvc_method_name(o.cfg[g].method),
+                        o.cfg[g].pct, r->budget, n - 1, r->nll / (n - 1), exp(r->nll / (n - 1)), exact_ppl,
+                        r->peak_bytes, r->seconds);
+            else
+                fprintf(csv, "%s,%d,%u,%d,,%s,%.6f,,\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
+                        n - 1, r->status == -1 ? "n/a" : "error", exact_ppl);
+        }
+    }
+    ret = 0;
+    for (int g = 0; g < o.n_cfg; g++)
+        if (res[g].status == -2) ret = 1;
+done:
+    if (csv) fclose(csv);
+    free(toks), free(res), free(text);
+    kvc_lm_close(&lm);
+    return ret;
+}

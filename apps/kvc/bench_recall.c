@@ -1,0 +1,310 @@
+/* kvc bench recall: passkey retrieval for every method x budget x context.
+ *
+ * Per (context, depth, trial) item, the haystack (instruction, filler, needle)
+ * is prefilled once with full attention while its k/v rows are recorded
+ * (--prefill exact, the default: the usual protocol for KV-cache compression,
+ * where the prompt is read at full attention and the cache is compressed for
+ * decoding). Each method's cache is then filled with those rows in token
+ * order, exactly as a decoder appends them; the question and the answer go
+ * through the compressed cache. Streaming methods see every token; prefill
+ * methods are told the whole context (haystack, question and answer room) as
+ * their prompt length: their state at every position is the causal replay of
+ * compressing the prompt so far, so the question and answer are compressed
+ * the same way instead of spilling into a small exact tail. With
+ * --prefill stream every haystack token is also computed through the
+ * compressed cache (one full prefill per method and budget: slower). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "kv_record.h"
+#include "lmrun.h"
+#include "passkey.h"
+
+#define MAX_ANSWER 12
+
+typedef struct item {
+    int context, depth_pct, trial;
+    unsigned key;
+    kvc_passkey pk;
+    int *toks;
+} item;
+
+typedef struct outcome {
+    int status; /* 1 correct, 0 wrong, -1 n/a, -2 failed */
+    char answer[16];
+    char text[48]; /* what the model said, commas and line breaks blanked (CSV) */
+    uint64_t peak_bytes;
+} outcome;
+
+typedef struct worker {
+    kvc_l2c_state s;
+    kvc_kv_record rec;
+    int ready;
+} worker;
+
+typedef struct recall_ctx {
+    const kvc_bench_opts *o;
+    const kvc_lm *lm;
+    item *items;
+    int n_items, max_context, stream_prefill;
+    outcome *out; /* [item][cfg] */
+    worker *workers;
+    kvc_bench_progress prog;
+} recall_ctx;
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Question + greedy answer through @p cache; fills o->answer. */
+static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kvc_cache *cache, outcome *o)
+{
+    const kvc_l2c_model *m = &rc->lm->m;
+    const int V = m->cfg.vocab_size, nh = it->pk.n_hay, nq = it->pk.n_question;
+    kvc_status st = kvc_l2c_forward_chunk(m, s, it->toks + nh, nq, nh, kvc_l2c_cache_attention, cache, nq - 1);
+    if (st != KVC_OK) return st;
+    const float *logits = s->logits + (size_t)(nq - 1) * V;
+    char text[MAX_ANSWER * 32 + 1] = "", piece[64];
+    int prev = it->toks[nh + nq - 1], pos = nh + nq, digits = 0;
+    for (int a = 0; a < MAX_ANSWER && pos < it->context; a++) {
+        const int next = kvc_lm_argmax(logits, V);
+        if (next == kvc_lm_end_token(rc->lm)) break;
+        kvc_lm_piece(rc->lm, prev, next, piece, sizeof piece);
+        strncat(text, piece, sizeof text - strlen(text) - 1);
+        /* stop once a digit run has ended: the answer is in */
+        int has_digit = 0, ends_nondigit = 0;
+        for (const char *c = piece; *c; c++) has_digit |= (*c >= '0' && *c <= '9');
+        if (has_digit) digits = 1;
+        else if (digits) ends_nondigit = 1;
+        if (ends_nondigit) break;
+        if (a + 1 == MAX_ANSWER || pos + 1 >= it->context) break;
+        st = kvc_l2c_forward_chunk(m, s, &next, 1, pos, kvc_l2c_cache_attention, cache, 0);
+        if (st != KVC_OK) return st;
+        logits = s->logits;
+        prev = next, pos++;
+    }
+    kvc_passkey_answer(text, o->answer);
+    snprintf(o->text, sizeof o->text, "%s", text);
+    for (char *c = o->text; *c; c++)
+        if (*c == ',' || *c == '\n' || *c == '\r' || *c == '"') *c = ' ';
+    o->status = strcmp(o->answer, it->pk.key) == 0;
+    return KVC_OK;
+}
+
+static void run_item(void *vctx, int idx, int wid)
+{
+    recall_ctx *rc = (recall_ctx *)vctx;
+    const kvc_bench_opts *o = rc->o;
+    const kvc_l2c_model *m = &rc->lm->m;
+    const item *it = &rc->items[idx];
+    worker *w = &rc->workers[wid];
+    outcome *res = rc->out + (size_t)idx * o->n_cfg;
+    for (int g = 0; g < o->n_cfg; g++) res[g].status = -2;
+    if (!w->ready) {
+        if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &w->s) != KVC_OK) return;
+        if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, rc->max_context)) return;
+        w->ready = 1;
+    }
+    const int nh = it->pk.n_hay;
+    if (!rc->stream_prefill &&
+        kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_kv_record_attention, &w->rec, NULL, NULL, NULL, NULL) != KVC_OK) {
+        fprintf(stderr, "kvc bench recall: full-attention prefill failed\n");
+        return;
+    }
+    for (int g = 0; g < o->n_cfg; g++) {
+        kvc_stream_config sc;
+        if (kvc_bench_stream(o, &o->cfg[g], &m->cfg, it->context, it->context, &sc)) {
+            res[g].status = -1;
+            continue;
+        }
+        kvc_cache *cache;
+        void *arena = kvc_lm_cache_new("bench recall", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &cache, NULL);
+        if (!arena) continue;
+        kvc_status st = rc->stream_prefill
+                            ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL,
+                                          NULL)
+                            : kvc_kv_record_replay(&w->rec, cache, nh);
+        if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
+        if (st != KVC_OK)
+            fprintf(stderr, "\nkvc bench recall: %s at %d tokens failed: %s\n", o->cfg[g].label, it->context,
+                    kvc_status_str(st));
+        uint64_t el, peak;
+        if (kvc_cache_usage(cache, &el, &peak) == KVC_OK) res[g].peak_bytes = peak * sizeof(float);
+        free(arena);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%d tokens, depth %d%%", it->context, it->depth_pct);
+    kvc_bench_progress_add(&rc->prog, (double)it->context, what);
+}
+
+static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
+{
+    const kvc_bench_opts *o = rc->o;
+    printf("\npasskey recall: correct / trials per context length (prefill %s)\n%-26s",
+           rc->stream_prefill ? "through each cache" : "at full attention, then compressed", "method budget");
+    for (int c = 0; c < n_ctx; c++) printf(" %9d", ctxs[c]);
+    printf("\n");
+    for (int g = 0; g < o->n_cfg; g++) {
+        printf("%-26s", o->cfg[g].label);
+        for (int c = 0; c < n_ctx; c++) {
+            int ok = 0, n = 0, na = 0, failed = 0;
+            for (int i = 0; i < rc->n_items; i++) {
+                if (rc->items[i].context != ctxs[c]) continue;
+                const int st = rc->out[(size_t)i * o->n_cfg + g].status;
+                if (st == -1) na++;
+                else if (st == -2) failed++;
+                else ok += st, n++;
+            }
+            char cell[32];
+            if (failed) snprintf(cell, sizeof cell, "error");
+            else if (n == 0 && na) snprintf(cell, sizeof cell, "n/a");
+            else snprintf(cell, sizeof cell, "%d/%d", ok, n);
+            printf(" %9s", cell);
+        }
+        printf("\n");
+    }
+    /* why a cell is n/a: the library's reason, once per configuration */
+    const kvc_l2c_config *mc = &rc->lm->m.cfg;
+    for (int g = 0; g < o->n_cfg; g++)
+        for (int c = 0; c < n_ctx; c++) {
+            kvc_stream_config sc;
+            const char *why = kvc_bench_stream(o, &o->cfg[g], mc, ctxs[c], ctxs[c], &sc);
+            if (why) printf("  n/a: %s at %d tokens: %s\n", o->cfg[g].label, ctxs[c], why);
+        }
+}
+
+int kvc_bench_recall(int argc, char **argv)
+{
+    kvc_bench_opts o;
+    kvc_bench_opts_init(&o, "recall");
+    int ctxs[KVC_BENCH_MAX_LIST] = {1024, 2048, 4096, 8192}, n_ctx = 4;
+    int depths[KVC_BENCH_MAX_LIST] = {10, 30, 50, 70, 90}, n_dep = 5;
+    uint64_t trials = 1;
+    int stream_prefill = 0;
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90]\n"
+                   "                        [--trials N] [--prefill exact|stream] [shared options]\n"
+                   "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
+                   "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
+                   "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
+                   "  method x budget x context; CSV: one row per answer.\n%s",
+                   MAX_ANSWER, kvc_bench_shared_usage);
+            return 0;
+        }
+        int used = 2, r = kvc_bench_take(&o, a, val, &used);
+        if (r < 0) return 2;
+        if (r == 0) {
+            if (!val) {
+                fprintf(stderr, "kvc bench recall: unknown argument '%s'\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--contexts")) {
+                if ((n_ctx = kvc_bench_int_list(a, val, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0) return 2;
+            } else if (!strcmp(a, "--depths")) {
+                if ((n_dep = kvc_bench_int_list(a, val, 0, 100, depths, KVC_BENCH_MAX_LIST)) < 0) return 2;
+            } else if (!strcmp(a, "--trials")) {
+                if (kvc_cli_u64(a, val, 1, 1000, &trials)) return 2;
+            } else if (!strcmp(a, "--prefill")) {
+                if (strcmp(val, "exact") && strcmp(val, "stream")) {
+                    fprintf(stderr, "kvc bench recall: --prefill is exact or stream\n");
+                    return 2;
+                }
+                stream_prefill = !strcmp(val, "stream");
+            } else {
+                fprintf(stderr, "kvc bench recall: unknown argument '%s'\n", a);
+                return 2;
+            }
+        }
+        i += used;
+    }
+    if (kvc_bench_finish(&o)) return 2;
+    kvc_lm lm;
+    if (kvc_bench_open(&o, &lm)) return 1;
+    recall_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill;
+    for (int c = 0; c < n_ctx; c++) {
+        if (ctxs[c] > lm.m.cfg.seq_len) {
+            fprintf(stderr, "kvc bench recall: context %d is beyond the model's %d tokens\n", ctxs[c],
+                    lm.m.cfg.seq_len);
+            kvc_lm_close(&lm);
+            return 2;
+        }
+        if (ctxs[c] > rc.max_context) rc.max_context = ctxs[c];
+    }
+    FILE *csv = NULL;
+    int ret = 1;
+    rc.n_items = n_ctx * n_dep * (int)trials;
+    rc.items = calloc((size_t)rc.n_items, sizeof(item));
+    rc.out = calloc((size_t)rc.n_items * o.n_cfg, sizeof(outcome));
+    rc.workers = calloc((size_t)o.threads, sizeof(worker));
+    if (!rc.items || !rc.out || !rc.workers) goto done;
+    if (kvc_bench_csv_open(&o, &csv)) goto done;
+    printf("kvc bench recall: seed %" PRIu64 ", %d contexts x %d depths x %d trials, %d configurations, %d threads\n",
+           o.seed, n_ctx, n_dep, (int)trials, o.n_cfg, o.threads);
+    /* items, longest context first (they take longest), keys from the seed */
+    uint64_t rng = o.seed;
+    int k = 0;
+    double work = 0;
+    for (int c = n_ctx - 1; c >= 0; c--)
+        for (int d = 0; d < n_dep; d++)
+            for (int t = 0; t < (int)trials; t++, k++) {
+                item *it = &rc.items[k];
+                it->context = ctxs[c], it->depth_pct = depths[d], it->trial = t;
+                it->key = 10000u + (unsigned)(splitmix(&rng) % 90000u);
+                it->toks = malloc((size_t)it->context * sizeof(int));
+                if (!it->toks ||
+                    kvc_passkey_build(&lm, it->context, MAX_ANSWER, depths[d] / 100.0, it->key, it->toks, &it->pk))
+                    goto done;
+                if (it->pk.n_question > KVC_LM_CHUNK) {
+                    fprintf(stderr, "kvc bench recall: question longer than a chunk\n");
+                    goto done;
+                }
+                work += it->context;
+            }
+    kvc_bench_progress_start(&rc.prog, "recall", rc.n_items, work, o.quiet);
+    kvc_bench_parallel(o.threads, rc.n_items, run_item, &rc);
+    kvc_bench_progress_end(&rc.prog);
+    if (csv) {
+        fprintf(csv, "method,budget_pct,budget_tokens,context,depth_pct,trial,key,needle_token,haystack_tokens,"
+                     "answer,correct,cache_peak_bytes,exact_cache_bytes,said\n");
+        const kvc_l2c_config *mc = &lm.m.cfg;
+        for (int i = 0; i < rc.n_items; i++)
+            for (int g = 0; g < o.n_cfg; g++) {
+                const item *it = &rc.items[i];
+                const outcome *r = &rc.out[(size_t)i * o.n_cfg + g];
+                kvc_stream_config sc;
+                kvc_bench_stream(&o, &o.cfg[g], mc, it->context, it->context, &sc);
+                const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers *
+                                           mc->n_kv_heads * 2.0 * (mc->dim / mc->n_heads) * sizeof(float);
+                fprintf(csv, "%s,%d,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s\n", kvc_method_name(o.cfg[g].method),
+                        o.cfg[g].pct, sc.budget, it->context, it->depth_pct, it->trial, it->pk.key, it->pk.needle_tok,
+                        it->pk.n_hay, r->answer,
+                        r->status == 1 ? "1" : r->status == 0 ? "0" : r->status == -1 ? "n/a" : "error",
+                        r->peak_bytes, exact_bytes, r->text);
+            }
+    }
+    print_table(&rc, ctxs, n_ctx);
+    ret = 0;
+    for (int i = 0; i < rc.n_items * o.n_cfg; i++)
+        if (rc.out[i].status == -2) ret = 1;
+done:
+    if (csv) fclose(csv);
+    for (int i = 0; rc.items && i < rc.n_items; i++) free(rc.items[i].toks);
+    for (int w = 0; rc.workers && w < o.threads; w++) {
+        kvc_l2c_state_free(&rc.workers[w].s);
+        kvc_kv_record_free(&rc.workers[w].rec);
+    }
+    free(rc.items), free(rc.out), free(rc.workers);
+    kvc_lm_close(&lm);
+    return ret;
+}

@@ -1,0 +1,28 @@
+#ifndef KVC_APP_KV_RECORD_H
+#define KVC_APP_KV_RECORD_H
+/* Full-attention prefill that records every layer's k/v rows, so that one
+ * exact pass over a context can seed the cache of every method (kvc bench):
+ * the attention hook stores the token's k/v and answers with exact attention
+ * in float (attn_exact.h) over everything recorded so far. */
+#include "llama2c.h"
+
+typedef struct kvc_kv_record {
+    int n_layers, n_heads, n_kv, hs, cap;
+    size_t row;     /* n_kv * hs floats: one token's k (or v) of one layer */
+    float beta;     /* 1/sqrt(hs), the model's score scale */
+    float *k, *v;   /* [layer][pos][row] */
+    float *scores;  /* cap floats of scratch */
+} kvc_kv_record;
+
+/** Room for @p cap positions of model @p c; 0, or 1 after printing "out of memory". */
+int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap);
+void kvc_kv_record_free(kvc_kv_record *r);
+
+/** Attention hook (ctx = kvc_kv_record*): record k/v at @p pos, answer exactly
+ *  over positions 0..pos. KVC_E_ARG when pos is outside the record. */
+kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                   float *out);
+
+/** Append positions 0..n-1 of every layer to @p cache, in token order. */
+kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);
+#endif
