@@ -114,7 +114,7 @@ int kvc_bench_decode(int argc, char **argv)
     fprintf(stderr, "[decode] prefilling %d tokens at full attention...\n", N);
     /* all but the last context token are recorded; the last one is each
      * method's first decode input, so every cache holds N-1 rows before timing */
-    if (kvc_lm_feed(m, &s0, toks, N - 1, 0, kvc_kv_record_attention, &rec, NULL, NULL, NULL, NULL) != KVC_OK) goto done;
+    if (kvc_kv_record_prefill(&rec, m, &s0, toks, N - 1) != KVC_OK) goto done;
     for (int g = 0; g < o.n_cfg; g++) {
         kvc_stream_config sc;
         dec *x = &d[g];

@@ -114,7 +114,7 @@ static void run_item(void *vctx, int idx, int wid)
     }
     const int nh = it->pk.n_hay;
     if (!rc->stream_prefill &&
-        kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_kv_record_attention, &w->rec, NULL, NULL, NULL, NULL) != KVC_OK) {
+        kvc_kv_record_prefill(&w->rec, m, &w->s, it->toks, nh) != KVC_OK) {
         fprintf(stderr, "kvc bench recall: full-attention prefill failed\n");
         return;
     }

@@ -1,7 +1,8 @@
-/* kvc dump: run the model greedily with the exact cache and write each
- * layer's post-RoPE q/k/v as DIR/L<l>/{q,k,v}.npy, shapes (n_heads, n, hd) for
- * q and (n_kv_heads, n, hd) for k and v (kvc eval maps query heads to their
- * kv head). */
+/* kvc dump: run the model with the exact cache, greedily after a prompt or
+ * teacher-forced over a text file, and write each layer's post-RoPE q/k/v as
+ * DIR/L<l>/{q,k,v}.npy, shapes (n_heads, n, hd) for q and (n_kv_heads, n, hd)
+ * for k and v (kvc eval maps query heads to their kv head). Works for
+ * llama2.c checkpoints and Llama GGUF files alike. */
 #include "dump.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include "generate.h"
 #include "kvc/kvc.h"
 #include "kvc_npy.h"
+#include "lmrun.h"
 
 typedef struct rec_ctx {
     kvc_cache *cache;
@@ -47,14 +49,18 @@ static float *compact(const float *src, int heads, int cap, int n, int hs)
 
 int kvc_cmd_dump(int argc, char **argv)
 {
-    const char *model_path = NULL, *tok_path = NULL, *prompt = "", *out_dir = NULL;
+    const char *model_path = NULL, *tok_path = NULL, *prompt = "", *out_dir = NULL, *text_path = NULL;
+    int layer_list[KVC_CACHE_MAX_LAYERS], n_layer_list = 0;
     uint64_t steps = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "--help")) {
-            printf("usage: kvc dump --steps K --out DIR [--prompt P] [--model M.bin] [--tokenizer T.bin]\n"
-                   "  greedy decoding with the exact cache; writes DIR/L<l>/{q,k,v}.npy\n");
+            printf("usage: kvc dump --steps K --out DIR [--prompt P | --text FILE] [--layers a,b,..]\n"
+                   "                [--model M.bin|M.gguf] [--tokenizer T.bin]\n"
+                   "  K tokens (at most the model's context) with the exact cache: the prompt, then greedy\n"
+                   "  decoding; or, with --text, FILE's first K tokens teacher-forced. Writes\n"
+                   "  DIR/L<l>/{q,k,v}.npy for every layer (or the listed ones).\n");
             return 0;
         }
         if (!val) {
@@ -65,6 +71,19 @@ int kvc_cmd_dump(int argc, char **argv)
         else if (!strcmp(a, "--tokenizer")) tok_path = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--out")) out_dir = val;
+        else if (!strcmp(a, "--text")) text_path = val;
+        else if (!strcmp(a, "--layers")) {
+            char *end = NULL;
+            for (const char *p = val; *p; p = *end ? end + 1 : end) {
+                long l = strtol(p, &end, 10);
+                if (end == p || (*end && *end != ',') || l < 0 || l >= (long)KVC_CACHE_MAX_LAYERS ||
+                    n_layer_list == (int)KVC_CACHE_MAX_LAYERS) {
+                    fprintf(stderr, "kvc dump: --layers expects comma-separated layer numbers, got '%s'\n", val);
+                    return 2;
+                }
+                layer_list[n_layer_list++] = (int)l;
+            }
+        }
         else if (!strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 1u << 20, &steps);
         else {
             fprintf(stderr, "kvc dump: unknown argument '%s'\n", a);
@@ -76,9 +95,30 @@ int kvc_cmd_dump(int argc, char **argv)
         fprintf(stderr, "kvc dump: --steps and --out are required\n");
         return 2;
     }
-    kvc_l2c_model m;
-    kvc_l2c_tokenizer tok;
-    if (kvc_model_open("dump", model_path, tok_path, &m, &tok)) return 1;
+    if (text_path && *prompt) {
+        fprintf(stderr, "kvc dump: --prompt and --text exclude each other\n");
+        return 2;
+    }
+    char *text = NULL;
+    if (text_path && !(text = kvc_lm_read_text(text_path))) {
+        fprintf(stderr, "kvc dump: cannot read text file '%s'\n", text_path);
+        return 1;
+    }
+    kvc_lm lm;
+    if (kvc_lm_open("dump", model_path, tok_path, &lm)) {
+        free(text);
+        return 1;
+    }
+    const kvc_l2c_model m = lm.m;
+    for (int i = 0; i < n_layer_list; i++)
+        if (layer_list[i] >= m.cfg.n_layers) {
+            fprintf(stderr, "kvc dump: layer %d: the model has %d layers (0..%d)\n", layer_list[i], m.cfg.n_layers,
+                    m.cfg.n_layers - 1);
+            free(text);
+            kvc_lm_close(&lm);
+            return 2;
+        }
+    if (text) prompt = text;
     if (steps > (uint64_t)m.cfg.seq_len) steps = (uint64_t)m.cfg.seq_len;
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers, n = (int)steps;
     rec_ctx c = {NULL, m.cfg.n_heads, m.cfg.n_kv_heads, hs, n, NULL, NULL, NULL};
@@ -92,21 +132,31 @@ int kvc_cmd_dump(int argc, char **argv)
     c.k = malloc((size_t)L * c.n_kv * n * hs * sizeof(float));
     c.v = malloc((size_t)L * c.n_kv * n * hs * sizeof(float));
     int rc = 1;
-    if (!arena || !ptoks || !c.q || !c.k || !c.v || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
+    if (!arena || !ptoks || !c.q || !c.k || !c.v || kvc_l2c_state_alloc_chunk(&m.cfg, KVC_LM_CHUNK, &s) != KVC_OK ||
         kvc_cache_init(arena, bytes, &cc, &c.cache) != KVC_OK) {
         fprintf(stderr, "kvc dump: out of memory\n");
         goto done;
     }
-    int np = kvc_l2c_encode(&tok, prompt, ptoks), token = ptoks[0];
-    for (int pos = 0; pos < n; pos++) {
+    int np = kvc_lm_encode(&lm, prompt, ptoks, (int)strlen(prompt) + 3);
+    if (np < 1) {
+        fprintf(stderr, "kvc dump: the prompt gives no tokens\n");
+        goto done;
+    }
+    if (text && np < n) {
+        fprintf(stderr, "kvc dump: '%s' has %d tokens, fewer than --steps %d\n", text_path, np, n);
+        goto done;
+    }
+    /* the prompt (or text) in chunks, then greedy decoding one token at a time */
+    const int fed = np < n ? np : n;
+    if (kvc_lm_feed(&m, &s, ptoks, fed - 1, 0, recording_attention, &c, NULL, NULL, NULL, NULL) != KVC_OK) goto done;
+    int token = ptoks[fed - 1];
+    for (int pos = fed - 1; pos < n; pos++) {
         if (kvc_l2c_forward(&m, &s, token, pos, recording_attention, &c) != KVC_OK) goto done;
-        int next = 0;
-        for (int i = 1; i < m.cfg.vocab_size; i++)
-            if (s.logits[i] > s.logits[next]) next = i;
-        token = pos + 1 < np ? ptoks[pos + 1] : next;
+        token = kvc_lm_argmax(s.logits, m.cfg.vocab_size);
     }
     if (make_dir(out_dir)) goto done;
-    for (int l = 0; l < L; l++) {
+    for (int li = 0; li < (n_layer_list ? n_layer_list : L); li++) {
+        const int l = n_layer_list ? layer_list[li] : li;
         char dir[4096], path[4200], err[256];
         snprintf(dir, sizeof dir, "%s/L%d", out_dir, l);
         if (make_dir(dir)) goto done;
@@ -126,13 +176,14 @@ int kvc_cmd_dump(int argc, char **argv)
             }
         }
     }
-    printf("kvc dump: %d tokens, %d layers -> %s/L<l>/{q,k,v}.npy (q: %d heads, k/v: %d heads, head_dim %d)\n", n, L,
+    printf("kvc dump: %d tokens, %d layers -> %s/L<l>/{q,k,v}.npy (q: %d heads, k/v: %d heads, head_dim %d)\n", n,
+           n_layer_list ? n_layer_list : L,
            out_dir, c.n_heads, c.n_kv, hs);
     rc = 0;
 done:
     free(arena), free(ptoks), free(c.q), free(c.k), free(c.v);
     kvc_l2c_state_free(&s);
-    kvc_l2c_tokenizer_free(&tok);
-    kvc_l2c_model_free(&m);
+    kvc_lm_close(&lm);
+    free(text);
     return rc;
 }

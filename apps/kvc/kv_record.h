@@ -3,7 +3,11 @@
 /* Full-attention prefill that records every layer's k/v rows, so that one
  * exact pass over a context can seed the cache of every method (kvc bench):
  * the attention hook stores the token's k/v and answers with exact attention
- * in float (attn_exact.h) over everything recorded so far. */
+ * in float (attn_exact.h) over everything recorded so far. Inside
+ * kvc_kv_record_prefill the hook defers each layer's answers to the chunk's
+ * last token and computes them together, reading the recorded rows once per
+ * chunk instead of once per token (kvc_l2c_forward_chunk reads a token's
+ * attention output only after the whole chunk's hooks have run). */
 #include "llama2c.h"
 
 typedef struct kvc_kv_record {
@@ -11,7 +15,10 @@ typedef struct kvc_kv_record {
     size_t row;     /* n_kv * hs floats: one token's k (or v) of one layer */
     float beta;     /* 1/sqrt(hs), the model's score scale */
     float *k, *v;   /* [layer][pos][row] */
-    float *scores;  /* cap floats of scratch */
+    /* deferred queries of one layer of one chunk */
+    int chunk, pend_layer, pend_pos0, pend_n, flush_at;
+    float *q, *work;
+    float **outs;
 } kvc_kv_record;
 
 /** Room for @p cap positions of model @p c; 0, or 1 after printing "out of memory". */
@@ -22,6 +29,10 @@ void kvc_kv_record_free(kvc_kv_record *r);
  *  over positions 0..pos. KVC_E_ARG when pos is outside the record. */
 kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
                                    float *out);
+
+/** Feed toks[0..n) from position 0 through the model in chunks of s->chunk
+ *  (at most the record's chunk), recording and answering chunk by chunk. */
+kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n);
 
 /** Append positions 0..n-1 of every layer to @p cache, in token order. */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);
