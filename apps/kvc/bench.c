@@ -165,8 +165,8 @@ int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm)
 {
     static char def[4096];
     const char *path = o->model_path;
-    if (!path) path = getenv("KVC_SMOLLM2");
-    if (!path) {
+    if (!path || !*path) path = getenv("KVC_SMOLLM2");
+    if (!path || !*path) {
         const char *cache = getenv("KVC_CACHE"), *home = getenv("HOME");
         if (cache) snprintf(def, sizeof def, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
         else snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");

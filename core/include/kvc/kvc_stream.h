@@ -60,7 +60,7 @@ typedef struct kvc_balancekv_params {
     uint32_t t;          /**< batch size (even, >= 2); 0 -> largest that fits the budget */
     uint32_t levels;     /**< T, tree levels above the input level, 1 .. 16; 0 -> 3 */
     uint32_t b_max;      /**< value-norm buckets kept (a window of exponents), 1 .. 64; 0 -> 8 */
-    uint32_t mode;       /**< kvc_balance_mode; 0 -> the documented default */
+    uint32_t mode;       /**< kvc_balance_mode; 0 -> KVC_BALANCE_PRACTICAL (streaming and prefill; README) */
     float gamma;         /**< practical-mode step, > 0; 0 -> 4 */
     float delta;         /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
     float rho;           /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
