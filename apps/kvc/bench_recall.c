@@ -92,6 +92,14 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
     }
     kvc_passkey_answer(text, o->answer);
     snprintf(o->text, sizeof o->text, "%s", text);
+    /* cut before a UTF-8 sequence the copy truncated, so the CSV stays valid UTF-8 */
+    size_t len = strlen(o->text), lead = len;
+    while (lead > 0 && ((unsigned char)o->text[lead - 1] & 0xC0u) == 0x80u) lead--;
+    if (lead > 0 && ((unsigned char)o->text[lead - 1] & 0x80u)) {
+        const unsigned char b = (unsigned char)o->text[lead - 1];
+        const size_t need = b >= 0xF0u ? 4 : b >= 0xE0u ? 3 : b >= 0xC0u ? 2 : 1;
+        if (lead - 1 + need > len) o->text[lead - 1] = 0;
+    }
     for (char *c = o->text; *c; c++)
         if (*c == ',' || *c == '\n' || *c == '\r' || *c == '"') *c = ' ';
     o->status = strcmp(o->answer, it->pk.key) == 0;

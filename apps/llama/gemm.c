@@ -64,6 +64,7 @@ static int have(const char *name)
 
 static void set(const char *name)
 {
+    (void)name; /* only the x86 paths are named */
 #if KVC_GEMM_X86
     if (!strcmp(name, "avx512")) {
         g_impl.name = "avx512", g_impl.fn = kvc_gemm__avx512;
