@@ -4,7 +4,8 @@
 stories MODEL_DIR TEXT: (1) `kvc bench ppl` agrees with `kvc ppl` (the same
     forward and cache, run by a different command) for exact and for
     sink-window at 50 % of the text, to the 6 printed decimals; (2) `kvc bench
-    decode` runs every configuration and reports exact's ratio to itself as 1.
+    decode` runs every configuration and reports exact's ratio to itself as 1;
+    (3) `kvc bench recall` runs with both prefill protocols.
 smollm2: `kvc bench recall` at 1024 tokens with the key at 50 % depth: exact
     attention finds the key, and sink-window at 5 % (sinks and window of 6
     tokens, the needle ~500 tokens behind) cannot: a 5-digit key it never
@@ -59,6 +60,17 @@ def stories(kvc, model_dir, text):
         for r in rows:
             assert float(r["tokens_per_s"]) > 0 and int(r["cache_peak_bytes"]) > 0, r
         print("bench decode: 5 configurations timed")
+        # recall machinery on a model that cannot do the task: both prefill
+        # protocols run every configuration and write a row for each answer
+        for mode in ("exact", "stream"):
+            out = os.path.join(d, f"recall-{mode}.csv")
+            run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400", "--depths",
+                 "50,90", "--methods", "uniform,balancekv-prefill", "--budgets", "25", "--prefill", mode, "--csv",
+                 out, "--quiet", "--threads", "2"])
+            rows = list(csv.DictReader(open(out)))
+            assert len(rows) == 6 and all(r["correct"] in ("0", "1") for r in rows), rows
+            assert all(len(r["key"]) == 5 and int(r["haystack_tokens"]) < 400 for r in rows), rows
+        print("bench recall: both prefill protocols ran")
 
 
 def smollm2(kvc):
