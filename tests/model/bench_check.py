@@ -75,7 +75,8 @@ def stories(kvc, model_dir, text):
 
 def smollm2(kvc):
     path = os.environ.get("KVC_SMOLLM2",
-                          os.path.expanduser("~/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf"))
+                          os.path.join(os.environ.get("KVC_CACHE") or os.path.expanduser("~/.cache/kvcompress"),
+                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
     if not os.path.exists(path):
         print(f"SKIP: {path} not found (apps/fetch-smollm2.sh fetches it)")
         sys.exit(77)

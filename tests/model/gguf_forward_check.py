@@ -29,7 +29,8 @@ TOL = 2e-2
 def main():
     kvc = sys.argv[1]
     path = sys.argv[2] if len(sys.argv) > 2 else os.environ.get(
-        "KVC_SMOLLM2", os.path.expanduser("~/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        "KVC_SMOLLM2", os.path.join(os.environ.get("KVC_CACHE") or os.path.expanduser("~/.cache/kvcompress"),
+                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
     if not os.path.exists(path):
         print(f"SKIP: {path} not found (apps/fetch-smollm2.sh fetches it)")
         sys.exit(77)

@@ -7,6 +7,7 @@
 
 #include "kv_record.h"
 #include "kvc_test.h"
+#include "smollm2_path.h"
 #include "lmrun.h"
 #include "passkey.h"
 
@@ -20,13 +21,7 @@ static int open_stories(kvc_lm *lm)
 
 static int open_smollm2(kvc_lm *lm)
 {
-    const char *path = getenv("KVC_SMOLLM2");
-    char def[4096];
-    if (!path) {
-        const char *home = getenv("HOME");
-        snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-        path = def;
-    }
+    const char *path = kvc_test_smollm2_path();
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);

@@ -14,6 +14,7 @@
 #include "gemm.h"
 #include "kvc/kvc.h"
 #include "kvc_test.h"
+#include "smollm2_path.h"
 #include "kvc_testutil.h"
 #include "llama2c.h"
 
@@ -164,13 +165,7 @@ static int chunked_forward_equals_steps(void)
     kvc_l2c_model_free(&m);
     CHECK(rc == 0);
 
-    const char *path = getenv("KVC_SMOLLM2");
-    char def[4096];
-    if (!path) {
-        const char *home = getenv("HOME");
-        snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-        path = def;
-    }
+    const char *path = kvc_test_smollm2_path();
     if (kvc_gguf_llama_load(path, &m, err, sizeof err) != KVC_OK) {
         printf("SmolLM2 part not run: %s\n", err);
         return 0;

@@ -9,6 +9,7 @@
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 #include "kvc_test.h"
+#include "smollm2_path.h"
 #include "kvc_testutil.h"
 #include "bpe.h"
 #include "llama2c.h"
@@ -320,13 +321,7 @@ static int loaders_reject_bad_files(void)
  * script's default cache). */
 static int smollm2_tokenizer_and_greedy(void)
 {
-    const char *path = getenv("KVC_SMOLLM2");
-    char def[4096];
-    if (!path) {
-        const char *home = getenv("HOME");
-        snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-        path = def;
-    }
+    const char *path = kvc_test_smollm2_path();
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);
