@@ -19,7 +19,10 @@ typedef struct ppl_result {
     uint64_t peak_bytes;
     uint32_t budget;
     const char *why;
+    int done; /* tokens through the model when it stopped (chunk granularity) */
 } ppl_result;
+
+static void note_done(void *pctx, int done) { ((ppl_result *)pctx)->done = done; }
 
 typedef struct ppl_ctx {
     const kvc_bench_opts *o;
@@ -56,7 +59,7 @@ static void run_cfg(void *vctx, int g, int wid)
     }
     const double t0 = kvc_bench_now();
     kvc_status st = kvc_lm_feed(m, &s, pc->toks, pc->n - 1, 0, kvc_l2c_cache_attention, cache, pc->toks + 1, &r->nll,
-                                NULL, NULL);
+                                note_done, r);
     r->seconds = kvc_bench_now() - t0;
     if (st == KVC_OK) {
         uint64_t el, peak;
@@ -64,7 +67,8 @@ static void run_cfg(void *vctx, int g, int wid)
         r->peak_bytes = peak * sizeof(float);
         r->status = 1;
     } else {
-        fprintf(stderr, "\nkvc bench ppl: %s failed: %s\n", o->cfg[g].label, kvc_status_str(st));
+        fprintf(stderr, "\nkvc bench ppl: %s failed in tokens %d..%d: %s\n", o->cfg[g].label, r->done,
+                r->done + KVC_LM_CHUNK - 1, kvc_status_str(st));
     }
     kvc_l2c_state_free(&s);
     free(arena);
