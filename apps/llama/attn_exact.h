@@ -1,9 +1,10 @@
 /**
  * @file attn_exact.h
  * @brief Exact causal attention in float for the benchmarks' full-attention
- *        prefill: one token, every query head of a layer, over the k/v rows
- *        recorded so far. Not a cache method — a fast reference the benchmarks
- *        use to build the context that each method then compresses.
+ *        prefill: a chunk of consecutive tokens, every query head of a layer,
+ *        over the k/v rows recorded so far. Not a cache method — a fast
+ *        reference the benchmarks use to build the context that each method
+ *        then compresses.
  */
 #ifndef KVC_ATTN_EXACT_H
 #define KVC_ATTN_EXACT_H

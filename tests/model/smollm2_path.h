@@ -15,4 +15,18 @@ static const char *kvc_test_smollm2_path(void)
     else snprintf(buf, sizeof buf, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
     return buf;
 }
+
+/** The model's path when the file is readable; NULL after printing the skip
+ *  reason the model tests give (then return KVC_TEST_SKIP). */
+static const char *kvc_test_smollm2_or_skip(void)
+{
+    const char *path = kvc_test_smollm2_path();
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);
+        return NULL;
+    }
+    fclose(f);
+    return path;
+}
 #endif

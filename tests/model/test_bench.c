@@ -21,13 +21,8 @@ static int open_stories(kvc_lm *lm)
 
 static int open_smollm2(kvc_lm *lm)
 {
-    const char *path = kvc_test_smollm2_path();
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);
-        return KVC_TEST_SKIP;
-    }
-    fclose(f);
+    const char *path = kvc_test_smollm2_or_skip();
+    if (!path) return KVC_TEST_SKIP;
     return kvc_lm_open("test", path, NULL, lm) ? 1 : 0;
 }
 

@@ -321,13 +321,8 @@ static int loaders_reject_bad_files(void)
  * script's default cache). */
 static int smollm2_tokenizer_and_greedy(void)
 {
-    const char *path = kvc_test_smollm2_path();
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("SKIP: %s not found (apps/fetch-smollm2.sh fetches it)\n", path);
-        return KVC_TEST_SKIP;
-    }
-    fclose(f);
+    const char *path = kvc_test_smollm2_or_skip();
+    if (!path) return KVC_TEST_SKIP;
     char err[256];
     kvc_bpe *t = kvc_bpe_load(path, err, sizeof err);
     CHECK_MSG(t != NULL, "%s", err);
