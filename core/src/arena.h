@@ -1,5 +1,11 @@
 /* Arena carving: every array of a state is an aligned byte offset from the
- * state header, never a stored pointer, so states copy and restore bytewise. */
+ * state header, never a stored pointer, so states copy and restore bytewise.
+ *
+ * Offsets and sizes are uint64_t everywhere (header fields included), so the
+ * arena bytes are the same on 32- and 64-bit targets and a size computation
+ * cannot wrap on a 32-bit size_t: a plan whose arena exceeds SIZE_MAX is
+ * refused (plan.c). Every header is plain fixed-width data with explicit
+ * padding, its size checked by _Static_assert. */
 #ifndef KVC_ARENA_H
 #define KVC_ARENA_H
 
@@ -8,25 +14,59 @@
 
 #include "kvc/kvc_types.h"
 
-#define KVC_MAGIC_STREAM 0x4B565331u  /* "KVS1" */
-#define KVC_MAGIC_EXACT 0x4B564531u   /* "KVE1" */
-#define KVC_MAGIC_UNIFORM 0x4B565531u /* "KVU1" */
-#define KVC_MAGIC_SUBGEN 0x4B564731u  /* "KVG1" */
+/* Magics carry the arena format version in their last byte ("KVS2": format
+ * 2 = fixed-width headers with validation digests). A snapshot written by
+ * another format version is refused with KVC_E_CORRUPT, never reinterpreted. */
+#define KVC_MAGIC_STREAM 0x4B565332u  /* "KVS2" */
+#define KVC_MAGIC_EXACT 0x4B564532u   /* "KVE2" */
+#define KVC_MAGIC_UNIFORM 0x4B565532u /* "KVU2" */
+#define KVC_MAGIC_SUBGEN 0x4B564732u  /* "KVG2" */
+/* The first three bytes without the version, to tell "another version" from garbage. */
+#define KVC_MAGIC_FAMILY(m) ((m) & 0xFFFFFF00u)
 
 /* Reserve `bytes` at the cursor; returns the offset of the reservation. */
-static inline size_t kvc_carve(size_t *cursor, size_t bytes)
+static inline uint64_t kvc_carve(uint64_t *cursor, uint64_t bytes)
 {
-    size_t off = *cursor;
+    uint64_t off = *cursor;
     *cursor = KVC_ALIGN_UP(off + bytes);
     return off;
 }
 
-#define KVC_AT(base, off, type) ((type *)((unsigned char *)(base) + (off)))
-#define KVC_AT_C(base, off, type) ((const type *)((const unsigned char *)(base) + (off)))
+#define KVC_AT(base, off, type) ((type *)((unsigned char *)(base) + (size_t)(off)))
+#define KVC_AT_C(base, off, type) ((const type *)((const unsigned char *)(base) + (size_t)(off)))
 
-static inline int kvc_arena_ok(const void *arena, size_t have, size_t need)
+static inline int kvc_arena_ok(const void *arena, size_t have, uint64_t need)
 {
     return arena != NULL && ((uintptr_t)arena % KVC_ARENA_ALIGN) == 0 && need > 0 && have >= need;
+}
+
+static inline int kvc_aligned(const void *p) { return ((uintptr_t)p % KVC_ARENA_ALIGN) == 0; }
+
+/* 64-bit digest of a byte range (FNV-1a over 8-byte words, then a final
+ * avalanche): detects any flipped bit of a header with probability 1 - 2^-64.
+ * Not cryptographic: it guards against corruption, not against forgery. */
+static inline uint64_t kvc_digest(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    return h;
+}
+#define KVC_DIGEST_SEED 0xCBF29CE484222325ull
+
+/* a region [off, off + bytes) lies inside [lo, hi) and off is 64-aligned */
+static inline int kvc_region_ok(uint64_t off, uint64_t bytes, uint64_t lo, uint64_t hi)
+{
+    return off % KVC_ARENA_ALIGN == 0 && off >= lo && off <= hi && bytes <= hi - off;
 }
 
 #endif

@@ -3,17 +3,31 @@
  * state machines, so the manager itself holds no per-token state. */
 #include "kvc/kvc_cache.h"
 
+#include <stdint.h>
+
 #include "arena.h"
+#include "plan.h"
 #include "kvc/kvc_attend.h"
 
-#define KVC_MAGIC_CACHE 0x4B564331u /* "KVC1" */
+#define KVC_MAGIC_CACHE 0x4B564332u /* "KVC2": format 2, see arena.h */
 
 struct kvc_cache {
     uint32_t magic;
     uint32_t pad_;
+    uint64_t off_table;   /* n_layers * n_kv_heads stream offsets (uint64_t) */
+    uint64_t total_bytes; /* the whole cache arena */
+    uint64_t digest;      /* of cfg, off_table and total_bytes (fixed at init) */
     kvc_cache_config cfg;
-    size_t off_table; /* n_layers * n_kv_heads stream offsets (size_t) */
 };
+_Static_assert(sizeof(kvc_cache_config) == 144, "kvc_cache_config must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_cache) == 176, "the cache header must be the same on every ABI");
+
+static uint64_t cache_digest(const kvc_cache *c)
+{
+    uint64_t h = kvc_digest(KVC_DIGEST_SEED, &c->off_table, sizeof c->off_table);
+    h = kvc_digest(h, &c->total_bytes, sizeof c->total_bytes);
+    return kvc_digest(h, &c->cfg, sizeof c->cfg);
+}
 
 static uint32_t layer_budget(const kvc_cache_config *c, uint32_t layer)
 {
@@ -58,90 +72,150 @@ uint32_t kvc_cache_layer_budget(const kvc_cache_config *c, uint32_t layer)
     return layer_budget(c, layer);
 }
 
-/* Layout: header, offset table, then every stream arena in (layer, head) order. */
-static size_t cache_layout(const kvc_cache_config *c, size_t *table)
+/* Layout: header, offset table, then every stream arena in (layer, head)
+ * order. Sizes in 64 bits; 0 when the total exceeds what the platform can
+ * address. */
+static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table)
 {
-    size_t cur = KVC_ALIGN_UP(sizeof(struct kvc_cache));
-    const size_t n = (size_t)c->n_layers * c->n_kv_heads;
-    size_t off_table = kvc_carve(&cur, n * sizeof(size_t));
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
+    const uint64_t n = (uint64_t)c->n_layers * c->n_kv_heads;
+    kvc_carve(&cur, n * sizeof(uint64_t));
     for (uint32_t l = 0; l < c->n_layers; l++) {
         for (uint32_t h = 0; h < c->n_kv_heads; h++) {
             kvc_stream_config s = stream_config(c, l, h);
-            size_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
+            uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
             if (table) table[(size_t)l * c->n_kv_heads + h] = off;
         }
     }
-    (void)off_table;
-    return cur;
+    return cur > (uint64_t)PTRDIFF_MAX ? 0 : cur;
 }
 
 size_t kvc_cache_arena_size(const kvc_cache_config *c)
 {
     if (kvc_cache_config_problem(c) != NULL) return 0;
-    kvc_stream_config s = stream_config(c, 0, 0);
-    kvc_stream_plan p;
-    if (kvc_stream_plan_make(&s, &p) != KVC_OK) return 0;
-    return cache_layout(c, NULL);
+    return (size_t)cache_layout(c, NULL);
 }
 
-static const size_t *table_of(const kvc_cache *c) { return KVC_AT_C(c, c->off_table, size_t); }
+static const uint64_t *table_of(const kvc_cache *c) { return KVC_AT_C(c, c->off_table, uint64_t); }
 
 kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, kvc_cache **out)
 {
     if (cfg == NULL || out == NULL) return KVC_E_ARG;
     if (kvc_cache_config_problem(cfg) != NULL) return KVC_E_ARG;
-    kvc_stream_config s0 = stream_config(cfg, 0, 0);
-    kvc_stream_plan p;
-    kvc_status rc = kvc_stream_plan_make(&s0, &p);
-    if (rc != KVC_OK) return rc;
-    const size_t need = cache_layout(cfg, NULL);
+    const uint64_t need = cache_layout(cfg, NULL);
+    if (need == 0) return KVC_E_ARG;
     if (!kvc_arena_ok(arena, arena_bytes, need)) return KVC_E_ARENA;
-    memset(arena, 0, need);
+    memset(arena, 0, (size_t)need);
     kvc_cache *c = (kvc_cache *)arena;
     c->cfg = *cfg;
-    c->off_table = KVC_ALIGN_UP(sizeof(struct kvc_cache));
-    size_t *table = KVC_AT(c, c->off_table, size_t);
+    c->off_table = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
+    c->total_bytes = need;
+    uint64_t *table = KVC_AT(c, c->off_table, uint64_t);
     cache_layout(cfg, table);
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         for (uint32_t h = 0; h < cfg->n_kv_heads; h++) {
             kvc_stream_config s = stream_config(cfg, l, h);
-            const size_t off = table[(size_t)l * cfg->n_kv_heads + h];
+            const uint64_t off = table[(size_t)l * cfg->n_kv_heads + h];
             kvc_stream *st;
-            rc = kvc_stream_init(KVC_AT(c, off, void), kvc_stream_arena_size(&s), &s, &st);
+            kvc_status rc = kvc_stream_init(KVC_AT(c, off, void), kvc_stream_arena_size(&s), &s, &st);
             if (rc != KVC_OK) return rc; /* cannot happen: the configuration was checked */
         }
     }
+    c->digest = cache_digest(c);
     c->magic = KVC_MAGIC_CACHE;
     *out = c;
     return KVC_OK;
 }
 
-static int cache_ok(const kvc_cache *c) { return c != NULL && c->magic == KVC_MAGIC_CACHE; }
+/* The fixed header: magic, digest, table placement. */
+static kvc_status cache_check(const kvc_cache *c)
+{
+    if (c == NULL) return KVC_E_STATE;
+    if (!kvc_aligned(c)) return KVC_E_ARENA;
+    if (c->magic != KVC_MAGIC_CACHE)
+        return KVC_MAGIC_FAMILY(c->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_CACHE) ? KVC_E_CORRUPT : KVC_E_STATE;
+    if (c->digest != cache_digest(c) || c->off_table != KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)) ||
+        c->cfg.n_layers < 1 || c->cfg.n_layers > KVC_CACHE_MAX_LAYERS || c->cfg.n_kv_heads < 1 ||
+        c->cfg.n_kv_heads > KVC_CACHE_MAX_HEADS || c->cfg.head_dim < 1 || c->cfg.head_dim > KVC_MAX_HEAD_DIM ||
+        c->cfg.n_heads < c->cfg.n_kv_heads || c->cfg.n_heads % c->cfg.n_kv_heads != 0 ||
+        c->cfg.n_heads / c->cfg.n_kv_heads > KVC_MAX_QUERY_HEADS ||
+        c->total_bytes < c->off_table + (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads * sizeof(uint64_t))
+        return KVC_E_CORRUPT;
+    return KVC_OK;
+}
+
+/* Stream (layer, h) of a checked cache, or NULL when its table entry or the
+ * stream there does not check out (a valid stream of another layer or head,
+ * e.g. from a corrupted offset, differs in its configuration's seed). */
+static const kvc_stream *stream_at(const kvc_cache *c, uint32_t layer, uint32_t h)
+{
+    const uint64_t n = (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads;
+    const uint64_t first = KVC_ALIGN_UP(c->off_table + n * sizeof(uint64_t));
+    const uint64_t off = table_of(c)[(size_t)layer * c->cfg.n_kv_heads + h];
+    if (!kvc_region_ok(off, kvc_stream_header_bytes(), first, c->total_bytes)) return NULL;
+    const kvc_stream *st = KVC_AT_C(c, off, kvc_stream);
+    const kvc_stream_plan *p = kvc_stream_get_plan(st); /* runs the stream's own check */
+    if (p == NULL || p->arena_bytes > c->total_bytes - off) return NULL;
+    const kvc_stream_config want = stream_config(&c->cfg, layer, h);
+    if (memcmp(&want, kvc_stream_get_config(st), sizeof want) != 0) return NULL;
+    return st;
+}
+
+kvc_status kvc_cache_validate(const void *arena, size_t arena_bytes)
+{
+    if (arena == NULL) return KVC_E_ARG;
+    if (!kvc_aligned(arena) || arena_bytes < sizeof(struct kvc_cache)) return KVC_E_ARENA;
+    const kvc_cache *c = (const kvc_cache *)arena;
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (kvc_cache_config_problem(&c->cfg) != NULL) return KVC_E_CORRUPT;
+    if (arena_bytes < c->total_bytes) return KVC_E_ARENA;
+    /* the table recomputed entry by entry, and every stream validated in full */
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
+    kvc_carve(&cur, (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads * sizeof(uint64_t));
+    for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
+        for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
+            kvc_stream_config s = stream_config(&c->cfg, l, h);
+            const uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
+            if (table_of(c)[(size_t)l * c->cfg.n_kv_heads + h] != off || cur > c->total_bytes) return KVC_E_CORRUPT;
+            rc = kvc_stream_validate(KVC_AT_C(c, off, void), (size_t)(c->total_bytes - off));
+            if (rc != KVC_OK) return rc == KVC_E_STATE || rc == KVC_E_ARENA ? KVC_E_CORRUPT : rc;
+            if (stream_at(c, l, h) == NULL) return KVC_E_CORRUPT;
+        }
+    }
+    return cur == c->total_bytes ? KVC_OK : KVC_E_CORRUPT;
+}
+
+uint64_t kvc_cache_checksum(const kvc_cache *c)
+{
+    if (cache_check(c) != KVC_OK) return 0;
+    const uint64_t h = kvc_digest(KVC_DIGEST_SEED, c, (size_t)c->total_bytes);
+    return h ? h : 1u;
+}
 
 const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head)
 {
-    if (!cache_ok(c) || layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return NULL;
-    return KVC_AT_C(c, table_of(c)[(size_t)layer * c->cfg.n_kv_heads + kv_head], kvc_stream);
-}
-
-static kvc_stream *stream_mut(kvc_cache *c, uint32_t layer, uint32_t h)
-{
-    return KVC_AT(c, table_of(c)[(size_t)layer * c->cfg.n_kv_heads + h], kvc_stream);
+    if (cache_check(c) != KVC_OK || layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return NULL;
+    return stream_at(c, layer, kv_head);
 }
 
 kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k,
                             const float *v)
 {
-    if (!cache_ok(c)) return KVC_E_STATE;
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
     if (layer >= c->cfg.n_layers || k == NULL || v == NULL) return KVC_E_ARG;
     const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads;
     /* check everything a stream could refuse before the first stream changes */
     if (!kvc_all_finite(k, nkv * hd) || !kvc_all_finite(v, nkv * hd)) return KVC_E_NONFINITE;
+    for (uint32_t h = 0; h < nkv; h++)
+        if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (uint32_t h = 0; h < nkv; h++) {
-        kvc_status rc = kvc_stream_append(stream_mut(c, layer, h), kern, k + h * hd, v + h * hd);
+        kvc_stream *st = (kvc_stream *)(uintptr_t)stream_at(c, layer, h);
+        rc = kvc_stream_append(st, kern, k + h * hd, v + h * hd);
         if (rc != KVC_OK) {
-            /* only exact can refuse a finite token (capacity), and its streams of
-               one layer fill in lockstep, so this is always the first head */
+            /* only exact can refuse a checked, finite token (capacity), and
+               its streams of one layer fill in lockstep: the first head */
             return rc;
         }
     }
@@ -151,12 +225,14 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
 kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
                             float *out)
 {
-    if (!cache_ok(c)) return KVC_E_STATE;
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
     if (layer >= c->cfg.n_layers || q == NULL || out == NULL) return KVC_E_ARG;
     const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads, group = c->cfg.n_heads / nkv;
+    for (uint32_t h = 0; h < nkv; h++)
+        if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (uint32_t h = 0; h < nkv; h++) {
-        kvc_status rc = kvc_stream_attend(kvc_cache_stream(c, layer, h), kern, q + h * group * hd, group,
-                                          out + h * group * hd);
+        rc = kvc_stream_attend(stream_at(c, layer, h), kern, q + h * group * hd, group, out + h * group * hd);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;
@@ -164,12 +240,13 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
 
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements)
 {
-    if (!cache_ok(c)) return KVC_E_STATE;
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
     uint64_t e = 0, p = 0;
     for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
         for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
             kvc_stream_stats s;
-            kvc_stream_get_stats(kvc_cache_stream(c, l, h), &s);
+            if (kvc_stream_get_stats(stream_at(c, l, h), &s) != KVC_OK) return KVC_E_CORRUPT;
             e += s.elements;
             p += s.peak_elements;
         }

@@ -91,7 +91,10 @@ static void cascade(kvc_mr_env *env, kvc_mr *mr)
             return;
         }
         if (l == T && !env->bounded) {
-            /* prefill mode: the top accumulates every block of the prefix */
+            /* prefill mode: the top accumulates every block of the prefix
+               (top_cap holds every block a prompt of the planned length can
+               send up; a longer one is refused before it gets here) */
+            if (mr->count[l] + block_n > env->top_cap) block_n = 0; /* unreachable for a valid state */
             for (size_t i = 0; i < block_n; i++) copy_slot(env, ls + mr->count[l] + i, block_at + i);
             set_weights(env, block_at, block_n, 0.0f);
             set_weights(env, ls + mr->count[l], block_n, (float)ldexp(1.0, mr->top_exp));
@@ -177,16 +180,28 @@ static void push_weighted(kvc_mr_env *env, kvc_mr *into, size_t src, double w)
 
 void kvc_mr_merge(kvc_mr_env *env, kvc_mr *into, kvc_mr *from)
 {
+    /* weights from the tree's exponents (what the slots hold, exactly),
+       not read back from the slots: stored data never drives a loop count */
     for (uint32_t l = 0; l <= env->T; l++) {
-        for (size_t i = 0; i < from->count[l]; i++) {
-            const size_t s = kvc_mr_slot(env, from, l, i);
-            push_weighted(env, into, s, (double)env->weights[s]);
-        }
+        const double w = ldexp(1.0, l == env->T ? from->top_exp : from->e0 + (int32_t)l);
+        for (size_t i = 0; i < from->count[l]; i++) push_weighted(env, into, kvc_mr_slot(env, from, l, i), w);
     }
-    if (from->has_cand) {
-        const size_t s = cand_slot(env, from);
-        push_weighted(env, into, s, (double)env->weights[s]);
-    }
+    if (from->has_cand) push_weighted(env, into, cand_slot(env, from), (double)from->group_n);
     into->tokens += from->tokens;
     kvc_mr_reset(env, from, from->store);
+}
+
+int kvc_mr_ok(const kvc_mr *mr, uint32_t t, uint32_t T, uint64_t top_cap, int bounded)
+{
+    if (T < 1 || T > KVC_MR_MAX_LEVELS || mr->count[0] >= t || mr->has_cand > 1u) return 0;
+    for (uint32_t l = 1; l < T; l++)
+        if (mr->count[l] > t / 2) return 0;
+    for (uint32_t l = T + 1; l <= KVC_MR_MAX_LEVELS; l++)
+        if (mr->count[l] != 0) return 0;
+    if (mr->count[T] > (bounded ? t / 2 : top_cap)) return 0;
+    /* unit weights 2^e0 reach at most 2^62 tokens; the top is 2^T units */
+    if (mr->e0 < 0 || mr->e0 > 62 || (!bounded && (mr->e0 != 0 || mr->group_n != 0 || mr->has_cand))) return 0;
+    if (mr->count[T] > 0 && mr->top_exp != mr->e0 + (int32_t)T) return 0;
+    if (mr->group_n > (1ull << mr->e0)) return 0;
+    return 1;
 }

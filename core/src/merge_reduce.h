@@ -26,9 +26,10 @@ typedef struct kvc_mr {
     uint32_t store;    /* which storage block of the slot arrays it uses */
     uint32_t group_n;  /* raw tokens in the current input group */
     uint32_t has_cand; /* the group's candidate slot holds a token */
-    uint32_t pad_;
+    uint32_t pad_[2];  /* keeps `tokens` 8-aligned on every ABI */
     uint64_t tokens;   /* raw tokens this tree represents (its weight total, in expectation after merges) */
 } kvc_mr;
+_Static_assert(sizeof(kvc_mr) == 104, "kvc_mr must be the same on every ABI");
 
 /* Everything a tree operation needs, rebuilt per call from the owner's arena. */
 typedef struct kvc_mr_env {
@@ -72,5 +73,10 @@ void kvc_mr_merge(kvc_mr_env *env, kvc_mr *into, kvc_mr *from);
 /* Tokens held (cache entries) and the slot index of (level, i). */
 size_t kvc_mr_held(const kvc_mr *mr, uint32_t T);
 size_t kvc_mr_slot(const kvc_mr_env *env, const kvc_mr *mr, uint32_t level, size_t i);
+/* The counters of a tree with batches of t, T levels and a top of top_cap
+ * are inside what the invariants allow (every count that indexes a slot
+ * fits its level, exponents in range, the top's weight tied to the unit
+ * weight). bounded: 1 streaming, 0 prefill (unit weight fixed at 1). */
+int kvc_mr_ok(const kvc_mr *mr, uint32_t t, uint32_t T, uint64_t top_cap, int bounded);
 
 #endif

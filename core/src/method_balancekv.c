@@ -23,20 +23,22 @@ typedef struct bkv_state {
     float gamma, delta, rho, kappa, beta;
     int32_t top;         /* exponent of the window's highest bucket */
     int32_t erase_upto;  /* buckets with exponent <= this are erased (rho > 0) */
+    uint32_t pad_;
     double v_max;
     uint64_t dropped, clips, halvings, tokens;
     kvc_rng rng;
-    size_t slots; /* per store */
+    uint64_t slots; /* per store */
     kvc_mr den;
-    size_t off_mr, off_bexp;
-    size_t off_nk, off_nv, off_nw, off_nt, off_dk, off_dw, off_dt, off_scratch, off_keep;
+    uint64_t off_mr, off_bexp;
+    uint64_t off_nk, off_nv, off_nw, off_nt, off_dk, off_dw, off_dt, off_scratch, off_keep;
 } bkv_state;
+_Static_assert(sizeof(bkv_state) == 320, "bkv_state must be the same on every ABI");
 
-static size_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
+static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
 {
     const kvc_balancekv_params *b = &p->bkv;
-    const size_t slots = kvc_mr_slots(b->t, b->levels, b->t / 2), nslots = slots * b->b_max;
-    size_t cur = KVC_ALIGN_UP(sizeof(bkv_state));
+    const uint64_t slots = kvc_mr_slots(b->t, b->levels, b->t / 2), nslots = slots * b->b_max;
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(bkv_state));
     g->slots = slots;
     g->off_mr = kvc_carve(&cur, b->b_max * sizeof(kvc_mr));
     g->off_bexp = kvc_carve(&cur, b->b_max * sizeof(int32_t));
@@ -48,20 +50,20 @@ static size_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     g->off_dw = kvc_carve(&cur, slots * sizeof(float));
     g->off_dt = kvc_carve(&cur, slots * sizeof(uint32_t));
     /* walk scratch: mean (d) + 2 per batch point (batch <= t) doubles, t flags */
-    g->off_scratch = kvc_carve(&cur, kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
+    g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
     g->off_keep = kvc_carve(&cur, b->t);
     return cur;
 }
 
-size_t kvc_balancekv_arena_size(const kvc_stream_plan *p)
+uint64_t kvc_balancekv_arena_size(const kvc_stream_plan *p)
 {
     bkv_state tmp;
     return bkv_layout(&tmp, p);
 }
 
-size_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p)
+uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p)
 {
-    return kvc_balance_scratch_doubles(p->d, p->bkv.t) * sizeof(double) + p->bkv.t;
+    return (uint64_t)kvc_balance_scratch_doubles(p->d, p->bkv.t) * sizeof(double) + p->bkv.t;
 }
 
 static kvc_mr *mrs(bkv_state *g) { return KVC_AT(g, g->off_mr, kvc_mr); }
@@ -105,6 +107,31 @@ void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
         bexp(g)[r] = NO_BUCKET;
     }
     kvc_mr_reset(&de, &g->den, 0);
+}
+
+int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const bkv_state *g = (const bkv_state *)st;
+    bkv_state w;
+    const uint64_t end = bkv_layout(&w, p);
+    (void)end;
+    if (g->magic != KVC_MAGIC_BALANCEKV || g->d != p->d || g->dv != p->dv || g->t != p->bkv.t ||
+        g->T != p->bkv.levels || g->b_max != p->bkv.b_max || g->mode != p->bkv.mode || g->slots != w.slots ||
+        g->off_mr != w.off_mr || g->off_bexp != w.off_bexp || g->off_nk != w.off_nk || g->off_nv != w.off_nv ||
+        g->off_nw != w.off_nw || g->off_nt != w.off_nt || g->off_dk != w.off_dk || g->off_dw != w.off_dw ||
+        g->off_dt != w.off_dt || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep ||
+        g->tokens != method_in || g->have_top > 1u)
+        return 0;
+    if (g->den.store != 0 || !kvc_mr_ok(&g->den, g->t, g->T, g->t / 2, 1)) return 0;
+    /* numerator trees: stores are a permutation of 0 .. b_max-1 (slides swap them) */
+    const kvc_mr *m = KVC_AT_C(g, g->off_mr, kvc_mr);
+    uint64_t seen_stores = 0;
+    for (uint32_t r = 0; r < g->b_max; r++) {
+        if (m[r].store >= g->b_max || (seen_stores >> m[r].store & 1u)) return 0;
+        seen_stores |= 1ull << m[r].store;
+        if (!kvc_mr_ok(&m[r], g->t, g->T, g->t / 2, 1)) return 0;
+    }
+    return 1;
 }
 
 static uint32_t ring(const bkv_state *g, int32_t e)
@@ -171,7 +198,11 @@ void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t tok
             while (g->top < new_top) slide_once(g, &ne);
         }
         if (g->rho > 0.0f) {
-            const int32_t upto = (int32_t)floor(log2((double)g->rho * g->v_max));
+            /* floor(log2(x)) from the exponent (frexp is exact; a libm log2
+               may round 2^k - ulp up or, like newlib's log(x)/ln2, 2^k down) */
+            int ex;
+            const double mant = frexp((double)g->rho * g->v_max, &ex);
+            const int32_t upto = mant > 0.0 ? (int32_t)ex - 1 : NO_BUCKET;
             if (upto > g->erase_upto) {
                 g->erase_upto = upto;
                 for (uint32_t r = 0; r < g->b_max; r++)

@@ -24,38 +24,59 @@ typedef struct bkvp_state {
     uint64_t tail_seen;
     float gamma, delta, kappa, beta;
     uint64_t seen, clips, halvings;
-    size_t slots, top_cap;
+    uint64_t slots, top_cap;
     kvc_rng rng;
     kvc_mr mr;
-    size_t off_k, off_v, off_w, off_tok, off_tail_k, off_tail_v, off_scratch, off_keep;
+    uint64_t off_k, off_v, off_w, off_tok, off_tail_k, off_tail_v, off_scratch, off_keep;
 } bkvp_state;
+_Static_assert(sizeof(bkvp_state) == 288, "bkvp_state must be the same on every ABI");
 
 /* Tokens the tree may hold for a prompt of m method tokens, blocks of t, T rounds. */
-size_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
+uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
 {
     const uint64_t per_block = (uint64_t)t << (T - 1); /* prompt tokens behind one top block */
-    return (size_t)(m / per_block) * (t / 2);
+    return (m / per_block) * (t / 2);
 }
 
-static size_t layout(bkvp_state *g, const kvc_stream_plan *p)
+static uint64_t layout(bkvp_state *g, const kvc_stream_plan *p)
 {
     const kvc_balancekv_params *b = &p->bkv;
     g->top_cap = kvc_bkv_prefill_top_cap(p->prefix_method_tokens, b->t, b->levels);
     if (g->top_cap < b->t / 2) g->top_cap = b->t / 2;
     g->slots = kvc_mr_slots(b->t, b->levels, g->top_cap);
-    size_t cur = KVC_ALIGN_UP(sizeof(bkvp_state));
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(bkvp_state));
     g->off_k = kvc_carve(&cur, g->slots * p->d * sizeof(float));
     g->off_v = kvc_carve(&cur, g->slots * p->dv * sizeof(float));
     g->off_w = kvc_carve(&cur, g->slots * sizeof(float));
     g->off_tok = kvc_carve(&cur, g->slots * sizeof(uint32_t));
-    g->off_tail_k = kvc_carve(&cur, (size_t)p->tail_capacity * p->d * sizeof(float));
-    g->off_tail_v = kvc_carve(&cur, (size_t)p->tail_capacity * p->dv * sizeof(float));
-    g->off_scratch = kvc_carve(&cur, kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
+    g->off_tail_k = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->d * sizeof(float));
+    g->off_tail_v = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->dv * sizeof(float));
+    g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
     g->off_keep = kvc_carve(&cur, b->t);
     return cur;
 }
 
-size_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p)
+int kvc_bkv_prefill_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    bkvp_state w;
+    layout(&w, p);
+    if (g->magic != KVC_MAGIC_BKV_PREFILL || g->d != p->d || g->dv != p->dv || g->t != p->bkv.t ||
+        g->T != p->bkv.levels || g->mode != p->bkv.mode || g->prefix_tokens != p->prefix_method_tokens ||
+        g->tail_cap != p->tail_capacity || g->tail_uniform != (p->bkv.tail_method == KVC_METHOD_UNIFORM) ||
+        g->slots != w.slots || g->top_cap != w.top_cap || g->off_k != w.off_k || g->off_v != w.off_v ||
+        g->off_w != w.off_w || g->off_tok != w.off_tok || g->off_tail_k != w.off_tail_k ||
+        g->off_tail_v != w.off_tail_v || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep)
+        return 0;
+    const uint64_t in_prompt = method_in < g->prefix_tokens ? method_in : g->prefix_tokens;
+    const uint64_t after = method_in - in_prompt;
+    if (g->seen != method_in || g->mr.tokens != in_prompt || g->tail_seen != after ||
+        g->tail_n != (after < g->tail_cap ? after : g->tail_cap) || g->mr.store != 0)
+        return 0;
+    return kvc_mr_ok(&g->mr, g->t, g->T, g->top_cap, 0);
+}
+
+uint64_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p)
 {
     bkvp_state tmp;
     return layout(&tmp, p);

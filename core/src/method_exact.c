@@ -8,18 +8,19 @@ typedef struct exact_state {
     uint32_t d, dv, capacity;
     uint32_t count;
     uint32_t pad_;
-    size_t off_k, off_v;
+    uint64_t off_k, off_v;
 } exact_state;
+_Static_assert(sizeof(exact_state) == 40, "exact_state must be the same on every ABI");
 
-static size_t exact_layout(exact_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
+static uint64_t exact_layout(exact_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
 {
-    size_t cur = KVC_ALIGN_UP(sizeof(exact_state));
-    s->off_k = kvc_carve(&cur, (size_t)capacity * d * sizeof(float));
-    s->off_v = kvc_carve(&cur, (size_t)capacity * dv * sizeof(float));
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(exact_state));
+    s->off_k = kvc_carve(&cur, (uint64_t)capacity * d * sizeof(float));
+    s->off_v = kvc_carve(&cur, (uint64_t)capacity * dv * sizeof(float));
     return cur;
 }
 
-size_t kvc_exact_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
+uint64_t kvc_exact_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
 {
     exact_state tmp;
     return exact_layout(&tmp, d, dv, capacity);
@@ -34,6 +35,15 @@ void kvc_exact_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity)
     s->dv = dv;
     s->capacity = capacity;
     s->count = 0;
+}
+
+int kvc_exact_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const exact_state *s = (const exact_state *)st;
+    exact_state want;
+    exact_layout(&want, p->d, p->dv, p->capacity);
+    return s->magic == KVC_MAGIC_EXACT && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
+           s->off_k == want.off_k && s->off_v == want.off_v && s->count <= s->capacity && s->count == method_in;
 }
 
 int kvc_exact_can_accept(const void *st)

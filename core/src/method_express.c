@@ -35,23 +35,42 @@ typedef struct express_state {
     uint32_t j;        /* thin blocks since the last Halve phase */
     uint64_t t, pos, q, iota;
     uint32_t k, h;
-    size_t G0;
+    uint64_t G0;
     uint32_t c_count;
     uint32_t lvl_count[MAX_LEVELS];
+    uint32_t pad_;
     uint64_t lvl_groups[MAX_LEVELS]; /* Halve calls at each level in this block (draw keys) */
     uint64_t halvings;
-    size_t c_cap, l_cap;
+    uint64_t c_cap, l_cap;
     uint32_t prefix_tokens;  /* express-prefill: prompt tokens that reach the method (0: streaming) */
     uint32_t tail_cap, tail_n;
-    size_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
+    uint32_t pad2_;
+    uint64_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
 } express_state;
+_Static_assert(sizeof(express_state) == 632, "express_state must be the same on every ABI");
 
-static size_t level_region(uint32_t s, uint32_t c) { return (size_t)4 * s - (size_t)4 * s / c; }
+static uint64_t level_region(uint32_t s, uint32_t c) { return (uint64_t)4 * s - (uint64_t)4 * s / c; }
 
-static size_t x_layout(express_state *g, const kvc_stream_plan *p)
+/* Region sizes. Streaming: C holds up to 4s (inside a Halve phase), the
+ * Compress2 levels 4s - 4s/c. express-prefill only ever holds what its prompt
+ * makes it hold (the worst case the plan simulated, <= 4s), and a prompt that
+ * fits the exact phase (worst <= s) never thins: no level region at all. */
+static void x_caps(const kvc_stream_plan *p, uint64_t *cap, uint64_t *lcap)
 {
-    const size_t s = p->xp.s, cap = 4 * s, lcap = level_region(p->xp.s, p->xp.c);
-    size_t cur = KVC_ALIGN_UP(sizeof(express_state));
+    *cap = 4ull * p->xp.s;
+    *lcap = level_region(p->xp.s, p->xp.c);
+    if (p->method == KVC_METHOD_EXPRESS_PREFILL) {
+        const uint64_t worst = (uint64_t)p->method_tokens - p->tail_capacity;
+        if (worst < *cap) *cap = worst;
+        if (worst <= p->xp.s) *lcap = 0;
+    }
+}
+
+static uint64_t x_layout(express_state *g, const kvc_stream_plan *p)
+{
+    uint64_t cap, lcap;
+    x_caps(p, &cap, &lcap);
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(express_state));
     g->c_cap = cap, g->l_cap = lcap;
     g->off_ck = kvc_carve(&cur, cap * p->d * sizeof(float));
     g->off_cv = kvc_carve(&cur, cap * p->dv * sizeof(float));
@@ -60,22 +79,24 @@ static size_t x_layout(express_state *g, const kvc_stream_plan *p)
     g->off_lv = kvc_carve(&cur, (lcap ? lcap : 1) * p->dv * sizeof(float));
     g->off_lw = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(float));
     g->off_lt = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(uint32_t));
-    g->off_scratch = kvc_carve(&cur, kvc_kh_scratch_doubles(p->d, cap) * sizeof(double));
+    g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_kh_scratch_doubles(p->d, (size_t)cap) * sizeof(double));
     g->off_keep = kvc_carve(&cur, cap);
-    g->off_tk = kvc_carve(&cur, (size_t)p->tail_capacity * p->d * sizeof(float));
-    g->off_tv = kvc_carve(&cur, (size_t)p->tail_capacity * p->dv * sizeof(float));
+    g->off_tk = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->d * sizeof(float));
+    g->off_tv = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->dv * sizeof(float));
     return cur;
 }
 
-size_t kvc_express_arena_size(const kvc_stream_plan *p)
+uint64_t kvc_express_arena_size(const kvc_stream_plan *p)
 {
     express_state tmp;
     return x_layout(&tmp, p);
 }
 
-size_t kvc_express_scratch_bytes(const kvc_stream_plan *p)
+uint64_t kvc_express_scratch_bytes(const kvc_stream_plan *p)
 {
-    return kvc_kh_scratch_doubles(p->d, 4u * p->xp.s) * sizeof(double) + 4u * p->xp.s;
+    uint64_t cap, lcap;
+    x_caps(p, &cap, &lcap);
+    return (uint64_t)kvc_kh_scratch_doubles(p->d, (size_t)cap) * sizeof(double) + cap;
 }
 
 static uint32_t log2u(uint64_t x)
@@ -87,6 +108,48 @@ static uint32_t log2u(uint64_t x)
 
 static size_t level_off(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0 - g->G0; }
 static size_t level_size(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0; }
+
+int kvc_express_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const express_state *g = (const express_state *)st;
+    express_state w;
+    x_layout(&w, p);
+    const int prefill = p->method == KVC_METHOD_EXPRESS_PREFILL;
+    if (g->magic != KVC_MAGIC_EXPRESS || g->d != p->d || g->dv != p->dv || g->s != p->xp.s || g->c != p->xp.c ||
+        g->l_mode != p->xp.l_mode || g->center != (p->xp.center == 1) ||
+        g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) ||
+        g->tail_cap != (prefill ? p->tail_capacity : 0u) || g->c_cap != w.c_cap || g->l_cap != w.l_cap ||
+        g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct || g->off_lk != w.off_lk ||
+        g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt ||
+        g->off_scratch != w.off_scratch || g->off_keep != w.off_keep || g->off_tk != w.off_tk ||
+        g->off_tv != w.off_tv)
+        return 0;
+    /* token counts: prompt (or stream) updates plus the prefill tail */
+    if (g->n + g->tail_n != method_in || g->tail_n > g->tail_cap || (g->tail_n > 0 && g->n != g->prefix_tokens) ||
+        (prefill && g->n > g->prefix_tokens))
+        return 0;
+    /* the phase registers are what start_block derives from t = 4^round */
+    if (g->round > 30 || g->t != 1ull << (2 * g->round) || g->t > (1ull << 60) / g->s || g->j > 2) return 0;
+    const uint64_t k = g->t < g->c ? g->t : g->c;
+    if (g->k != k || g->h != log2u(k) || g->q != (g->t > g->c ? g->t / g->c : 1u) || g->G0 != 4ull * g->s / k ||
+        g->iota >= g->q || g->pos >= g->t * g->s || g->c_count > g->c_cap)
+        return 0;
+    for (uint32_t l = 0; l < MAX_LEVELS; l++) {
+        const uint64_t size = ((uint64_t)1 << (l < g->h ? l : 0)) * g->G0;
+        if (l >= g->h ? g->lvl_count[l] != 0
+                      : (g->lvl_count[l] >= size || (l > 0 && g->lvl_count[l] % (size / 4) != 0)))
+            return 0;
+    }
+    if (g->n <= g->s) /* exact phase: C is the stream so far */
+        return g->c_count == g->n && g->round == 0 && g->j == 0 && g->pos == 0;
+    if (g->n != g->t * g->s * (1u + g->j) + g->pos) return 0;
+    /* points subsampled in this block so far; with h > 0, Compress2 hands C
+       its s points when the block's last point arrives (before its last
+       stratum may be over) */
+    const uint64_t u = g->pos / g->q + (g->pos % g->q > g->iota);
+    const uint64_t block_points = g->h == 0 ? u : (u == (uint64_t)g->k * g->s ? g->s : 0u);
+    return g->c_count == (uint64_t)g->s * (1u + g->j) + block_points;
+}
 
 static void start_block(express_state *g)
 {
@@ -152,6 +215,7 @@ static void halve_in_place(express_state *g, float *K, float *V, uint32_t *T, si
 
 static void c_append(express_state *g, const float *k, const float *v, uint32_t tok)
 {
+    if (g->c_count >= g->c_cap) return; /* unreachable for a state that passed kvc_express_check */
     memcpy(KVC_AT(g, g->off_ck, float) + (size_t)g->c_count * g->d, k, g->d * sizeof(float));
     memcpy(KVC_AT(g, g->off_cv, float) + (size_t)g->c_count * g->dv, v, g->dv * sizeof(float));
     KVC_AT(g, g->off_ct, uint32_t)[g->c_count] = tok;
@@ -314,7 +378,7 @@ uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c)
     const uint64_t formula = 6 * s - 2 * s / c - 1 > 4 * s ? 6 * s - 2 * s / c - 1 : 4 * s;
     /* long prompts, or rounds that subsample (where the chosen offset moves a
        point between counts): the streaming worst case, which bounds them all */
-    if (m > (1u << 24) || m > s * c * s) return formula;
+    if (m > (1u << 24) || (s * c <= UINT64_MAX / s && m > s * c * s) || s * c > UINT64_MAX / s) return formula;
     uint64_t best = 0, C = 0, t = 1, pos = 0, j = 0, lv[MAX_LEVELS] = {0};
     uint64_t k = 1, h = 0, q = 1, G0 = 4 * s;
     for (uint64_t n = 1; n <= m; n++) {

@@ -21,35 +21,51 @@ typedef struct subgen_state {
     uint32_t m;          /* live clusters */
     uint32_t doublings;  /* radius doublings */
     uint32_t merges;     /* clusters absorbed */
-    uint32_t res_filled; /* reservoir slots holding a token */
+    uint32_t has_ref;    /* a token with ||v|| > 0 arrived: every reservoir slot is filled */
+    int32_t ref_exp;     /* slot weights are 2^ref_exp / ||v||^2 (see reservoir_update) */
+    uint32_t pad_;
     double delta;        /* current radius */
     double mu;           /* sum of ||v||^2 */
     uint64_t n_total;    /* tokens seen by the method */
     kvc_rng rng;
-    size_t off_rep, off_rep_tok, off_cnt;
-    size_t off_samp, off_samp_tok, off_samp_w;
-    size_t off_res_k, off_res_v, off_res_w, off_res_tok;
+    uint64_t off_rep, off_rep_tok, off_cnt;
+    uint64_t off_samp, off_samp_tok, off_samp_w;
+    uint64_t off_res_k, off_res_v, off_res_w, off_res_tok;
 } subgen_state;
+_Static_assert(sizeof(subgen_state) == 168, "subgen_state must be the same on every ABI");
 
-static size_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
-                            uint32_t m_max)
+static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
+                              uint32_t m_max)
 {
-    size_t cur = KVC_ALIGN_UP(sizeof(subgen_state));
-    const size_t slots = (size_t)m_max * t;
-    g->off_rep = kvc_carve(&cur, (size_t)m_max * d * sizeof(float));
-    g->off_rep_tok = kvc_carve(&cur, (size_t)m_max * sizeof(uint32_t));
-    g->off_cnt = kvc_carve(&cur, (size_t)m_max * sizeof(uint64_t));
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(subgen_state));
+    const uint64_t slots = (uint64_t)m_max * t;
+    g->off_rep = kvc_carve(&cur, (uint64_t)m_max * d * sizeof(float));
+    g->off_rep_tok = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint32_t));
+    g->off_cnt = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint64_t));
     g->off_samp = kvc_carve(&cur, slots * d * sizeof(float));
     g->off_samp_tok = kvc_carve(&cur, slots * sizeof(uint32_t));
     g->off_samp_w = kvc_carve(&cur, slots * sizeof(float));
-    g->off_res_k = kvc_carve(&cur, (size_t)s * d * sizeof(float));
-    g->off_res_v = kvc_carve(&cur, (size_t)s * dv * sizeof(float));
-    g->off_res_w = kvc_carve(&cur, (size_t)s * sizeof(float));
-    g->off_res_tok = kvc_carve(&cur, (size_t)s * sizeof(uint32_t));
+    g->off_res_k = kvc_carve(&cur, (uint64_t)s * d * sizeof(float));
+    g->off_res_v = kvc_carve(&cur, (uint64_t)s * dv * sizeof(float));
+    g->off_res_w = kvc_carve(&cur, (uint64_t)s * sizeof(float));
+    g->off_res_tok = kvc_carve(&cur, (uint64_t)s * sizeof(uint32_t));
     return cur;
 }
 
-size_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max)
+int kvc_subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const subgen_state *g = (const subgen_state *)st;
+    subgen_state w;
+    subgen_layout(&w, p->d, p->dv, p->t, p->s, p->m_max);
+    return g->magic == KVC_MAGIC_SUBGEN && g->d == p->d && g->dv == p->dv && g->t == p->t && g->s == p->s &&
+           g->m_max == p->m_max && g->off_rep == w.off_rep && g->off_rep_tok == w.off_rep_tok &&
+           g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_tok == w.off_samp_tok &&
+           g->off_samp_w == w.off_samp_w && g->off_res_k == w.off_res_k && g->off_res_v == w.off_res_v &&
+           g->off_res_w == w.off_res_w && g->off_res_tok == w.off_res_tok && g->m <= g->m_max &&
+           (g->m == 0) == (g->n_total == 0) && g->n_total == method_in && g->has_ref <= 1u;
+}
+
+uint64_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max)
 {
     subgen_state tmp;
     return subgen_layout(&tmp, d, dv, t, s, m_max);
@@ -217,14 +233,47 @@ static void cluster_update(subgen_state *g, const kvc_kernels *kern, const float
     }
 }
 
+/* The numerator reservoir (ALGORITHMS.md section 1): every slot
+ * independently takes the token with probability ||v||^2 / mu. A slot's
+ * weight mu / (s ||v||^2) is stored as the float 2^ref_exp / ||v||^2 times
+ * the segment scale mu / (s 2^ref_exp): ref_exp is taken from the first
+ * nonzero value, so the floats stay near 1 whatever the value scale, and
+ * scaling V by c scales the output by c (a float 1/||v||^2 would round to 0
+ * above ||v|| ~ 4e22 and overflow below ~ 5e-20). The first nonzero value has
+ * probability 1 and fills every slot. */
+static void reservoir_rebase(subgen_state *g, int32_t shift)
+{
+    float *rw = KVC_AT(g, g->off_res_w, float);
+    for (uint32_t j = 0; j < g->s; j++) {
+        const double w = ldexp((double)rw[j], shift);
+        rw[j] = w > (double)FLT_MAX ? FLT_MAX : (float)w; /* clamped only with probability < 2^-100 */
+    }
+    g->ref_exp += shift;
+}
+
 static void reservoir_update(subgen_state *g, const float *k, const float *v, uint32_t token)
 {
     double sq = 0.0;
     for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
-    const double inv = sq > 0.0 ? 1.0 / sq : 0.0;
-    if (!(sq > 0.0) || inv > (double)FLT_MAX) {
-        g->mu += sq; /* never sampled (probability ~0); keeps mu exact */
+    if (!(sq > 0.0)) return; /* a zero value: probability 0, adds nothing to mu */
+    if (!g->has_ref) {
+        int e;
+        frexp(sq, &e);
+        g->ref_exp = e;
+        g->has_ref = 1;
+    }
+    double w = ldexp(1.0 / sq, g->ref_exp);
+    if (w > (double)FLT_MAX) {
+        /* ||v||^2 is below 2^-128 of the first value's: its probability is
+           below 2^-128, so it is treated as never drawn; mu stays exact */
+        g->mu += sq;
         return;
+    }
+    if (w < 0x1p-100) { /* a value 2^50 times larger than the reference: move the reference up */
+        int e;
+        frexp(w, &e);
+        reservoir_rebase(g, -e);
+        w = ldexp(1.0 / sq, g->ref_exp);
     }
     const double p = sq / (g->mu + sq);
     float *rk = KVC_AT(g, g->off_res_k, float);
@@ -233,10 +282,9 @@ static void reservoir_update(subgen_state *g, const float *k, const float *v, ui
     uint32_t *rt = KVC_AT(g, g->off_res_tok, uint32_t);
     for (uint32_t j = 0; j < g->s; j++) {
         if (kvc_rng_unit(&g->rng) < p) {
-            if (rw[j] == 0.0f) g->res_filled++;
             memcpy(rk + (size_t)j * g->d, k, g->d * sizeof(float));
             memcpy(rv + (size_t)j * g->dv, v, g->dv * sizeof(float));
-            rw[j] = (float)inv;
+            rw[j] = (float)w;
             rt[j] = token;
         }
     }
@@ -264,7 +312,8 @@ size_t kvc_subgen_view(const void *st, kvc_segment *seg)
     seg[1].keys = KVC_AT_C(g, g->off_res_k, float);
     seg[1].values = KVC_AT_C(g, g->off_res_v, float);
     seg[1].weights = KVC_AT_C(g, g->off_res_w, float);
-    seg[1].scale = g->mu > 0.0 ? g->mu / (double)g->s : 1.0;
+    seg[1].scale = g->has_ref && g->mu > 0.0 ? ldexp(g->mu / (double)g->s, -g->ref_exp) : 1.0;
+    if (!(seg[1].scale > 0.0) || !(seg[1].scale < INFINITY)) seg[1].scale = 1.0; /* corrupted data only */
     seg[1].n = g->s;
     seg[1].role = KVC_SET_NUM;
     return 2;
@@ -273,7 +322,7 @@ size_t kvc_subgen_view(const void *st, kvc_segment *seg)
 uint64_t kvc_subgen_elements(const void *st)
 {
     const subgen_state *g = (const subgen_state *)st;
-    return (uint64_t)g->m * (g->t + 1u) * g->d + (uint64_t)g->res_filled * (g->d + g->dv);
+    return (uint64_t)g->m * (g->t + 1u) * g->d + (g->has_ref ? (uint64_t)g->s * (g->d + g->dv) : 0u);
 }
 
 void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats)
@@ -323,6 +372,7 @@ kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info 
     out->keys = KVC_AT_C(g, g->off_res_k, float);
     out->values = KVC_AT_C(g, g->off_res_v, float);
     out->inv_sqnorm = KVC_AT_C(g, g->off_res_w, float);
+    out->ref_exp = g->ref_exp;
     out->tokens = KVC_AT_C(g, g->off_res_tok, uint32_t);
     return KVC_OK;
 }

@@ -11,19 +11,29 @@ typedef struct uniform_state {
     uint32_t d, dv, capacity;
     uint64_t seen;
     kvc_rng rng;
-    size_t off_k, off_v, off_tok;
+    uint64_t off_k, off_v, off_tok;
 } uniform_state;
+_Static_assert(sizeof(uniform_state) == 64, "uniform_state must be the same on every ABI");
 
-static size_t uniform_layout(uniform_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
+static uint64_t uniform_layout(uniform_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
 {
-    size_t cur = KVC_ALIGN_UP(sizeof(uniform_state));
-    s->off_k = kvc_carve(&cur, (size_t)capacity * d * sizeof(float));
-    s->off_v = kvc_carve(&cur, (size_t)capacity * dv * sizeof(float));
-    s->off_tok = kvc_carve(&cur, (size_t)capacity * sizeof(uint32_t));
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(uniform_state));
+    s->off_k = kvc_carve(&cur, (uint64_t)capacity * d * sizeof(float));
+    s->off_v = kvc_carve(&cur, (uint64_t)capacity * dv * sizeof(float));
+    s->off_tok = kvc_carve(&cur, (uint64_t)capacity * sizeof(uint32_t));
     return cur;
 }
 
-size_t kvc_uniform_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
+int kvc_uniform_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const uniform_state *s = (const uniform_state *)st;
+    uniform_state want;
+    uniform_layout(&want, p->d, p->dv, p->capacity);
+    return s->magic == KVC_MAGIC_UNIFORM && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
+           s->off_k == want.off_k && s->off_v == want.off_v && s->off_tok == want.off_tok && s->seen == method_in;
+}
+
+uint64_t kvc_uniform_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
 {
     uniform_state tmp;
     return uniform_layout(&tmp, d, dv, capacity);

@@ -2,6 +2,7 @@
  * arena layout of the stream wrapper. One function derives everything so the
  * size function, init and the printed plan can never disagree. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "arena.h"
@@ -163,7 +164,6 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
     p.n_sink = c->n_sink;
     p.budget_elements = (uint64_t)c->budget * tok;
-    size_t method_bytes = 0;
     uint64_t method_worst = 0;
 
     if (c->method == KVC_METHOD_SINK_WINDOW) {
@@ -178,14 +178,12 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     case KVC_METHOD_SINK_WINDOW: break;
     case KVC_METHOD_EXACT:
         p.capacity = p.method_tokens;
-        method_bytes = kvc_exact_arena_size(c->d, c->dv, p.capacity);
         method_worst = (uint64_t)p.capacity * tok;
         break;
     case KVC_METHOD_UNIFORM:
         p.capacity = p.method_tokens;
-        method_bytes = kvc_uniform_arena_size(c->d, c->dv, p.capacity);
         method_worst = (uint64_t)p.capacity * tok;
-        p.metadata_bytes = (size_t)p.capacity * sizeof(uint32_t);
+        p.metadata_bytes = (uint64_t)p.capacity * sizeof(uint32_t);
         break;
     case KVC_METHOD_SUBGEN: {
         const uint64_t elems = (uint64_t)p.method_tokens * tok;
@@ -200,11 +198,10 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
             return "budget too small for subgen: no room for one cluster beside the reservoir";
         if (p.m_max < 1 || p.m_max > m_fit) return "subgen m_max does not fit the method budget";
         p.delta0 = c->subgen.delta0;
-        method_bytes = kvc_subgen_arena_size(c->d, c->dv, p.t, p.s, p.m_max);
         method_worst = (uint64_t)p.m_max * per_cluster + (uint64_t)p.s * tok;
-        p.metadata_bytes = (size_t)p.m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
-                           (size_t)p.m_max * p.t * (sizeof(uint32_t) + sizeof(float)) +
-                           (size_t)p.s * (sizeof(uint32_t) + sizeof(float));
+        p.metadata_bytes = (uint64_t)p.m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                           (uint64_t)p.m_max * p.t * (sizeof(uint32_t) + sizeof(float)) +
+                           (uint64_t)p.s * (sizeof(uint32_t) + sizeof(float));
         break;
     }
     case KVC_METHOD_BALANCEKV: {
@@ -240,8 +237,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         if (slots * per_slot > elems) return "balancekv t does not fit the method budget";
         p.bkv = b;
         method_worst = slots * per_slot;
-        method_bytes = kvc_balancekv_arena_size(&p);
-        p.metadata_bytes = (size_t)(slots * (b.b_max + 1)) * (sizeof(float) + sizeof(uint32_t)) +
+        p.metadata_bytes = slots * (b.b_max + 1) * (sizeof(float) + sizeof(uint32_t)) +
                            kvc_balancekv_scratch_bytes(&p);
         break;
     }
@@ -270,9 +266,8 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         p.bkv = b;
         p.tail_capacity = (uint32_t)(p.method_tokens - slots);
         method_worst = (uint64_t)p.method_tokens * tok;
-        method_bytes = kvc_bkv_prefill_arena_size(&p);
-        p.metadata_bytes = (size_t)slots * (sizeof(float) + sizeof(uint32_t)) +
-                           (kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
+        p.metadata_bytes = slots * (sizeof(float) + sizeof(uint32_t)) +
+                           ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
         break;
     }
     case KVC_METHOD_EXPRESS:
@@ -294,6 +289,10 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
                                                : (6 * s - 2 * s / cc - 1 > 4 * s ? 6 * s - 2 * s / cc - 1 : 4 * s);
                 if (worst > p.method_tokens) break;
                 x.s = (uint32_t)s;
+                /* a prompt whose method part fits the exact phase (m <= s) is
+                   held exactly by every larger s too: stop at the smallest
+                   (the search used to run to s = 2^22, a 17.7 GB arena) */
+                if (prefill && s >= m) break;
             }
             if (x.s == 0) return "budget too small for express: even s = 2 (worst case 9 tokens) does not fit";
         }
@@ -305,14 +304,16 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
         p.xp = x;
         if (prefill) p.tail_capacity = (uint32_t)(p.method_tokens - worst);
         method_worst = (worst + p.tail_capacity) * tok;
-        method_bytes = kvc_express_arena_size(&p);
-        p.metadata_bytes = (size_t)(8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(&p);
+        p.metadata_bytes = (8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(&p);
         break;
     }
     }
     p.worst_elements = ((uint64_t)p.n_sink + p.n_window + 1u) * tok + method_worst;
     kvc_stream_layout lay;
-    p.arena_bytes = kvc_stream_layout_make(&p, method_bytes, &lay);
+    p.arena_bytes = kvc_stream_layout_make(&p, kvc_stream_method_bytes(&p), &lay);
+    /* sizes are computed in 64 bits; a 32-bit target refuses what it cannot address */
+    if (p.arena_bytes > (uint64_t)PTRDIFF_MAX)
+        return "the arena would exceed the largest object this platform can address (PTRDIFF_MAX bytes)";
     *plan = p;
     return NULL;
 }
@@ -334,15 +335,30 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *pla
     return KVC_OK;
 }
 
-size_t kvc_stream_layout_make(const kvc_stream_plan *p, size_t method_bytes, kvc_stream_layout *lay)
+uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p)
 {
-    size_t cur = KVC_ALIGN_UP(kvc_stream_header_bytes());
-    lay->off_sink_k = kvc_carve(&cur, (size_t)p->n_sink * p->d * sizeof(float));
-    lay->off_sink_v = kvc_carve(&cur, (size_t)p->n_sink * p->dv * sizeof(float));
-    lay->off_win_k = kvc_carve(&cur, (size_t)p->n_window * p->d * sizeof(float));
-    lay->off_win_v = kvc_carve(&cur, (size_t)p->n_window * p->dv * sizeof(float));
-    lay->off_pend_k = kvc_carve(&cur, (size_t)p->d * sizeof(float));
-    lay->off_pend_v = kvc_carve(&cur, (size_t)p->dv * sizeof(float));
+    switch (p->method) {
+    case KVC_METHOD_EXACT: return kvc_exact_arena_size(p->d, p->dv, p->capacity);
+    case KVC_METHOD_UNIFORM: return kvc_uniform_arena_size(p->d, p->dv, p->capacity);
+    case KVC_METHOD_SUBGEN: return kvc_subgen_arena_size(p->d, p->dv, p->t, p->s, p->m_max);
+    case KVC_METHOD_BALANCEKV: return kvc_balancekv_arena_size(p);
+    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_arena_size(p);
+    case KVC_METHOD_EXPRESS:
+    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_arena_size(p);
+    case KVC_METHOD_SINK_WINDOW: return 0;
+    }
+    return 0;
+}
+
+uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay)
+{
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)kvc_stream_header_bytes());
+    lay->off_sink_k = kvc_carve(&cur, (uint64_t)p->n_sink * p->d * sizeof(float));
+    lay->off_sink_v = kvc_carve(&cur, (uint64_t)p->n_sink * p->dv * sizeof(float));
+    lay->off_win_k = kvc_carve(&cur, (uint64_t)p->n_window * p->d * sizeof(float));
+    lay->off_win_v = kvc_carve(&cur, (uint64_t)p->n_window * p->dv * sizeof(float));
+    lay->off_pend_k = kvc_carve(&cur, (uint64_t)p->d * sizeof(float));
+    lay->off_pend_v = kvc_carve(&cur, (uint64_t)p->dv * sizeof(float));
     lay->off_method = kvc_carve(&cur, method_bytes);
     lay->method_bytes = method_bytes;
     return cur;
@@ -352,5 +368,5 @@ size_t kvc_stream_arena_size(const kvc_stream_config *cfg)
 {
     kvc_stream_plan p;
     if (kvc_stream_plan_make(cfg, &p) != KVC_OK) return 0;
-    return p.arena_bytes;
+    return (size_t)p.arena_bytes;
 }

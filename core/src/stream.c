@@ -9,6 +9,7 @@
  * Every check happens before the first write, so a rejected append leaves the
  * arena byte-identical (the method's RNG included). */
 #include <math.h>
+#include <stdint.h>
 
 #include "arena.h"
 #include "kvc/kvc_attend.h"
@@ -16,22 +17,76 @@
 #include "plan.h"
 
 struct kvc_stream {
-    uint32_t magic;
+    uint32_t magic;          /* KVC_MAGIC_STREAM, written last by init */
     uint32_t has_pending;
-    kvc_stream_config cfg;
-    kvc_stream_plan plan;
-    kvc_stream_layout lay;
-    uint64_t n_seen;         /* tokens appended */
-    uint64_t method_in;      /* tokens handed to the method (or dropped by sink-window) */
-    uint64_t peak_elements;
     uint32_t sink_used;
     uint32_t win_head, win_count;
     uint32_t pad_;
+    uint64_t n_seen;         /* tokens appended */
+    uint64_t method_in;      /* tokens handed to the method (or dropped by sink-window) */
+    uint64_t peak_elements;
+    uint64_t digest;         /* of cfg, plan and lay, which never change after init */
+    kvc_stream_config cfg;
+    kvc_stream_plan plan;
+    kvc_stream_layout lay;
 };
+/* Same bytes on 32- and 64-bit targets: a snapshot moves between a device and a host. */
+_Static_assert(sizeof(kvc_stream_config) == 120, "kvc_stream_config must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_plan) == 152, "kvc_stream_plan must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_stream) == 392, "the stream header must be the same on every ABI");
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
 
-static int stream_ok(const kvc_stream *st) { return st != NULL && st->magic == KVC_MAGIC_STREAM; }
+static uint64_t header_digest(const kvc_stream *st)
+{
+    uint64_t h = kvc_digest(KVC_DIGEST_SEED, &st->cfg, sizeof st->cfg);
+    h = kvc_digest(h, &st->plan, sizeof st->plan);
+    return kvc_digest(h, &st->lay, sizeof st->lay);
+}
+
+static int method_check(const kvc_stream *st, const void *m)
+{
+    const kvc_stream_plan *p = &st->plan;
+    switch (p->method) {
+    case KVC_METHOD_EXACT: return kvc_exact_check(m, p, st->method_in);
+    case KVC_METHOD_UNIFORM: return kvc_uniform_check(m, p, st->method_in);
+    case KVC_METHOD_SUBGEN: return kvc_subgen_check(m, p, st->method_in);
+    case KVC_METHOD_BALANCEKV: return kvc_balancekv_check(m, p, st->method_in);
+    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_check(m, p, st->method_in);
+    case KVC_METHOD_EXPRESS:
+    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_check(m, p, st->method_in);
+    case KVC_METHOD_SINK_WINDOW: return 1;
+    }
+    return 0;
+}
+
+/* The check every entry point runs before it reads anything else: the
+ * handle, the fixed header (digest, and the layout recomputed from the plan),
+ * the wrapper's counters against each other, and the method's own check.
+ * Read-only: a refused call leaves the arena as it was. */
+static kvc_status stream_check(const kvc_stream *st)
+{
+    if (st == NULL) return KVC_E_STATE;
+    if (!kvc_aligned(st)) return KVC_E_ARENA;
+    if (st->magic != KVC_MAGIC_STREAM)
+        return KVC_MAGIC_FAMILY(st->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+    if (st->digest != header_digest(st)) return KVC_E_CORRUPT;
+    const kvc_stream_plan *p = &st->plan;
+    kvc_stream_layout lay;
+    if (kvc_stream_layout_make(p, kvc_stream_method_bytes(p), &lay) != p->arena_bytes ||
+        memcmp(&lay, &st->lay, sizeof lay) != 0 || p->arena_bytes > (uint64_t)PTRDIFF_MAX)
+        return KVC_E_CORRUPT;
+    /* sinks fill first, then the window, then tokens reach the method */
+    const uint64_t held = (uint64_t)st->sink_used + st->win_count + st->has_pending;
+    if (st->has_pending > 1u || st->has_pending != (st->n_seen > 0) || st->sink_used > p->n_sink ||
+        st->win_count > p->n_window || (p->n_window ? st->win_head >= p->n_window : st->win_head != 0) ||
+        (st->sink_used < p->n_sink && st->win_count != 0) ||
+        (st->method_in > 0 && (st->sink_used < p->n_sink || st->win_count < p->n_window)) ||
+        st->n_seen != held + st->method_in || st->n_seen > UINT32_MAX || st->peak_elements > p->worst_elements)
+        return KVC_E_CORRUPT;
+    if (!method_check(st, KVC_AT_C(st, st->lay.off_method, void))) return KVC_E_CORRUPT;
+    return KVC_OK;
+}
 
 static void *method_of(kvc_stream *st) { return KVC_AT(st, st->lay.off_method, void); }
 static const void *method_of_c(const kvc_stream *st) { return KVC_AT_C(st, st->lay.off_method, void); }
@@ -45,22 +100,11 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     if (rc != KVC_OK) return rc;
     if (!kvc_arena_ok(arena, arena_bytes, plan.arena_bytes)) return KVC_E_ARENA;
 
-    memset(arena, 0, plan.arena_bytes);
+    memset(arena, 0, (size_t)plan.arena_bytes);
     kvc_stream *st = (kvc_stream *)arena;
     st->cfg = *cfg;
     st->plan = plan;
-    size_t mbytes = 0;
-    switch (plan.method) {
-    case KVC_METHOD_EXACT: mbytes = kvc_exact_arena_size(plan.d, plan.dv, plan.capacity); break;
-    case KVC_METHOD_UNIFORM: mbytes = kvc_uniform_arena_size(plan.d, plan.dv, plan.capacity); break;
-    case KVC_METHOD_SUBGEN: mbytes = kvc_subgen_arena_size(plan.d, plan.dv, plan.t, plan.s, plan.m_max); break;
-    case KVC_METHOD_BALANCEKV: mbytes = kvc_balancekv_arena_size(&plan); break;
-    case KVC_METHOD_BALANCEKV_PREFILL: mbytes = kvc_bkv_prefill_arena_size(&plan); break;
-    case KVC_METHOD_EXPRESS: mbytes = kvc_express_arena_size(&plan); break;
-    case KVC_METHOD_EXPRESS_PREFILL: mbytes = kvc_express_arena_size(&plan); break;
-    case KVC_METHOD_SINK_WINDOW: break;
-    }
-    kvc_stream_layout_make(&plan, mbytes, &st->lay);
+    kvc_stream_layout_make(&plan, kvc_stream_method_bytes(&plan), &st->lay);
     void *m = method_of(st);
     switch (plan.method) {
     case KVC_METHOD_EXACT: kvc_exact_init(m, plan.d, plan.dv, plan.capacity); break;
@@ -74,9 +118,31 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     case KVC_METHOD_EXPRESS_PREFILL: kvc_express_init(m, &plan, cfg->seed); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
+    st->digest = header_digest(st);
     st->magic = KVC_MAGIC_STREAM;
     *out = st;
     return KVC_OK;
+}
+
+kvc_status kvc_stream_validate(const void *arena, size_t arena_bytes)
+{
+    if (arena == NULL) return KVC_E_ARG;
+    if (!kvc_aligned(arena) || arena_bytes < sizeof(struct kvc_stream)) return KVC_E_ARENA;
+    const kvc_stream *st = (const kvc_stream *)arena;
+    if (st->magic != KVC_MAGIC_STREAM)
+        return KVC_MAGIC_FAMILY(st->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+    /* the plan recomputed from the stored configuration, bit for bit */
+    kvc_stream_plan p;
+    if (kvc_stream_plan_make(&st->cfg, &p) != KVC_OK || memcmp(&p, &st->plan, sizeof p) != 0) return KVC_E_CORRUPT;
+    if (arena_bytes < p.arena_bytes) return KVC_E_ARENA;
+    return stream_check(st);
+}
+
+uint64_t kvc_stream_checksum(const kvc_stream *st)
+{
+    if (stream_check(st) != KVC_OK) return 0;
+    const uint64_t h = kvc_digest(KVC_DIGEST_SEED, st, (size_t)st->plan.arena_bytes);
+    return h ? h : 1u;
 }
 
 static uint64_t method_elements(const kvc_stream *st)
@@ -160,7 +226,8 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
 
 kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
 {
-    if (!stream_ok(st)) return KVC_E_STATE;
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
     if (k == NULL || v == NULL) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
@@ -193,10 +260,20 @@ static void put_segment(kvc_view *view, const float *k, const float *v, size_t n
     s->role = KVC_SET_BOTH;
 }
 
+static void view_fill(const kvc_stream *st, kvc_view *view);
+
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
 {
-    if (!stream_ok(st)) return KVC_E_STATE;
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
     if (view == NULL) return KVC_E_ARG;
+    view_fill(st, view);
+    return KVC_OK;
+}
+
+/* The view of a checked stream. */
+static void view_fill(const kvc_stream *st, kvc_view *view)
+{
     const kvc_stream_plan *p = &st->plan;
     memset(view, 0, sizeof *view);
     view->d = p->d;
@@ -223,36 +300,41 @@ kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
     case KVC_METHOD_EXPRESS_PREFILL: view->n_seg += kvc_express_view(m, &view->seg[view->n_seg]); break;
     case KVC_METHOD_SINK_WINDOW: break;
     }
-    return KVC_OK;
 }
 
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                              float *out)
 {
     kvc_view view;
-    if (!stream_ok(st)) return KVC_E_STATE;
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
     if (q == NULL || out == NULL || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
     if (!st->has_pending) return KVC_E_STATE; /* nothing appended yet */
     if (!kvc_all_finite(q, n_q * st->plan.d)) return KVC_E_NONFINITE;
-    kvc_status rc = kvc_stream_view(st, &view);
-    if (rc != KVC_OK) return rc;
+    view_fill(st, &view);
     return kvc_attend(kern, &view, q, n_q, out);
+}
+
+const kvc_stream_config *kvc_stream_get_config(const kvc_stream *st)
+{
+    return stream_check(st) == KVC_OK ? &st->cfg : NULL;
 }
 
 const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st)
 {
-    return stream_ok(st) ? &st->plan : NULL;
+    return stream_check(st) == KVC_OK ? &st->plan : NULL;
 }
 
 const void *kvc_stream_method_state(const kvc_stream *st)
 {
-    if (!stream_ok(st) || st->plan.method == KVC_METHOD_SINK_WINDOW) return NULL;
+    if (stream_check(st) != KVC_OK || st->plan.method == KVC_METHOD_SINK_WINDOW) return NULL;
     return method_of_c(st);
 }
 
 kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
 {
-    if (!stream_ok(st)) return KVC_E_STATE;
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
     if (stats == NULL) return KVC_E_ARG;
     memset(stats, 0, sizeof *stats);
     stats->tokens_seen = st->n_seen;

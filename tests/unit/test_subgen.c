@@ -62,7 +62,7 @@ static int value_reservoir_follows_norms(void)
             CHECK(res.inv_sqnorm[j] > 0.0f);
             uint32_t tok = res.tokens[j];
             CHECK(tok < n);
-            CHECK(fabs(res.inv_sqnorm[j] - 1.0 / w[tok]) <= 1e-6 / w[tok]);
+            CHECK(fabs(ldexp(res.inv_sqnorm[j], -res.ref_exp) - 1.0 / w[tok]) <= 1e-6 / w[tok]);
             obs[tok] += 1;
         }
         free(st);

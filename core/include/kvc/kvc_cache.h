@@ -86,6 +86,22 @@ const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t 
 /** @brief Cache elements held now / at peak, summed over every stream. */
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
 
+/**
+ * @brief Full validation of a cache arena (e.g. restored from a snapshot):
+ *        the header, the offset table recomputed entry by entry, and every
+ *        stream validated as kvc_stream_validate does, with its configuration
+ *        checked against its (layer, head). Every cache call runs the cheap
+ *        part of this on the streams it touches.
+ * @param arena_bytes  bytes readable at @p arena.
+ * @return KVC_OK, KVC_E_ARG (NULL), KVC_E_ARENA (misaligned or too short),
+ *         KVC_E_STATE (never initialised), KVC_E_CORRUPT.
+ */
+kvc_status kvc_cache_validate(const void *arena, size_t arena_bytes);
+
+/** @brief 64-bit checksum of the whole cache arena, data included (0 for a bad handle);
+ *         keep it beside a snapshot to detect corrupted data. */
+uint64_t kvc_cache_checksum(const kvc_cache *c);
+
 #ifdef __cplusplus
 }
 #endif

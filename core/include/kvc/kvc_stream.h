@@ -118,10 +118,11 @@ typedef struct kvc_stream_plan {
     uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
     uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */
     kvc_express_params xp;     /**< Express, every field resolved */
+    uint32_t reserved_;        /**< 0; keeps the 64-bit fields 8-aligned on every ABI */
     uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;  /**< budget * (d + dv) */
-    size_t metadata_bytes;     /**< per-entry weights / counters / ids, worst case */
-    size_t arena_bytes;        /**< what kvc_stream_arena_size returns */
+    uint64_t metadata_bytes;   /**< per-entry weights / counters / ids, worst case */
+    uint64_t arena_bytes;      /**< what kvc_stream_arena_size returns (always <= SIZE_MAX) */
 } kvc_stream_plan;
 
 /** Opaque stream state; it lives at the start of its arena. */
@@ -199,7 +200,38 @@ kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, cons
 /** @brief The weighted cache the next attend would use (pointers into the arena). */
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);
 
-/** @brief The plan the stream was built from. */
+/**
+ * @brief Full validation of a stream arena, e.g. one restored from a snapshot:
+ *        alignment, magic and format version, the plan recomputed from the
+ *        stored configuration and compared, the layout, every counter and
+ *        index of the wrapper and of the method, and that the arena holds it.
+ *
+ * Every call that takes a stream (append, attend, view, stats) also runs the
+ * cheap part of these checks (a digest of the fixed header instead of the
+ * plan recomputation), so a corrupted header gives a status, never an
+ * out-of-bounds access. Corrupted *data* (a key turned into another finite
+ * number, or NaN) cannot be detected this way; kvc_stream_checksum can.
+ *
+ * @param arena        the restored bytes (any pointer; NULL gives KVC_E_ARG).
+ * @param arena_bytes  how many bytes are readable at @p arena.
+ * @return KVC_OK; KVC_E_ARENA (misaligned, or shorter than the plan says);
+ *         KVC_E_STATE (no stream magic: never initialised);
+ *         KVC_E_CORRUPT (anything else that does not check out).
+ */
+kvc_status kvc_stream_validate(const void *arena, size_t arena_bytes);
+
+/**
+ * @brief 64-bit checksum of every byte of the stream's arena (its data
+ *        included). Store it beside a snapshot and compare after restoring
+ *        to detect corrupted data, which validation cannot see.
+ * @return the checksum, or 0 for a handle that does not validate.
+ */
+uint64_t kvc_stream_checksum(const kvc_stream *st);
+
+/** @brief The configuration the stream was built from (NULL for a handle that does not check out). */
+const kvc_stream_config *kvc_stream_get_config(const kvc_stream *st);
+
+/** @brief The plan the stream was built from (NULL for a handle that does not check out). */
 const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st);
 
 /** Live counters of a stream. */
@@ -222,7 +254,7 @@ typedef struct kvc_stream_stats {
     uint32_t round;           /**< r: thinning factor t = 4^r */
 } kvc_stream_stats;
 
-/** @brief Current counters (KVC_E_STATE for a bad handle). */
+/** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
 kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
 
 /** @brief The inner method's state (for introspection and tests), or NULL. */

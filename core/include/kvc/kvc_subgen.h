@@ -42,7 +42,9 @@ typedef struct kvc_subgen_reservoir_info {
     double mu;                  /**< sum of ||v||^2 over the method's tokens */
     const float *keys;          /**< s x d */
     const float *values;        /**< s x dv */
-    const float *inv_sqnorm;    /**< s floats: 1/||v||^2, 0 = empty slot */
+    const float *inv_sqnorm;    /**< s floats: 2^ref_exp / ||v||^2 (so they stay near 1 at any
+                                     value scale), 0 = empty slot */
+    int32_t ref_exp;            /**< the exponent above: 1/||v||^2 = inv_sqnorm * 2^-ref_exp */
     const uint32_t *tokens;     /**< s stream positions */
 } kvc_subgen_reservoir_info;
 

@@ -30,7 +30,9 @@ typedef enum kvc_status {
     KVC_E_CAPACITY = -5,    /**< the method cannot hold more tokens (e.g. exact is full) */
     KVC_E_UNSUPPORTED = -6, /**< valid request this build/method does not implement */
     KVC_E_BACKEND = -7,     /**< accelerator failure */
-    KVC_E_FORMAT = -8       /**< malformed input file or buffer */
+    KVC_E_FORMAT = -8,      /**< malformed input file or buffer */
+    KVC_E_CORRUPT = -9      /**< an initialised state whose header fails validation (a flipped
+                                 bit, a snapshot from another format version or truncated) */
 } kvc_status;
 
 /**
@@ -57,8 +59,8 @@ typedef enum kvc_dtype {
 /** Largest budget in tokens (keeps every size product far from overflow on 32-bit). */
 #define KVC_MAX_BUDGET (1u << 24)
 
-/** Round @p x up to a multiple of ::KVC_ARENA_ALIGN. */
-#define KVC_ALIGN_UP(x) (((x) + (KVC_ARENA_ALIGN - 1u)) & ~(size_t)(KVC_ARENA_ALIGN - 1u))
+/** Round @p x up to a multiple of ::KVC_ARENA_ALIGN (in the type of @p x). */
+#define KVC_ALIGN_UP(x) (((x) + (KVC_ARENA_ALIGN - 1u)) & ~(KVC_ARENA_ALIGN - 1u + 0 * (x)))
 
 #ifdef __cplusplus
 }
