@@ -5,7 +5,11 @@
  * only changes which points are kept). Inner products <u_l, u_i> come from
  * four kernel values computed on the fly: O(S) scratch, O(S^2 (d+dv)) time.
  * The sign rule p = 1/2 - f(a) is odd in a, so the walk is symmetric under
- * eta -> -eta and every point survives with probability exactly 1/2. */
+ * eta -> -eta and every point survives with probability exactly 1/2.
+ * Value products are divided by the batch's largest ||v||^2, so the walk's
+ * choices do not depend on the scale of the values (attention is linear in
+ * V: scaling every value by c must scale the output by c) and kappa is
+ * relative to that norm; without values (the denominator) they are 1. */
 #include <math.h>
 #include <string.h>
 
@@ -18,6 +22,7 @@ typedef struct walk {
     const kvc_balance_io *io;
     const double *mu_dot; /* <k_i, mu> per batch position */
     double mu2;           /* <mu, mu> */
+    double inv_v2;        /* 1 / max ||v_i||^2 over the batch (0 when every value is 0) */
 } walk;
 
 static size_t slot_of(const kvc_balance_io *io, size_t i) { return i < io->na ? io->a0 + i : io->b0 + (i - io->na); }
@@ -36,7 +41,7 @@ static double kernel(const walk *w, size_t i, size_t j)
     const double kk = dotf(io->keys + si * io->d, io->keys + sj * io->d, io->d) - w->mu_dot[i] - w->mu_dot[j] + w->mu2;
     double x = io->beta * kk;
     if (x > KVC_BALANCE_MAX_EXP) x = KVC_BALANCE_MAX_EXP;
-    const double vv = io->values ? dotf(io->values + si * io->dv, io->values + sj * io->dv, io->dv) : 1.0;
+    const double vv = io->values ? dotf(io->values + si * io->dv, io->values + sj * io->dv, io->dv) * w->inv_v2 : 1.0;
     return exp(x) * (vv + io->kappa);
 }
 
@@ -70,7 +75,7 @@ size_t kvc_balance_select(kvc_balance_io *io)
     for (size_t c = 0; c < d; c++) mu[c] /= (double)S;
     double mu2 = 0.0;
     for (size_t c = 0; c < d; c++) mu2 += mu[c] * mu[c];
-    double r_key2 = 0.0, r_val2 = 0.0;
+    double r_key2 = 0.0, max_v2 = 0.0;
     for (size_t i = 0; i < S; i++) {
         const size_t si = slot_of(io, i);
         const float *k = io->keys + si * d;
@@ -80,9 +85,11 @@ size_t kvc_balance_select(kvc_balance_io *io)
         self[i] = dotf(k, k, d) - 2.0 * md + mu2; /* ||k_i - mu||^2 */
         if (self[i] > r_key2) r_key2 = self[i];
         const double v2 = io->values ? dotf(io->values + si * io->dv, io->values + si * io->dv, io->dv) : 1.0;
-        if (v2 + io->kappa > r_val2) r_val2 = v2 + io->kappa;
+        if (v2 > max_v2) max_v2 = v2;
     }
-    walk w = {io, mu_dot, mu2};
+    walk w = {io, mu_dot, mu2, io->values && max_v2 > 0.0 ? 1.0 / max_v2 : 1.0};
+    /* the largest value factor of the kernel: <v,v>/max + kappa <= 1 + kappa */
+    const double r_val2 = (max_v2 > 0.0 ? 1.0 : 0.0) + io->kappa;
     /* theory mode: R = 2 e^{beta r_key^2 / 2} r_val, c = 30 ln(S / delta) */
     double half = io->beta * r_key2 / 2.0;
     if (half > KVC_BALANCE_MAX_EXP / 2) half = KVC_BALANCE_MAX_EXP / 2;

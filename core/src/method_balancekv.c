@@ -24,7 +24,8 @@ typedef struct bkv_state {
     int32_t top;         /* exponent of the window's highest bucket */
     int32_t erase_upto;  /* buckets with exponent <= this are erased (rho > 0) */
     uint32_t pad_;
-    double v_max;
+    double v_ref;        /* the first nonzero ||v||: buckets are exponents of ||v|| / v_ref */
+    double v_max;        /* largest ||v|| / v_ref so far */
     uint64_t dropped, clips, halvings, tokens;
     kvc_rng rng;
     uint64_t slots; /* per store */
@@ -32,7 +33,7 @@ typedef struct bkv_state {
     uint64_t off_mr, off_bexp;
     uint64_t off_nk, off_nv, off_nw, off_nt, off_dk, off_dw, off_dt, off_scratch, off_keep;
 } bkv_state;
-_Static_assert(sizeof(bkv_state) == 320, "bkv_state must be the same on every ABI");
+_Static_assert(sizeof(bkv_state) == 328, "bkv_state must be the same on every ABI");
 
 static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
 {
@@ -187,7 +188,10 @@ void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t tok
     double sq = 0.0;
     for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
     if (sq > 0.0) {
-        const double nv = sqrt(sq);
+        /* exponents relative to the first value's norm: scaling every value
+           by c leaves the buckets (and so the output / c) unchanged */
+        if (!g->have_top) g->v_ref = sqrt(sq);
+        const double nv = sqrt(sq) / g->v_ref;
         int32_t i = bucket_of(nv);
         if (!g->have_top) {
             g->top = i, g->have_top = 1, g->v_max = nv;

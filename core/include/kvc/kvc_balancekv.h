@@ -31,7 +31,7 @@ extern "C" {
 
 /** State of one MergeAndReduce tree. */
 typedef struct kvc_balancekv_tree_info {
-    int32_t exponent;      /**< bucket exponent i (numerator trees) */
+    int32_t exponent;      /**< bucket exponent i (numerator trees): 2^(i-1) < ||v|| / v_ref <= 2^i, v_ref the first nonzero value norm (so buckets do not depend on the value scale) */
     int live;              /**< the bucket is in use */
     uint32_t levels, t;
     uint32_t count[17];    /**< tokens held per level 0..levels */
