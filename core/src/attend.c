@@ -33,5 +33,13 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
         if (!segment_ok(&view->seg[i])) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_f32 == NULL) return KVC_E_BACKEND;
-    return kern->attend_f32(view, q, n_q, out);
+    const kvc_status rc = kern->attend_f32(view, q, n_q, out);
+    if (rc != KVC_OK) return rc;
+    /* a convex combination of finite values is finite; a ratio of two
+       separate estimates need not be: say so rather than hand out Inf/NaN */
+    if (!kvc_all_finite(out, n_q * view->dv)) {
+        for (size_t i = 0; i < n_q * view->dv; i++) out[i] = 0.0f;
+        return KVC_E_RANGE;
+    }
+    return KVC_OK;
 }

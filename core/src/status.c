@@ -12,6 +12,7 @@ const char *kvc_status_str(kvc_status s)
     case KVC_E_UNSUPPORTED: return "not supported by this build or method";
     case KVC_E_BACKEND: return "accelerator backend failure";
     case KVC_E_FORMAT: return "malformed or unsupported input format";
+    case KVC_E_RANGE: return "result outside the float range (the method's denominator estimate collapsed)";
     case KVC_E_CORRUPT: return "state is corrupted (header fields, counters or offsets fail validation)";
     }
     return "unknown status";

@@ -20,7 +20,9 @@ extern "C" {
  * @param q     n_q x d floats.  @param n_q 1..KVC_MAX_QUERY_HEADS.
  * @param out   n_q x dv floats.
  * @return KVC_OK; KVC_E_ARG for a malformed view or pointer; KVC_E_BACKEND
- *         when @p kern has no attend entry or the wrong version.
+ *         when @p kern has no attend entry or the wrong version; KVC_E_RANGE
+ *         (output zeroed) when a result is not a finite float, which only a
+ *         view whose numerator and denominator sets differ can produce.
  */
 kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q,
                       float *out);

@@ -187,7 +187,9 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
  *        including the current token.
  * @param q    n_q x d finite floats.  @param n_q  1 .. KVC_MAX_QUERY_HEADS.
  * @param out  n_q x dv floats.
- * @return KVC_OK; KVC_E_STATE before the first append; KVC_E_NONFINITE; KVC_E_ARG.
+ * @return KVC_OK; KVC_E_STATE before the first append; KVC_E_NONFINITE; KVC_E_ARG;
+ *         KVC_E_RANGE (out zeroed) when SubGen's or BalanceKV's estimate
+ *         overflows a float; KVC_E_CORRUPT / KVC_E_ARENA for a bad arena.
  */
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
                              size_t n_q, float *out);

@@ -31,8 +31,11 @@ typedef enum kvc_status {
     KVC_E_UNSUPPORTED = -6, /**< valid request this build/method does not implement */
     KVC_E_BACKEND = -7,     /**< accelerator failure */
     KVC_E_FORMAT = -8,      /**< malformed input file or buffer */
-    KVC_E_CORRUPT = -9      /**< an initialised state whose header fails validation (a flipped
+    KVC_E_CORRUPT = -9,     /**< an initialised state whose header fails validation (a flipped
                                  bit, a snapshot from another format version or truncated) */
+    KVC_E_RANGE = -10       /**< a result does not fit a float: a method whose numerator and
+                                 denominator are separate estimates (SubGen, BalanceKV) saw its
+                                 denominator collapse; the output is zeroed */
 } kvc_status;
 
 /**

@@ -1,0 +1,276 @@
+/* libFuzzer target over the core API, in the style of zstd's round-trip
+ * fuzzers: the input picks a configuration (any method of the enumeration,
+ * any parameters, valid or not), then a sequence of operations: append
+ * (values from a palette with NaN, Inf, 1e38, subnormals), attend, view,
+ * stats, validate, snapshot to another address, byte corruption of a copy,
+ * and calls with bad arguments. Asserted (abort() = a finding):
+ *  - a configuration is refused iff kvc_stream_config_problem names a rule,
+ *    and an accepted one has peak <= worst <= budget elements;
+ *  - every invalid call gets a status; a rejected append leaves the arena
+ *    byte-identical; NaN/Inf input gives KVC_E_NONFINITE;
+ *  - a snapshot copied to another address continues identically (statuses,
+ *    outputs, arena bytes);
+ *  - a corrupted copy gives a status or succeeds, never a crash (ASan);
+ *  - outputs are finite, and inside the hull of the appended values (within
+ *    rounding) for the methods whose estimator is a convex combination:
+ *    exact, sink-window, uniform, express, express-prefill, balancekv-prefill.
+ * The seed corpus (corpus/api, make_api_corpus.py) is replayed under ctest. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc/kvc.h"
+
+#define MAXD 16u
+#define MAX_OPS 400u
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n, at;
+} reader;
+
+static uint8_t u8(reader *r) { return r->at < r->n ? r->p[r->at++] : 0; }
+static uint32_t u16(reader *r) { return (uint32_t)u8(r) | (uint32_t)u8(r) << 8; }
+
+static void fail(const char *what, int line)
+{
+    fprintf(stderr, "fuzz_api: %s (line %d)\n", what, line);
+    abort();
+}
+#define REQUIRE(c) ((c) ? (void)0 : fail(#c, __LINE__))
+
+static float palette(uint8_t b)
+{
+    if (b < 200) return ((float)b - 100.0f) / 16.0f;
+    static const float special[] = {NAN, INFINITY, -INFINITY, 1e38f, -1e38f, 1e-38f, 1e-45f, 0.0f, -0.0f,
+                                    3e20f, -3e20f, 1e-20f, 65504.0f, 1e-7f, 123456.0f, -7.5f};
+    return special[(b - 200) % 16];
+}
+
+static float small_float(reader *r, const float *choices, size_t n) { return choices[u8(r) % n]; }
+
+static int method_at(uint8_t b)
+{
+    int count = 0;
+    for (int m = 1; m < 64; m++) count += kvc_method_name((kvc_method)m) != NULL;
+    int want = b % (count + 1); /* one value past the last: an unknown method */
+    for (int m = 1; m < 64; m++)
+        if (kvc_method_name((kvc_method)m) != NULL && want-- == 0) return m;
+    return 200;
+}
+
+static int convex(kvc_method m)
+{
+    return m == KVC_METHOD_EXACT || m == KVC_METHOD_SINK_WINDOW || m == KVC_METHOD_UNIFORM ||
+           m == KVC_METHOD_EXPRESS || m == KVC_METHOD_EXPRESS_PREFILL || m == KVC_METHOD_BALANCEKV_PREFILL;
+}
+
+static kvc_stream_config read_config(reader *r)
+{
+    static const float fparams[] = {0.0f, 0.5f, 1.0f, 4.0f, 0.01f, 0.99f, -1.0f, NAN, INFINITY, 1e30f, 0.3f};
+    kvc_stream_config c = kvc_stream_config_default((kvc_method)method_at(u8(r)), 1 + u8(r) % MAXD,
+                                                    1 + u8(r) % MAXD, u16(r) % 600, u8(r));
+    c.n_sink = u8(r) % 40;
+    c.n_window = u8(r) % 40;
+    if (u8(r) % 4 == 0) c.dtype = (kvc_dtype)(u8(r) % 4);
+    if (u8(r) % 4 == 0) c.beta = small_float(r, fparams, 11);
+    c.prefix_len = u16(r) % 700;
+    const uint8_t which = u8(r);
+    if (which & 1) {
+        c.subgen.t = u8(r) % 20;
+        c.subgen.s = u8(r) % 80;
+        c.subgen.m_max = u8(r) % 40;
+        c.subgen.delta0 = small_float(r, fparams, 11);
+    }
+    if (which & 2) {
+        c.balancekv.t = u8(r) % 70;
+        c.balancekv.levels = u8(r) % 20;
+        c.balancekv.b_max = u8(r) % 70;
+        c.balancekv.mode = u8(r) % 5;
+        c.balancekv.gamma = small_float(r, fparams, 11);
+        c.balancekv.delta = small_float(r, fparams, 11);
+        c.balancekv.rho = small_float(r, fparams, 11);
+        c.balancekv.kappa = small_float(r, fparams, 11);
+        c.balancekv.tail_method = u8(r) % 5;
+    }
+    if (which & 4) {
+        c.express.s = (uint32_t)1 << (u8(r) % 10);
+        if (u8(r) % 8 == 0) c.express.s = u8(r);
+        c.express.c = (uint32_t)1 << (u8(r) % 8);
+        c.express.l_mode = u8(r) % 4;
+        c.express.L = small_float(r, fparams, 11);
+        c.express.delta = small_float(r, fparams, 11);
+        c.express.center = u8(r) % 4;
+    }
+    return c;
+}
+
+typedef struct run {
+    kvc_stream *st;
+    unsigned char *arena;
+    size_t bytes;
+} run;
+
+static unsigned char *aligned_copy(const unsigned char *src, size_t bytes, size_t shift)
+{
+    /* exact-size allocations (plus the shift) so ASan sees any overrun */
+    unsigned char *p = aligned_alloc(KVC_ARENA_ALIGN, ((bytes + shift + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN) * KVC_ARENA_ALIGN);
+    if (p && src) memcpy(p + shift, src, bytes);
+    return p;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    reader r = {data, size, 0};
+    const kvc_stream_config cfg = read_config(&r);
+    const char *why = kvc_stream_config_problem(&cfg);
+    const size_t bytes = kvc_stream_arena_size(&cfg);
+    kvc_stream_plan plan;
+    const kvc_status prc = kvc_stream_plan_make(&cfg, &plan);
+    REQUIRE((why == NULL) == (bytes > 0));
+    REQUIRE((prc == KVC_OK) == (bytes > 0));
+    if (bytes == 0) {
+        REQUIRE(prc == KVC_E_ARG || prc == KVC_E_UNSUPPORTED);
+        unsigned char buf[64 * 8] __attribute__((aligned(64)));
+        kvc_stream *st = NULL;
+        REQUIRE(kvc_stream_init(buf, sizeof buf, &cfg, &st) != KVC_OK && st == NULL);
+        return 0;
+    }
+    REQUIRE(plan.worst_elements <= plan.budget_elements && plan.arena_bytes == bytes);
+    if (bytes > ((size_t)64 << 20)) return 0; /* keep each input fast */
+
+    run a = {NULL, aligned_copy(NULL, bytes, 0), bytes}, b = {NULL, NULL, bytes};
+    if (a.arena == NULL) return 0;
+    REQUIRE(kvc_stream_init(a.arena, bytes - 1, &cfg, &a.st) == KVC_E_ARENA);
+    REQUIRE(kvc_stream_init(a.arena + 8, bytes, &cfg, &a.st) == KVC_E_ARENA);
+    REQUIRE(kvc_stream_init(a.arena, bytes, &cfg, &a.st) == KVC_OK);
+    const size_t d = plan.d, dv = plan.dv;
+    float k[MAXD], v[MAXD], q[3 * MAXD], za[3 * MAXD], zb[3 * MAXD], lo[MAXD], hi[MAXD];
+    for (size_t c = 0; c < MAXD; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
+    unsigned char *before = malloc(bytes);
+    uint32_t appended = 0;
+    for (uint32_t op = 0; op < MAX_OPS && r.at < r.n; op++) {
+        const uint8_t code = u8(&r);
+        switch (code % 8) {
+        case 0:
+        case 1:
+        case 2: { /* append, mostly finite */
+            int finite = 1;
+            const int plain = code % 8 != 2;
+            for (size_t c = 0; c < d; c++) {
+                k[c] = plain ? ((float)u8(&r) - 128.0f) / 32.0f : palette(u8(&r));
+                finite &= isfinite(k[c]) != 0;
+            }
+            for (size_t c = 0; c < dv; c++) {
+                v[c] = plain ? ((float)u8(&r) - 128.0f) / 32.0f : palette(u8(&r));
+                finite &= isfinite(v[c]) != 0;
+            }
+            memcpy(before, a.arena, bytes);
+            const kvc_status ra = kvc_stream_append(a.st, NULL, k, v);
+            if (b.st) REQUIRE(kvc_stream_append(b.st, NULL, k, v) == ra);
+            if (!finite) REQUIRE(ra == KVC_E_NONFINITE);
+            if (ra != KVC_OK) {
+                REQUIRE(ra == KVC_E_NONFINITE || ra == KVC_E_CAPACITY);
+                REQUIRE(memcmp(before, a.arena, bytes) == 0);
+            } else {
+                appended++;
+                for (size_t c = 0; c < dv; c++) lo[c] = fminf(lo[c], v[c]), hi[c] = fmaxf(hi[c], v[c]);
+            }
+            break;
+        }
+        case 3: { /* attend a GQA group */
+            const size_t nq = 1 + u8(&r) % 3;
+            int finite = 1;
+            for (size_t c = 0; c < nq * d; c++) {
+                q[c] = palette(u8(&r));
+                finite &= isfinite(q[c]) != 0;
+            }
+            const kvc_status ra = kvc_stream_attend(a.st, NULL, q, nq, za);
+            if (appended == 0) REQUIRE(ra == KVC_E_STATE);
+            else if (!finite) REQUIRE(ra == KVC_E_NONFINITE);
+            else REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !convex(cfg.method)));
+            if (b.st) {
+                REQUIRE(kvc_stream_attend(b.st, NULL, q, nq, zb) == ra);
+                if (ra == KVC_OK) REQUIRE(memcmp(za, zb, nq * dv * sizeof(float)) == 0);
+            }
+            if (ra == KVC_OK) {
+                for (size_t i = 0; i < nq; i++)
+                    for (size_t c = 0; c < dv; c++) {
+                        const float z = za[i * dv + c];
+                        REQUIRE(isfinite(z));
+                        if (convex(cfg.method)) {
+                            const double mag = fmax(fabs((double)lo[c]), fabs((double)hi[c]));
+                            const double tol = 1e-4 * mag + 1e-30; /* n eps |v| with n <= MAX_OPS */
+                            REQUIRE((double)z >= (double)lo[c] - tol && (double)z <= (double)hi[c] + tol);
+                        }
+                    }
+            }
+            break;
+        }
+        case 4: { /* stats, view, validation */
+            kvc_stream_stats s;
+            kvc_view view;
+            REQUIRE(kvc_stream_get_stats(a.st, &s) == KVC_OK);
+            REQUIRE(s.peak_elements <= plan.worst_elements && s.elements <= s.peak_elements);
+            REQUIRE(s.tokens_seen == appended);
+            REQUIRE(kvc_stream_view(a.st, &view) == KVC_OK);
+            REQUIRE(kvc_stream_validate(a.arena, bytes) == KVC_OK);
+            REQUIRE(kvc_stream_checksum(a.st) != 0);
+            break;
+        }
+        case 5: { /* snapshot to another address; both continue in lockstep */
+            if (b.st) {
+                REQUIRE(memcmp(a.arena, b.arena, bytes) == 0);
+                free(b.arena);
+            }
+            b.arena = aligned_copy(a.arena, bytes, 0);
+            if (b.arena == NULL) break;
+            REQUIRE(kvc_stream_validate(b.arena, bytes) == KVC_OK);
+            b.st = (kvc_stream *)b.arena;
+            break;
+        }
+        case 6: { /* corrupt a copy: a status or success, never a crash */
+            const size_t shift = u8(&r) % 4 == 0 ? 4u * (1u + u8(&r) % 15u) : 0u;
+            unsigned char *c = aligned_copy(a.arena, bytes, shift);
+            if (c == NULL) break;
+            unsigned char *cs = c + shift;
+            const uint32_t flips = 1 + u8(&r) % 4;
+            for (uint32_t i = 0; i < flips; i++) {
+                const size_t at = u8(&r) % 4 ? u16(&r) % (bytes < 1024 ? bytes : 1024) : u16(&r) * 97u % bytes;
+                cs[at] ^= (uint8_t)(1 + u8(&r) % 255);
+            }
+            (void)kvc_stream_validate(cs, bytes);
+            memcpy(before, cs, bytes);
+            for (size_t x = 0; x < MAXD; x++) k[x] = v[x] = 0.5f;
+            if (kvc_stream_append((kvc_stream *)cs, NULL, k, v) != KVC_OK) REQUIRE(memcmp(before, cs, bytes) == 0);
+            for (size_t x = 0; x < 3 * MAXD; x++) q[x] = 0.25f;
+            (void)kvc_stream_attend((kvc_stream *)cs, NULL, q, 1, za);
+            kvc_stream_stats s;
+            (void)kvc_stream_get_stats((kvc_stream *)cs, &s);
+            free(c);
+            break;
+        }
+        default: { /* invalid calls: a status, nothing changed */
+            memcpy(before, a.arena, bytes);
+            for (size_t x = 0; x < MAXD; x++) k[x] = v[x] = 1.0f;
+            REQUIRE(kvc_stream_append(a.st, NULL, NULL, v) == KVC_E_ARG);
+            REQUIRE(kvc_stream_append(a.st, NULL, k, NULL) == KVC_E_ARG);
+            REQUIRE(kvc_stream_append(NULL, NULL, k, v) == KVC_E_STATE);
+            REQUIRE(kvc_stream_attend(a.st, NULL, q, 0, za) == KVC_E_ARG);
+            REQUIRE(kvc_stream_attend(a.st, NULL, q, KVC_MAX_QUERY_HEADS + 1, za) == KVC_E_ARG);
+            REQUIRE(kvc_stream_attend(a.st, NULL, NULL, 1, za) == KVC_E_ARG);
+            REQUIRE(kvc_stream_view(a.st, NULL) == KVC_E_ARG);
+            REQUIRE(kvc_stream_get_stats(a.st, NULL) == KVC_E_ARG);
+            REQUIRE(memcmp(before, a.arena, bytes) == 0);
+            break;
+        }
+        }
+    }
+    if (b.st) REQUIRE(memcmp(a.arena, b.arena, bytes) == 0);
+    free(before), free(a.arena), free(b.arena);
+    return 0;
+}
