@@ -133,6 +133,41 @@ static int key_is(const kvc_gguf *g, size_t off, size_t len, const char *key)
     return strlen(key) == len && memcmp(g->buf + off, key, len) == 0;
 }
 
+typedef struct extent {
+    size_t off, bytes;
+    uint64_t index;
+} extent;
+
+static int by_offset(const void *a, const void *b)
+{
+    const size_t x = ((const extent *)a)->off, y = ((const extent *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+/* Tensor data must not overlap: a file whose tensors share bytes is not what
+ * a writer produces, and a loader would read one tensor's bytes as another's. */
+static kvc_status check_no_overlap(const kvc_gguf *g, cursor *c)
+{
+    extent *e = malloc((size_t)g->n_tensors * sizeof(extent));
+    if (!e) return fail(c, "out of memory checking %llu tensors", (unsigned long long)g->n_tensors);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        e[i].off = g->tensors[i].data_off, e[i].bytes = g->tensors[i].data_bytes, e[i].index = i;
+    }
+    qsort(e, (size_t)g->n_tensors, sizeof(extent), by_offset);
+    kvc_status rc = KVC_OK;
+    size_t last_end = 0;
+    uint64_t last = 0;
+    for (uint64_t i = 0; i < g->n_tensors && rc == KVC_OK; i++) {
+        if (e[i].bytes == 0) continue;
+        if (i > 0 && e[i].off < last_end)
+            rc = fail(c, "tensor %llu data (at %zu) overlaps tensor %llu (which ends at %zu)",
+                      (unsigned long long)e[i].index, e[i].off, (unsigned long long)last, last_end);
+        last_end = e[i].off + e[i].bytes, last = e[i].index;
+    }
+    free(e);
+    return rc;
+}
+
 kvc_status kvc_gguf_parse(const uint8_t *buf, size_t len, kvc_gguf *g, char *err, size_t errlen)
 {
     if (g == NULL) return KVC_E_ARG;
@@ -231,6 +266,7 @@ kvc_status kvc_gguf_parse(const uint8_t *buf, size_t len, kvc_gguf *g, char *err
             else t->data_off += start;
         }
     }
+    if (rc == KVC_OK && g->n_tensors > 1) rc = check_no_overlap(g, &c);
     if (rc != KVC_OK) kvc_gguf_free(g);
     return rc;
 }

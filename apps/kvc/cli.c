@@ -63,3 +63,39 @@ int kvc_mkdirs(const char *cmd, const char *dir)
     }
     return 0;
 }
+
+uint64_t kvc_cli_arena_limit(void)
+{
+    const char *e = getenv("KVC_MAX_ARENA_MB");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        const double mb = strtod(e, &end);
+        if (!errno && end && !*end && mb >= 1.0 / 1024.0 && mb <= 1073741824.0) return (uint64_t)(mb * 1048576.0);
+        fprintf(stderr, "kvc: ignoring KVC_MAX_ARENA_MB='%s' (expects a number of MiB in 0.001..1073741824)\n", e);
+    }
+    return (uint64_t)8192 << 20;
+}
+
+int kvc_cli_arena_refused(const char *cmd, uint64_t bytes)
+{
+    const uint64_t limit = kvc_cli_arena_limit();
+    if (bytes == 0) {
+        fprintf(stderr, "kvc %s: the cache configuration is invalid\n", cmd);
+        return 1;
+    }
+    if (bytes <= limit) return 0;
+    fprintf(stderr,
+            "kvc %s: the cache would take %.3f MiB, above the limit of %.3f MiB; lower --budget, or raise "
+            "KVC_MAX_ARENA_MB\n",
+            cmd, (double)bytes / 1048576.0, (double)limit / 1048576.0);
+    return 1;
+}
+
+uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable, const char *what)
+{
+    if (usable < 1) usable = 1;
+    if (budget <= usable) return (uint32_t)budget;
+    fprintf(stderr, "kvc %s: note: budget %" PRIu64 " clamped to %" PRIu64 ", the %s\n", cmd, budget, usable, what);
+    return (uint32_t)usable;
+}

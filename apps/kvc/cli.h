@@ -11,4 +11,14 @@ int kvc_cli_f64(const char *flag, const char *s, double lo, double hi, double *o
 /** Create @p dir and any missing parents (like mkdir -p); prints why and
  *  returns 1 on failure (naming @p cmd), 0 on success. */
 int kvc_mkdirs(const char *cmd, const char *dir);
+/** Largest cache arena the command line allocates, in bytes: $KVC_MAX_ARENA_MB
+ *  MiB when set (a decimal number, 1/1024 .. 2^30), else 8192 MiB. */
+uint64_t kvc_cli_arena_limit(void);
+/** Refuse, before allocating, a cache of @p bytes above kvc_cli_arena_limit()
+ *  (or 0 = an invalid configuration): prints why naming @p cmd, returns 1. */
+int kvc_cli_arena_refused(const char *cmd, uint64_t bytes);
+/** The budget a run can use: a per-stream budget above the @p usable tokens
+ *  this run can ever append holds nothing more, so it is clamped to it (with a
+ *  note naming @p cmd and @p what the tokens are). */
+uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable, const char *what);
 #endif

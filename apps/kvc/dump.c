@@ -122,9 +122,23 @@ int kvc_cmd_dump(int argc, char **argv)
     if (steps > (uint64_t)m.cfg.seq_len) steps = (uint64_t)m.cfg.seq_len;
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers, n = (int)steps;
     rec_ctx c = {NULL, m.cfg.n_heads, m.cfg.n_kv_heads, hs, n, NULL, NULL, NULL};
-    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, 1);
+    /* an exact cache of the whole run: no sink or window regions (with the
+       default 32 + 32 a run of 65 steps was refused as "out of memory") */
+    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n + 1u, 1);
+    sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     size_t bytes = kvc_cache_arena_size(&cc);
+    if (bytes == 0) {
+        fprintf(stderr, "kvc dump: cannot hold %d steps: %s\n", n, kvc_cache_config_problem(&cc));
+        free(text);
+        kvc_lm_close(&lm);
+        return 1;
+    }
+    if (kvc_cli_arena_refused("dump", bytes)) {
+        free(text);
+        kvc_lm_close(&lm);
+        return 1;
+    }
     void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     int *ptoks = malloc((strlen(prompt) + 3) * sizeof(int));
     kvc_l2c_state s = {0};

@@ -116,8 +116,9 @@ int kvc_cmd_eval(int argc, char **argv)
         return 1;
     }
 
-    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv,
-                                                      (uint32_t)budget, seed);
+    kvc_stream_config cfg = kvc_stream_config_default(
+        method, (uint32_t)tr.d, (uint32_t)tr.dv,
+        kvc_cli_clamp_budget("eval", budget, tr.n, "tokens in the trace"), seed);
     cfg.n_sink = (uint32_t)sink;
     cfg.n_window = (uint32_t)window;
     kvc_method_opts_apply(&mo, &cfg);
@@ -155,7 +156,8 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     }
     kvc_stream_plan plan;
     kvc_stream_plan_make(cfg, &plan);
-    void *arena = aligned_alloc(KVC_ARENA_ALIGN, plan.arena_bytes);
+    if (kvc_cli_arena_refused("eval", plan.arena_bytes)) return 1;
+    void *arena = aligned_alloc(KVC_ARENA_ALIGN, (size_t)plan.arena_bytes);
     const size_t n = tr->n, d = tr->d, dv = tr->dv;
     float *z = malloc(dv * sizeof(float));
     double *ex = malloc(dv * sizeof(double));
@@ -167,7 +169,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         fprintf(stderr, "kvc eval: out of memory\n");
         goto done;
     }
-    kvc_status s = kvc_stream_init(arena, plan.arena_bytes, cfg, &st);
+    kvc_status s = kvc_stream_init(arena, (size_t)plan.arena_bytes, cfg, &st);
     if (s != KVC_OK) {
         fprintf(stderr, "kvc eval: init failed: %s\n", kvc_status_str(s));
         goto done;
@@ -201,7 +203,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         printf(" beta=%g\n", (double)plan.beta);
         printf("  reference: %s\n", use_mp ? "MPFR 160-bit exact attention, correctly rounded to double"
                                              : "two-pass double exact attention");
-        printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %zu B; arena %zu B\n",
+        printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %" PRIu64 " B; arena %" PRIu64 " B\n",
                plan.worst_elements, plan.budget_elements, plan.metadata_bytes, plan.arena_bytes);
     }
 
@@ -264,7 +266,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     out->p99_rel = percentile(rel, n_pos, 99.0);
     out->p99_norm = percentile(nrm, n_pos, 99.0);
     out->max_tokens = (stats.peak_elements + (d + dv) - 1) / (d + dv);
-    out->arena_bytes = plan.arena_bytes;
+    out->arena_bytes = (size_t)plan.arena_bytes;
     if (verbose) {
         if (first > 0)
             printf("  positions: %zu compressing (token count > budget %" PRIu32 ")\n", n_pos, cfg->budget);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "method_opts.h"
 #include "kvc/kvc.h"
 #include "llama2c.h"
 
@@ -98,6 +99,36 @@ int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap)
     return kvc_l2c_encode(&lm->tok, text, ids);
 }
 
+int kvc_lm_encode_prefix(const kvc_lm *lm, const char *text, int max_tokens, int **ids_out)
+{
+    /* a token covers at most max_token_length bytes (llama2.c) or one
+       pre-tokenized word (GGUF BPE, assumed < 256 bytes): text beyond
+       (max_tokens + 16) tokens' worth of bytes cannot reach the first
+       max_tokens tokens but a merge at the cut; the cut is moved back to a
+       space so no word is split there */
+    const size_t per = lm->bpe ? 256u : (size_t)(lm->tok.max_token_length > 0 ? lm->tok.max_token_length : 1);
+    size_t len = strlen(text);
+    const size_t bound = ((size_t)max_tokens + 16u) * per;
+    if (len > bound) {
+        len = bound;
+        while (len > bound / 2 && text[len] != ' ' && text[len] != '\n') len--;
+    }
+    char *cut = malloc(len + 1);
+    int *ids = malloc((len + 3) * sizeof(int));
+    if (!cut || !ids) {
+        free(cut), free(ids);
+        *ids_out = NULL;
+        return -1;
+    }
+    memcpy(cut, text, len);
+    cut[len] = 0;
+    int n = kvc_lm_encode(lm, cut, ids, (int)len + 3);
+    free(cut);
+    if (n > max_tokens) n = max_tokens;
+    *ids_out = ids;
+    return n;
+}
+
 const char *kvc_lm_piece(const kvc_lm *lm, int prev, int tok, char *buf, int cap)
 {
     if (lm->bpe) {
@@ -127,17 +158,24 @@ int kvc_cmd_generate(int argc, char **argv)
     const char *model_path = NULL, *tok_path = NULL, *method_name = "exact", *prompt = "";
     uint64_t budget = 0, steps = 256, seed = 1, sink = 32, window = 32;
     double temp = 0.0;
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "--help")) {
             printf("usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
-                   "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B]\n"
+                   "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [method flags]\n"
                    "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
                    "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
-                   "  model's context. --temp 0 (default) is greedy.\n");
+                   "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
+                   "  method flags:\n%s",
+                   kvc_method_opts_usage);
             return 0;
         }
+        const int took = kvc_method_opts_take(&mo, a, val);
+        if (took < 0) return 2;
+        if (took) continue;
         if (!val) {
             fprintf(stderr, "kvc generate: %s needs a value\n", a);
             return 2;
@@ -170,17 +208,20 @@ int kvc_cmd_generate(int argc, char **argv)
     if (bpe && !*prompt) prompt = "Once upon a time";
     const int ctx = m.cfg.seq_len;
     if (steps > (uint64_t)ctx) steps = (uint64_t)ctx;
-    if (budget == 0) budget = (uint64_t)ctx;
     const int hs = m.cfg.dim / m.cfg.n_heads;
-    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
-    sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
-    if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
     int rc = 1;
     void *arena = NULL;
-    const int pcap = (int)strlen(prompt) + 3;
-    int *ptoks = malloc((size_t)pcap * sizeof(int));
-    int np = ptoks ? kvc_lm_encode(&lm, prompt, ptoks, pcap) : 1;
+    int *ptoks = NULL;
+    int np = kvc_lm_encode_prefix(&lm, prompt, ctx, &ptoks); /* only what the context can hold */
     if (np < 1) np = 1;
+    /* the cache never holds more than the context: a larger budget is clamped */
+    const uint64_t usable = (uint64_t)ctx;
+    if (budget == 0) budget = usable;
+    budget = kvc_cli_clamp_budget("generate", budget, usable, "model's context length");
+    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
+    sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
+    kvc_method_opts_apply(&mo, &sc);
+    if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     const char *why = kvc_cache_config_problem(&cc);
@@ -190,6 +231,7 @@ int kvc_cmd_generate(int argc, char **argv)
         goto done;
     }
     size_t bytes = kvc_cache_arena_size(&cc);
+    if (kvc_cli_arena_refused("generate", bytes)) goto done;
     arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     kvc_cache *cache;
     if (!arena || !ptoks || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
@@ -204,8 +246,22 @@ int kvc_cmd_generate(int argc, char **argv)
     if (bpe && kvc_bpe_decode(bpe, token, piece, sizeof piece) > 0) fputs(piece, stdout);
     double t0 = now_s();
     for (; pos < (int)steps; pos++) {
-        if (kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache) != KVC_OK) {
-            fprintf(stderr, "\nkvc generate: forward failed at position %d\n", pos);
+        const kvc_status fst = kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache);
+        if (fst != KVC_OK) {
+            const kvc_stream_plan *pl = kvc_stream_get_plan(kvc_cache_stream(cache, 0, 0));
+            if (fst == KVC_E_CAPACITY && pl && pl->prefix_method_tokens + pl->tail_capacity > 0 &&
+                (method == KVC_METHOD_BALANCEKV_PREFILL || method == KVC_METHOD_EXPRESS_PREFILL))
+                fprintf(stderr,
+                        "\nkvc generate: stopped at position %d: %s compresses the %d-token prompt and keeps "
+                        "what follows in an exact tail, which is full (%u tokens with budget %u); raise "
+                        "--budget%s\n",
+                        pos, method_name, np, pl->tail_capacity, sc.budget,
+                        method == KVC_METHOD_BALANCEKV_PREFILL ? ", or use --bkv-tail uniform (a reservoir)" : "");
+            else if (fst == KVC_E_CAPACITY)
+                fprintf(stderr, "\nkvc generate: stopped at position %d: the %s cache is full (budget %u); raise --budget\n",
+                        pos, method_name, sc.budget);
+            else
+                fprintf(stderr, "\nkvc generate: forward failed at position %d: %s\n", pos, kvc_status_str(fst));
             goto done;
         }
         int next = pos + 1 < np ? ptoks[pos + 1] : sample(s.logits, m.cfg.vocab_size, (float)temp, &r);

@@ -8,24 +8,12 @@
 #include "gguf_cmd.h"
 #include "kvc_gguf.h"
 #include "kvc_npy.h"
+#include "kvc_err.h"
 
-static uint8_t *read_all(const char *path, size_t *len)
+static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return NULL;
-    }
-    long n = ftell(f);
-    uint8_t *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && (fseek(f, 0, SEEK_SET) != 0 || fread(b, 1, (size_t)n, f) != (size_t)n)) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
+    uint8_t *b;
+    return kvc_read_regular_file(path, &b, len, err, errlen) == KVC_OK ? b : NULL;
 }
 
 int kvc_cmd_gguf(int argc, char **argv)
@@ -48,13 +36,13 @@ int kvc_cmd_gguf(int argc, char **argv)
         return 2;
     }
     size_t len;
-    uint8_t *buf = read_all(path, &len);
+    char err[256];
+    uint8_t *buf = read_all(path, &len, err, sizeof err);
     if (!buf) {
-        fprintf(stderr, "kvc gguf: cannot read '%s'\n", path);
+        fprintf(stderr, "kvc gguf: %s\n", err);
         return 1;
     }
     kvc_gguf g;
-    char err[256];
     if (kvc_gguf_parse(buf, len, &g, err, sizeof err) != KVC_OK) {
         fprintf(stderr, "kvc gguf: %s: %s\n", path, err);
         free(buf);

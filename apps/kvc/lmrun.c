@@ -1,6 +1,8 @@
 /* Chunked teacher forcing and cache set-up for the commands that run a model. */
 #include "lmrun.h"
 
+#include "cli.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@ void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_strea
         return NULL;
     }
     const size_t b = kvc_cache_arena_size(&cc);
+    if (kvc_cli_arena_refused(cmd, b)) return NULL;
     void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(b));
     if (!arena) {
         fprintf(stderr, "kvc %s: out of memory for a %zu-byte cache\n", cmd, b);

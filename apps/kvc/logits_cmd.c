@@ -56,6 +56,11 @@ int kvc_cmd_logits(int argc, char **argv)
         ids[n++] = (int)v;
         p = *end == ',' ? end + 1 : end;
     }
+    if (n == 0) {
+        fprintf(stderr, "kvc logits: --tokens needs at least one token id (comma-separated, e.g. 1,504,42)\n");
+        kvc_l2c_model_free(&m);
+        return 2;
+    }
     const int hs = m.cfg.dim / m.cfg.n_heads;
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)(n + 1), 1);
     sc.n_sink = 0, sc.n_window = 0;
@@ -71,7 +76,11 @@ int kvc_cmd_logits(int argc, char **argv)
         goto done;
     }
     for (int pos = 0; pos < n; pos++) {
-        if (kvc_l2c_forward(&m, &s, ids[pos], pos, kvc_l2c_cache_attention, cache) != KVC_OK) goto done;
+        const kvc_status fst = kvc_l2c_forward(&m, &s, ids[pos], pos, kvc_l2c_cache_attention, cache);
+        if (fst != KVC_OK) {
+            fprintf(stderr, "kvc logits: forward failed at position %d: %s\n", pos, kvc_status_str(fst));
+            goto done;
+        }
         memcpy(all + (size_t)pos * m.cfg.vocab_size, s.logits, (size_t)m.cfg.vocab_size * sizeof(float));
     }
     int top[5] = {0, 0, 0, 0, 0};

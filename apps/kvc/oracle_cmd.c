@@ -155,6 +155,17 @@ int kvc_cmd_oracle(int argc, char **argv)
     kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, budgets[0], 0);
     cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window;
     cfg.prefix_len = (uint32_t)tr.n;
+    for (size_t b = 0; b < nb; b++) { /* say which budget a method refuses, and why, before measuring */
+        kvc_stream_config cb = cfg;
+        cb.budget = budgets[b];
+        const char *why = kvc_stream_config_problem(&cb);
+        if (why) {
+            fprintf(stderr, "kvc oracle: %s refuses budget %u (sink %u, window %u): %s\n", method_name, budgets[b],
+                    cfg.n_sink, cfg.n_window, why);
+            kvc_trace_free(&tr);
+            return 2;
+        }
+    }
     kvc_oracle_opts o = {budgets, nb, (uint32_t)seeds, 1, (size_t)positions, 0, progress, NULL};
     kvc_oracle_row rows[16];
     const kvc_bound_claim *claim = kvc_bound_claim_of(method);

@@ -165,10 +165,9 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         return 1;
     }
     const kvc_l2c_model m = lm.m;
-    const int cap = (int)strlen(text) + 3;
-    int *toks = malloc((size_t)cap * sizeof(int));
-    int n = toks ? kvc_lm_encode(&lm, text, toks, cap) : 0;
-    if (n > m.cfg.seq_len) n = m.cfg.seq_len;
+    int *toks = NULL; /* only what the context can hold is encoded */
+    int n = kvc_lm_encode_prefix(&lm, text, m.cfg.seq_len, &toks);
+    if (n < 0) n = 0;
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers;
     double *err_sum = calloc((size_t)L, sizeof(double));
     uint64_t *err_n = calloc((size_t)L, sizeof(uint64_t));
@@ -177,6 +176,8 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         fprintf(stderr, "kvc ppl: text '%s' gives %d tokens; need at least 2\n", text_path, n);
         goto done;
     }
+    /* every token goes through the cache: a larger budget holds nothing more */
+    budget = kvc_cli_clamp_budget("ppl", budget, (uint64_t)n, "tokens of the text the context holds");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
     sc.n_sink = sink, sc.n_window = window;
     sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
@@ -186,9 +187,15 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     }
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     cc.policy = pyramid ? KVC_BUDGET_PYRAMID : KVC_BUDGET_UNIFORM;
-    const char *why = kvc_cache_config_problem(&cc);
+    uint32_t bad_layer;
+    const char *why = kvc_cache_config_problem_at(&cc, &bad_layer);
     if (why) {
-        fprintf(stderr, "kvc ppl: %s\n", why);
+        if (bad_layer != UINT32_MAX) {
+            fprintf(stderr, "kvc ppl: layer %u (budget %u under the %s policy): %s\n", bad_layer,
+                    kvc_cache_layer_budget(&cc, bad_layer), pyramid ? "pyramid" : "uniform", why);
+        } else {
+            fprintf(stderr, "kvc ppl: %s\n", why);
+        }
         goto done;
     }
     kvc_stream_config ec = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, seed);

@@ -94,12 +94,9 @@ void kvc_bpe_free(kvc_bpe *t)
 
 kvc_bpe *kvc_bpe_load(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kvc_errf(err, errlen, KVC_E_ARG, "cannot open '%s'", path), NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
-    int ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
+    uint8_t *buf;
+    size_t n;
+    const int ok = kvc_read_regular_file(path, &buf, &n, err, errlen) == KVC_OK;
     kvc_gguf g;
     kvc_bpe *t = NULL;
     if (!ok || kvc_gguf_parse(buf, (size_t)n, &g, err, errlen) != KVC_OK) {

@@ -63,31 +63,7 @@ kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m,
 
 static kvc_status read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kvc_errf(err, errlen, KVC_E_ARG, "cannot open '%s'", path);
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        if (cap > ((size_t)1 << 34)) break;
-        uint8_t *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb, cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        return kvc_errf(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
-    }
-    *buf = b, *len = n;
-    return KVC_OK;
+    return kvc_read_regular_file(path, buf, len, err, errlen);
 }
 
 kvc_status kvc_l2c_model_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen)

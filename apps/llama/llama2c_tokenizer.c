@@ -93,6 +93,98 @@ static int lookup(const kvc_l2c_tokenizer *t, const char *s)
     return -1;
 }
 
+/* The reference merge loop (llama2.c) rescans every adjacent pair after
+ * each merge: O(n^2) lookups for n symbols, 18 s for 11 KB of text. This
+ * does the same merges in the same order in O(n log n): symbols form a
+ * linked list, candidate pairs sit in a binary heap ordered by score (then
+ * leftmost first, the reference's tie rule), and a merge invalidates the
+ * candidates of its two symbols through per-symbol version stamps. */
+typedef struct cand {
+    float score;
+    int left, right;       /* symbol indices (positions in the original list) */
+    unsigned vl, vr;       /* their versions when the pair was looked up */
+    int id;                /* the merged token */
+} cand;
+
+static int cand_before(const cand *a, const cand *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(cand *h, int *hn, cand c)
+{
+    int i = (*hn)++;
+    while (i > 0 && cand_before(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static cand heap_pop(cand *h, int *hn)
+{
+    cand top = h[0], last = h[--*hn];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *hn) break;
+        if (c + 1 < *hn && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*hn > 0) h[i] = last;
+    return top;
+}
+
+typedef struct sym_list {
+    int *tok, *next, *prev;
+    unsigned *ver;
+} sym_list;
+
+static void push_pair(const kvc_l2c_tokenizer *t, const sym_list *L, int a, char *pair, cand *h, int *hn)
+{
+    const int b = L->next[a];
+    if (a <= 0 || b < 0) return; /* never merge BOS (symbol 0) */
+    snprintf(pair, (size_t)t->max_token_length * 2 + 3, "%s%s", t->vocab[L->tok[a]], t->vocab[L->tok[b]]);
+    const int id = lookup(t, pair);
+    if (id < 0 || !(t->scores[id] > -1e10f)) return; /* the reference's floor for a merge */
+    cand c = {t->scores[id], a, b, L->ver[a], L->ver[b], id};
+    heap_push(h, hn, c);
+}
+
+static int merge_pairs(const kvc_l2c_tokenizer *t, int *out, int n, char *pair)
+{
+    sym_list L;
+    L.tok = malloc((size_t)n * sizeof(int)), L.next = malloc((size_t)n * sizeof(int));
+    L.prev = malloc((size_t)n * sizeof(int)), L.ver = calloc((size_t)n, sizeof(unsigned));
+    /* each merge adds at most two candidates: n initial + 2n */
+    cand *h = malloc((size_t)(3 * n + 1) * sizeof(cand));
+    if (!L.tok || !L.next || !L.prev || !L.ver || !h) {
+        free(L.tok), free(L.next), free(L.prev), free(L.ver), free(h);
+        return n; /* out of memory: symbols unmerged (still a valid encoding) */
+    }
+    int hn = 0;
+    for (int i = 0; i < n; i++) L.tok[i] = out[i], L.next[i] = i + 1 < n ? i + 1 : -1, L.prev[i] = i - 1;
+    for (int i = 1; i + 1 < n; i++) push_pair(t, &L, i, pair, h, &hn);
+    while (hn > 0) {
+        const cand c = heap_pop(h, &hn);
+        if (L.next[c.left] != c.right || L.ver[c.left] != c.vl || L.ver[c.right] != c.vr) continue; /* stale */
+        L.tok[c.left] = c.id;
+        L.ver[c.left]++;
+        L.ver[c.right]++;
+        L.next[c.left] = L.next[c.right];
+        if (L.next[c.right] >= 0) L.prev[L.next[c.right]] = c.left;
+        L.next[c.right] = -2; /* gone */
+        if (L.prev[c.left] >= 0) push_pair(t, &L, L.prev[c.left], pair, h, &hn);
+        push_pair(t, &L, c.left, pair, h, &hn);
+    }
+    int m = 0;
+    for (int i = 0; i >= 0; i = L.next[i]) out[m++] = L.tok[i];
+    free(L.tok), free(L.next), free(L.prev), free(L.ver), free(h);
+    return m;
+}
+
 int kvc_l2c_encode(const kvc_l2c_tokenizer *t, const char *text, int *out)
 {
     int n = 0;
@@ -127,20 +219,7 @@ int kvc_l2c_encode(const kvc_l2c_tokenizer *t, const char *text, int *out)
         }
         bl = 0;
     }
-    for (;;) {
-        float best = -1e10f;
-        int best_id = -1, best_i = -1;
-        for (int i = 0; i + 1 < n; i++) {
-            if (i == 0) continue; /* never merge BOS */
-            snprintf(pair, (size_t)t->max_token_length * 2 + 3, "%s%s", t->vocab[out[i]], t->vocab[out[i + 1]]);
-            int id = lookup(t, pair);
-            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, best_i = i;
-        }
-        if (best_i < 0) break;
-        out[best_i] = best_id;
-        memmove(out + best_i + 1, out + best_i + 2, (size_t)(n - best_i - 2) * sizeof(int));
-        n--;
-    }
+    n = merge_pairs(t, out, n, pair);
     free(buf), free(pair);
     return n;
 }

@@ -5,6 +5,7 @@
  * floats, which is exactly the decoder's matmul layout. GGUF's llama q/k
  * weights are stored permuted for interleaved-pair RoPE, the rotation the
  * decoder applies. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,16 +43,10 @@ static kvc_status meta_u(const kvc_gguf *g, const char *key, uint64_t lo, uint64
 kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) return kvc_errf(err, errlen, KVC_E_ARG, "cannot open '%s'", path);
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
-    int ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
-    if (!ok) {
-        free(buf);
-        return kvc_errf(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
-    }
+    uint8_t *buf;
+    size_t n;
+    kvc_status rd = kvc_read_regular_file(path, &buf, &n, err, errlen);
+    if (rd != KVC_OK) return rd;
     kvc_gguf g;
     kvc_status rc = kvc_gguf_parse(buf, (size_t)n, &g, err, errlen);
     if (rc != KVC_OK) {
@@ -76,6 +71,17 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
         goto done;
     kvc_gguf_get_float(&g, "llama.rope.freq_base", &base);
     kvc_gguf_get_float(&g, "llama.attention.layer_norm_rms_epsilon", &eps);
+    /* both divide or take logarithms in every forward step: a NaN, a zero or
+       a negative value would give a model whose logits are all NaN */
+    if (!isfinite(base) || !(base > 0.0) || !isfinite((float)base) || (float)base <= 0.0f) {
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.rope.freq_base is %g; it must be finite and > 0", base);
+        goto done;
+    }
+    if (!isfinite(eps) || !(eps > 0.0) || (float)eps <= 0.0f || !isfinite((float)eps)) {
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.attention.layer_norm_rms_epsilon is %g; it must be finite and > 0",
+                      eps);
+        goto done;
+    }
     c.rope_base = (float)base;
     c.norm_eps = (float)eps;
     const kvc_gguf_tensor *emb = kvc_gguf_tensor_find(&g, "token_embd.weight");

@@ -22,6 +22,8 @@ struct kvc_cache {
 _Static_assert(sizeof(kvc_cache_config) == 144, "kvc_cache_config must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_cache) == 176, "the cache header must be the same on every ABI");
 
+static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table);
+
 static uint64_t cache_digest(const kvc_cache *c)
 {
     uint64_t h = kvc_digest(KVC_DIGEST_SEED, &c->off_table, sizeof c->off_table);
@@ -47,8 +49,9 @@ static kvc_stream_config stream_config(const kvc_cache_config *c, uint32_t layer
     return s;
 }
 
-const char *kvc_cache_config_problem(const kvc_cache_config *c)
+const char *kvc_cache_config_problem_at(const kvc_cache_config *c, uint32_t *layer)
 {
+    if (layer) *layer = UINT32_MAX;
     if (c == NULL) return "configuration is NULL";
     if (c->n_layers < 1 || c->n_layers > KVC_CACHE_MAX_LAYERS) return "n_layers must be in 1..256";
     if (c->n_kv_heads < 1 || c->n_kv_heads > KVC_CACHE_MAX_HEADS) return "n_kv_heads must be in 1..256";
@@ -61,14 +64,24 @@ const char *kvc_cache_config_problem(const kvc_cache_config *c)
     for (uint32_t l = 0; l < c->n_layers; l++) {
         kvc_stream_config s = stream_config(c, l, 0);
         const char *why = kvc_stream_config_problem(&s);
-        if (why) return why;
+        if (why) {
+            if (layer) *layer = l;
+            return why;
+        }
     }
+    if (cache_layout(c, NULL) == 0) return "the cache arena would exceed what this platform can address";
     return NULL;
 }
 
+const char *kvc_cache_config_problem(const kvc_cache_config *c) { return kvc_cache_config_problem_at(c, NULL); }
+
 uint32_t kvc_cache_layer_budget(const kvc_cache_config *c, uint32_t layer)
 {
-    if (kvc_cache_config_problem(c) != NULL || layer >= c->n_layers) return 0;
+    /* defined whenever the cache-wide fields are valid, so that a caller can
+       name the budget of the layer kvc_cache_config_problem_at refused */
+    uint32_t bad;
+    if (kvc_cache_config_problem_at(c, &bad) != NULL && bad == UINT32_MAX) return 0;
+    if (layer >= c->n_layers) return 0;
     return layer_budget(c, layer);
 }
 

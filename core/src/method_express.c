@@ -44,7 +44,7 @@ typedef struct express_state {
     uint64_t c_cap, l_cap;
     uint32_t prefix_tokens;  /* express-prefill: prompt tokens that reach the method (0: streaming) */
     uint32_t tail_cap, tail_n;
-    uint32_t pad2_;
+    uint32_t is_prefill;     /* express-prefill (its prompt may have 0 method tokens: then all is tail) */
     uint64_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
 } express_state;
 _Static_assert(sizeof(express_state) == 632, "express_state must be the same on every ABI");
@@ -117,7 +117,7 @@ int kvc_express_check(const void *st, const kvc_stream_plan *p, uint64_t method_
     const int prefill = p->method == KVC_METHOD_EXPRESS_PREFILL;
     if (g->magic != KVC_MAGIC_EXPRESS || g->d != p->d || g->dv != p->dv || g->s != p->xp.s || g->c != p->xp.c ||
         g->l_mode != p->xp.l_mode || g->center != (p->xp.center == 1) ||
-        g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) ||
+        g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) || g->is_prefill != (uint32_t)prefill ||
         g->tail_cap != (prefill ? p->tail_capacity : 0u) || g->c_cap != w.c_cap || g->l_cap != w.l_cap ||
         g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct || g->off_lk != w.off_lk ||
         g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt ||
@@ -175,6 +175,7 @@ void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->seed = seed;
     g->t = 1;
     if (p->method == KVC_METHOD_EXPRESS_PREFILL) {
+        g->is_prefill = 1;
         g->prefix_tokens = p->prefix_method_tokens;
         g->tail_cap = p->tail_capacity;
     }
@@ -184,7 +185,7 @@ void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 int kvc_express_can_accept(const void *st)
 {
     const express_state *g = (const express_state *)st;
-    return g->prefix_tokens == 0 || g->n < g->prefix_tokens || g->tail_n < g->tail_cap;
+    return !g->is_prefill || g->n < g->prefix_tokens || g->tail_n < g->tail_cap;
 }
 
 /* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
@@ -269,7 +270,7 @@ static void compress2_push(express_state *g, const float *k, const float *v, uin
 void kvc_express_update(void *st, const float *k, const float *v, uint64_t token)
 {
     express_state *g = (express_state *)st;
-    if (g->prefix_tokens != 0 && g->n >= g->prefix_tokens) {
+    if (g->is_prefill && g->n >= g->prefix_tokens) {
         /* express-prefill after the prompt: the exact tail */
         memcpy(KVC_AT(g, g->off_tk, float) + (size_t)g->tail_n * g->d, k, g->d * sizeof(float));
         memcpy(KVC_AT(g, g->off_tv, float) + (size_t)g->tail_n * g->dv, v, g->dv * sizeof(float));
@@ -318,7 +319,7 @@ size_t kvc_express_view(const void *st, kvc_segment *seg)
     seg[1].scale = 1.0;
     seg[1].n = g->l_cap;
     seg[1].role = KVC_SET_BOTH;
-    if (g->prefix_tokens == 0) return 2;
+    if (!g->is_prefill) return 2;
     seg[2].keys = KVC_AT_C(g, g->off_tk, float);
     seg[2].values = KVC_AT_C(g, g->off_tv, float);
     seg[2].weights = NULL;

@@ -13,6 +13,7 @@
 #include "kvc_testutil.h"
 #include "bpe.h"
 #include "llama2c.h"
+#include "kvc/kvc_rng.h"
 
 #ifndef KVC_DEFAULT_MODEL_DIR
 #define KVC_DEFAULT_MODEL_DIR "../shared/models/stories260K"
@@ -372,6 +373,114 @@ static int smollm2_tokenizer_and_greedy(void)
     return 0;
 }
 
+/* The llama2.c reference merge loop (O(n^2) lookups), kept here as the
+ * ground truth for the heap-based one in llama2c_tokenizer.c. */
+static int ref_lookup(const kvc_l2c_tokenizer *t, const char *s)
+{
+    for (int i = 0; i < t->vocab_size; i++)
+        if (strcmp(t->vocab[i], s) == 0) return i;
+    return -1;
+}
+
+static int ref_merge(const kvc_l2c_tokenizer *t, int *out, int n)
+{
+    char pair[1024];
+    for (;;) {
+        float best = -1e10f;
+        int best_id = -1, best_i = -1;
+        for (int i = 1; i + 1 < n; i++) {
+            snprintf(pair, sizeof pair, "%s%s", t->vocab[out[i]], t->vocab[out[i + 1]]);
+            int id = ref_lookup(t, pair);
+            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, best_i = i;
+        }
+        if (best_i < 0) return n;
+        out[best_i] = best_id;
+        memmove(out + best_i + 1, out + best_i + 2, (size_t)(n - best_i - 2) * sizeof(int));
+        n--;
+    }
+}
+
+/* Symbols before merging: encode with a tokenizer copy whose merges are all
+ * below the floor, so kvc_l2c_encode returns the unmerged symbols. */
+static int symbols_of(const kvc_l2c_tokenizer *t, const char *text, int *out)
+{
+    kvc_l2c_tokenizer u = *t;
+    float *low = malloc((size_t)t->vocab_size * sizeof(float));
+    for (int i = 0; i < t->vocab_size; i++) low[i] = -1e30f;
+    u.scores = low;
+    int n = kvc_l2c_encode(&u, text, out);
+    free(low);
+    return n;
+}
+
+/* The heap-based merge gives the reference's tokens on the test story, on
+ * random byte strings (UTF-8 and not) and on repetitive text. */
+static int tokenizer_merges_equal_reference(void)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer t;
+    int rc = load_model(&m, &t);
+    if (rc) return rc;
+    FILE *fp = fopen(KVC_STORY_PATH, "rb");
+    CHECK(fp != NULL);
+    char story[4096];
+    size_t sl = fread(story, 1, sizeof story - 1, fp);
+    fclose(fp);
+    story[sl] = 0;
+    char text[2048];
+    kvc_rng r;
+    kvc_rng_seed(&r, 77);
+    printf("seed 77: the story and 150 random strings\n");
+    int *a = malloc(sizeof(int) * 8192), *b = malloc(sizeof(int) * 8192);
+    for (int trial = -1; trial < 150; trial++) {
+        const char *x = story;
+        if (trial >= 0) {
+            const size_t len = kvc_rng_below(&r, 300);
+            for (size_t i = 0; i < len; i++) {
+                const uint32_t kind = kvc_rng_below(&r, 10);
+                text[i] = kind < 6 ? (char)('a' + kvc_rng_below(&r, 6)) : kind < 8 ? ' ' : (char)(1 + kvc_rng_below(&r, 255));
+            }
+            text[len] = 0;
+            x = text;
+        }
+        const int na = kvc_l2c_encode(&t, x, a);
+        int nb = symbols_of(&t, x, b);
+        nb = ref_merge(&t, b, nb);
+        CHECK_MSG(na == nb && memcmp(a, b, (size_t)na * sizeof(int)) == 0, "trial %d: %d vs %d tokens", trial, na, nb);
+    }
+    free(a), free(b);
+    kvc_l2c_tokenizer_free(&t), kvc_l2c_model_free(&m);
+    return 0;
+}
+
+/* 256 KB of text encodes in O(n log n): the reference loop took 18 s for
+ * 11 KB and over 180 s for 54 KB (quadratic: hours here). ctest's TIMEOUT
+ * for this case (60 s) is the check, with a margin of ~100x over what the
+ * heap version needs on a slow machine; it measures no speed. */
+static int tokenizer_long_text_subquadratic(void)
+{
+    kvc_l2c_model m;
+    kvc_l2c_tokenizer t;
+    int rc = load_model(&m, &t);
+    if (rc) return rc;
+    FILE *fp = fopen(KVC_STORY_PATH, "rb");
+    CHECK(fp != NULL);
+    char story[4096];
+    size_t sl = fread(story, 1, sizeof story - 1, fp);
+    fclose(fp);
+    const size_t total = 256 * 1024;
+    char *text = malloc(total + 1);
+    for (size_t i = 0; i < total; i++) text[i] = story[i % sl];
+    text[total] = 0;
+    int *ids = malloc((total + 3) * sizeof(int));
+    const int n = kvc_l2c_encode(&t, text, ids);
+    printf("%zu bytes -> %d tokens\n", total, n);
+    CHECK(n > (int)(total / 16) && n < (int)total);
+    free(text), free(ids);
+    kvc_l2c_tokenizer_free(&t), kvc_l2c_model_free(&m);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
     {"smollm2_tokenizer_and_greedy", smollm2_tokenizer_and_greedy},
     {"exact_cache_matches_plain_attention", exact_cache_matches_plain_attention},
@@ -379,5 +488,7 @@ static const kvc_test_case cases[] = {
     {"per_layer_budgets_fit_arena", per_layer_budgets_fit_arena},
     {"cache_rejects_bad_input_unchanged", cache_rejects_bad_input_unchanged},
     {"loaders_reject_bad_files", loaders_reject_bad_files},
+    {"tokenizer_merges_equal_reference", tokenizer_merges_equal_reference},
+    {"tokenizer_long_text_subquadratic", tokenizer_long_text_subquadratic},
 };
 KVC_TEST_MAIN(cases)

@@ -340,10 +340,10 @@ static int worst_case_reached_never_exceeded(void)
             CHECK(stats.elements <= plan.worst_elements);
             if (stats.clusters > max_clusters) max_clusters = stats.clusters;
         }
-        printf("%-12s worst %8llu  reached %8llu  budget %8llu elements  arena %zu B\n",
+        printf("%-12s worst %8llu  reached %8llu  budget %8llu elements  arena %llu B\n",
                kvc_method_name(all_methods[m]), (unsigned long long)plan.worst_elements,
                (unsigned long long)stats.peak_elements, (unsigned long long)plan.budget_elements,
-               plan.arena_bytes);
+               (unsigned long long)plan.arena_bytes);
         const int tree = all_methods[m] == KVC_METHOD_BALANCEKV || all_methods[m] == KVC_METHOD_BALANCEKV_PREFILL ||
                          all_methods[m] == KVC_METHOD_EXPRESS_PREFILL;
         /* the trees' worst case includes the moment inside an update when level

@@ -48,12 +48,22 @@ typedef struct kvc_cache_config {
 typedef struct kvc_cache kvc_cache;
 
 /** @brief Why @p cfg is rejected (a static sentence), or NULL when it is valid. */
+/**
+ * @brief As kvc_cache_config_problem, and which layer breaks the rule.
+ * @param[out] layer  the first layer whose stream configuration (its budget
+ *        under the policy) is refused; UINT32_MAX for a cache-wide rule or
+ *        none. May be NULL.
+ */
+const char *kvc_cache_config_problem_at(const kvc_cache_config *cfg, uint32_t *layer);
+
 const char *kvc_cache_config_problem(const kvc_cache_config *cfg);
 
 /** @brief Arena bytes for @p cfg, 0 when invalid. */
 size_t kvc_cache_arena_size(const kvc_cache_config *cfg);
 
-/** @brief Budget (tokens) of each kv-head stream of @p layer under @p cfg, 0 when invalid. */
+/** @brief Budget (tokens) of each kv-head stream of @p layer under @p cfg; 0 when a cache-wide
+ *         field is invalid or layer >= n_layers (a layer whose own budget breaks a stream rule
+ *         still gets its budget, to name it in a message). */
 uint32_t kvc_cache_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
 
 /**

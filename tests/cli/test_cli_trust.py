@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Command-line regressions of the trust issue: budgets that cannot exhaust
+memory, messages that say what is wrong. Each case runs `kvc` and checks its
+exit status and its message.
+
+    test_cli_trust.py KVC_EXE MODEL_DIR CASE
+
+Cases needing stories260K exit 77 (skip) when MODEL_DIR lacks it."""
+import os
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
+from make_gguf_corpus import gguf, s  # noqa: E402
+
+KVC, MODEL_DIR = sys.argv[1], os.environ.get("KVC_MODEL_DIR", sys.argv[2])
+# sanitizer builds reserve terabytes of address space: no RLIMIT_AS there
+# (the release build's run of the same cases checks the memory caps)
+SANITIZED = os.environ.get("KVC_TEST_SANITIZED") == "1"
+STORY = os.path.join(HERE, "..", "data", "story.txt")
+MODEL = os.path.join(MODEL_DIR, "stories260K.bin")
+TOK = os.path.join(MODEL_DIR, "tok512.bin")
+SKIP = 77
+
+
+def run(args, mem_gib=None, env=None, timeout=300):
+    def limit():
+        if mem_gib and not SANITIZED:
+            b = int(mem_gib * (1 << 30))
+            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([KVC] + args, capture_output=True, text=True, preexec_fn=limit, env=e, timeout=timeout)
+    print("$ kvc " + " ".join(args))
+    print("exit %d\n%s%s" % (p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+    return p
+
+
+def need_model():
+    if not (os.path.exists(MODEL) and os.path.exists(TOK)):
+        print("SKIP: stories260K not found in %s" % MODEL_DIR)
+        sys.exit(SKIP)
+
+
+def expect(cond, what):
+    if not cond:
+        print("FAIL: " + what)
+        sys.exit(1)
+
+
+def llama_gguf(eps=1e-5, base=10000.0):
+    u32 = lambda k, v: (k, 4, struct.pack("<I", v))
+    f32 = lambda k, v: (k, 6, struct.pack("<f", v))
+    kvs = [("general.architecture", 8, s("llama")), u32("llama.block_count", 1), u32("llama.embedding_length", 8),
+           u32("llama.feed_forward_length", 16), u32("llama.attention.head_count", 2),
+           u32("llama.attention.head_count_kv", 1), u32("llama.context_length", 64),
+           f32("llama.rope.freq_base", base), f32("llama.attention.layer_norm_rms_epsilon", eps)]
+    return gguf(kvs=kvs)
+
+
+def write(tmp, name, data):
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def case_ppl_budget_clamped():
+    """kvc ppl --budget 16777216 touched 22 GB; now clamped to the text, under a 1 GiB address-space cap."""
+    need_model()
+    p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--method", "uniform",
+             "--budget", "16777216"], mem_gib=1)
+    expect(p.returncode == 0 and "clamped to" in p.stderr, "ppl with a huge budget runs, clamped, in 1 GiB")
+
+
+def case_eval_budget_clamped():
+    """kvc eval allocated 2.2 GB for a 512-token trace."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "200", "--text", STORY, "--out", tmp])
+        expect(p.returncode == 0, "dump a trace")
+        p = run(["eval", "--trace", os.path.join(tmp, "L1"), "--method", "subgen", "--budget", "16777216",
+                 "--reference", "f64"], mem_gib=1)
+        expect(p.returncode == 0 and "clamped to 200" in p.stderr, "eval with a huge budget runs, clamped, in 1 GiB")
+
+
+def case_arena_limit_refuses():
+    """Above KVC_MAX_ARENA_MB the command says so before allocating."""
+    need_model()
+    p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--method", "uniform", "--budget", "400"],
+            env={"KVC_MAX_ARENA_MB": "0.25"})
+    expect(p.returncode != 0 and "above the limit of 0.250 MiB" in p.stderr, "a stated limit, with a message")
+
+
+def case_ppl_long_text():
+    """A 2 MB text: only what the context holds is encoded (the old loop was quadratic in the whole text)."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        story = open(STORY).read()
+        path = write(tmp, "long.txt", (story * (2_000_000 // len(story) + 1)).encode())
+        p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", path, "--method", "exact", "--budget", "512"],
+                timeout=120)
+        expect(p.returncode == 0 and "perplexity=" in p.stdout, "ppl on 2 MB of text")
+
+
+def case_dump_65_steps():
+    """kvc dump --steps 65 said "out of memory" (its exact cache had 32 + 32 sink/window tokens)."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "65", "--out", tmp])
+        expect(p.returncode == 0 and os.path.exists(os.path.join(tmp, "L0", "k.npy")), "dump 65 steps")
+
+
+def case_logits_empty_tokens():
+    need_model()
+    p = run(["logits", "--model", MODEL, "--tokens", ""])
+    expect(p.returncode == 2 and "at least one token" in p.stderr, "empty token list named")
+
+
+def case_gguf_bad_metadata():
+    """rms epsilon NaN / -1 and rope base 0 / NaN: kvc logits exited 1 with no message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kw, key in [("eps_nan", {"eps": float("nan")}, "layer_norm_rms_epsilon"),
+                              ("eps_neg", {"eps": -1.0}, "layer_norm_rms_epsilon"),
+                              ("base_zero", {"base": 0.0}, "freq_base"),
+                              ("base_nan", {"base": float("nan")}, "freq_base")]:
+            path = write(tmp, name + ".gguf", llama_gguf(**kw))
+            p = run(["logits", "--model", path, "--tokens", "1"])
+            expect(p.returncode != 0 and key in p.stderr and "finite and > 0" in p.stderr, name + " named")
+
+
+def case_gguf_overlapping_tensors():
+    with tempfile.TemporaryDirectory() as tmp:
+        f32 = struct.pack("<16f", *range(16))
+        path = write(tmp, "overlap.gguf", gguf(kvs=[("general.architecture", 8, s("llama"))],
+                                               tensors=[("a", [16], 0, 0), ("b", [8], 0, 32)], data=f32))
+        p = run(["gguf", path])
+        expect(p.returncode != 0 and "overlaps" in p.stderr, "overlapping tensor data refused")
+
+
+def case_not_a_regular_file():
+    """kvc gguf DIRECTORY called malloc(2^63)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["gguf", tmp], mem_gib=1)
+        expect(p.returncode != 0 and "not a regular file" in p.stderr, "a directory is refused by name")
+        p = run(["logits", "--model", tmp, "--tokens", "1"], mem_gib=1)
+        expect(p.returncode != 0 and "not a regular file" in p.stderr, "the model loader too")
+
+
+def case_generate_tail_full():
+    """balancekv-prefill stopped with "forward failed at position 79" without saying why."""
+    need_model()
+    p = run(["generate", "--model", MODEL, "--tokenizer", TOK, "--method", "balancekv-prefill", "--budget", "128",
+             "--steps", "200"])
+    expect(p.returncode != 0 and "exact tail" in p.stderr and "--budget" in p.stderr, "the full tail is named")
+    p = run(["generate", "--model", MODEL, "--tokenizer", TOK, "--method", "balancekv-prefill", "--budget", "128",
+             "--steps", "200", "--bkv-tail", "uniform"])
+    expect(p.returncode == 0, "and the way past it works")
+
+
+def case_ppl_pyramid_names_layer():
+    need_model()
+    p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--method", "uniform", "--budget", "70",
+             "--policy", "pyramid"])
+    expect(p.returncode != 0 and "layer 3 (budget 52" in p.stderr, "the refused layer and its budget are named")
+
+
+def case_oracle_budget_named():
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        expect(run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "100", "--out", tmp]).returncode == 0,
+               "dump")
+        p = run(["oracle", "--trace", os.path.join(tmp, "L0"), "--method", "uniform", "--budgets", "64,128,256"])
+        expect(p.returncode == 2 and "refuses budget 64" in p.stderr and "n_sink + n_window + 2" in p.stderr,
+               "the refused budget and the rule are named")
+
+
+if __name__ == "__main__":
+    fn = globals().get("case_" + sys.argv[3])
+    if fn is None:
+        print("unknown case " + sys.argv[3])
+        sys.exit(2)
+    fn()
+    print("PASS")
