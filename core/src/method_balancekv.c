@@ -110,6 +110,8 @@ void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     kvc_mr_reset(&de, &g->den, 0);
 }
 
+static int32_t bucket_of(double x);
+
 int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const bkv_state *g = (const bkv_state *)st;
@@ -122,6 +124,12 @@ int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t metho
         g->off_nw != w.off_nw || g->off_nt != w.off_nt || g->off_dk != w.off_dk || g->off_dw != w.off_dw ||
         g->off_dt != w.off_dt || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep ||
         g->tokens != method_in || g->have_top > 1u)
+        return 0;
+    /* the window's top is the bucket of the largest norm so far (relative to
+       the first one, so >= 1): a corrupted top would slide the window for
+       billions of steps */
+    if (g->have_top && (!(g->v_ref > 0.0) || !isfinite(g->v_ref) || !(g->v_max >= 1.0) || !isfinite(g->v_max) ||
+                        g->top != bucket_of(g->v_max)))
         return 0;
     if (g->den.store != 0 || !kvc_mr_ok(&g->den, g->t, g->T, g->t / 2, 1)) return 0;
     /* numerator trees: stores are a permutation of 0 .. b_max-1 (slides swap them) */

@@ -62,7 +62,11 @@ int kvc_subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_tok == w.off_samp_tok &&
            g->off_samp_w == w.off_samp_w && g->off_res_k == w.off_res_k && g->off_res_v == w.off_res_v &&
            g->off_res_w == w.off_res_w && g->off_res_tok == w.off_res_tok && g->m <= g->m_max &&
-           (g->m == 0) == (g->n_total == 0) && g->n_total == method_in && g->has_ref <= 1u;
+           (g->m == 0) == (g->n_total == 0) && g->n_total == method_in && g->has_ref <= 1u &&
+           /* a NaN radius never lets a full single cluster accept a key: the
+              doubling loop would not end */
+           g->delta >= 0.0 && isfinite(g->delta) && g->mu >= 0.0 && isfinite(g->mu) &&
+           g->ref_exp > -4000 && g->ref_exp < 4000;
 }
 
 uint64_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max)
