@@ -1,0 +1,31 @@
+#!/bin/sh
+# install_test.sh SOURCE_DIR WORK_DIR STEP
+#   install: configure the core alone (C compiler and libm only), build, install into WORK_DIR/prefix
+#   find_package: build tests/install/consumer against it with CMake and run it
+#   pkg_config: build the same program with pkg-config and run it
+set -eu
+src=$1 work=$2 step=$3
+case $step in
+  install)
+    rm -rf "$work" && mkdir -p "$work"
+    cmake -S "$src" -B "$work/build" -DKVC_BUILD_ORACLE=OFF -DKVC_BUILD_APPS=OFF -DKVC_BUILD_TESTS=OFF >"$work/configure.log"
+    cmake --build "$work/build" >"$work/build.log"
+    cmake --install "$work/build" --prefix "$work/prefix" >"$work/install.log"
+    ls "$work/prefix/lib/cmake/kvcompress" "$work/prefix/lib/pkgconfig/kvcompress.pc" "$work/prefix/include/kvc/kvc.h"
+    ;;
+  find_package)
+    cmake -S "$src/tests/install/consumer" -B "$work/consumer-cmake" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+    cmake --build "$work/consumer-cmake" >/dev/null
+    "$work/consumer-cmake/decoder"
+    ;;
+  pkg_config)
+    command -v pkg-config >/dev/null || { echo "pkg-config not installed: skipped"; exit 77; }
+    mkdir -p "$work/consumer-pc"
+    PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --modversion kvcompress
+    # shellcheck disable=SC2046
+    ${CC:-cc} -std=c11 -O2 -o "$work/consumer-pc/decoder" "$src/tests/install/consumer/decoder.c" \
+      $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs kvcompress)
+    "$work/consumer-pc/decoder"
+    ;;
+  *) echo "unknown step $step"; exit 2 ;;
+esac
