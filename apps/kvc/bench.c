@@ -11,13 +11,11 @@
 
 #include "cli.h"
 
-static const char DEFAULT_METHODS[] = "sink-window,uniform,subgen,balancekv,balancekv-prefill,express,express-prefill";
 
 const char kvc_bench_shared_usage[] =
     "  --model M.gguf|M.bin  model (default $KVC_SMOLLM2, else the path apps/fetch-smollm2.sh writes)\n"
     "  --tokenizer T.bin     llama2.c models only\n"
-    "  --methods a,b,..      default sink-window,uniform,subgen,balancekv,balancekv-prefill,\n"
-    "                        express,express-prefill (exact always runs)\n"
+    "  --methods a,b,..      default: every method of the library (exact always runs as the reference)\n"
     "  --budgets p,q,..      budgets in percent of the context, 1..100 (default 5,10,25); per layer and\n"
     "                        kv head; sinks = window = min(32, budget/8) for every method that has them\n"
     "  --csv FILE            one row per measurement\n"
@@ -65,7 +63,9 @@ static int parse_methods(kvc_bench_opts *o, const char *list)
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         kvc_method m;
         if (kvc_method_parse(t, &m) != KVC_OK) {
-            fprintf(stderr, "kvc bench: unknown method '%s'\n", t);
+            char names[512];
+            kvc_method_names(names, sizeof names);
+            fprintf(stderr, "kvc bench: unknown method '%s' (%s)\n", t, names);
             return 1;
         }
         if (m == KVC_METHOD_EXACT) continue; /* always there */
@@ -86,7 +86,14 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
     o->pcts[0] = 5, o->pcts[1] = 10, o->pcts[2] = 25, o->n_pct = 3;
-    parse_methods(o, DEFAULT_METHODS);
+    char all[512];
+    kvc_method_names(all, sizeof all); /* the registry: ", "-separated */
+    for (char *c = all, *w = all;; c++) { /* to the --methods syntax: "," */
+        if (*c == ' ') continue;
+        *w++ = *c;
+        if (!*c) break;
+    }
+    parse_methods(o, all);
     tok_path_opt = NULL;
 }
 

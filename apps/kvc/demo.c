@@ -18,10 +18,8 @@
 #include "ppl.h"
 #include "synth.h"
 
-static const kvc_method all_methods[] = {KVC_METHOD_EXACT,  KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                         KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV,   KVC_METHOD_BALANCEKV_PREFILL,
-                                         KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
-#define N_METHODS (sizeof all_methods / sizeof all_methods[0])
+/* every method of the library's registry */
+#define N_METHODS kvc_method_count()
 
 static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed, const char *dir)
 {
@@ -38,15 +36,15 @@ static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed
            "max_tokens", "arena_bytes");
     int rc = 0;
     for (size_t i = 0; i < N_METHODS; i++) {
-        uint32_t b = all_methods[i] == KVC_METHOD_EXACT ? (uint32_t)tr.n : (uint32_t)budget;
-        kvc_stream_config cfg = kvc_stream_config_default(all_methods[i], (uint32_t)tr.d, (uint32_t)tr.dv, b, seed);
+        uint32_t b = kvc_method_at(i) == KVC_METHOD_EXACT ? (uint32_t)tr.n : (uint32_t)budget;
+        kvc_stream_config cfg = kvc_stream_config_default(kvc_method_at(i), (uint32_t)tr.d, (uint32_t)tr.dv, b, seed);
         cfg.prefix_len = (uint32_t)tr.n; /* prefill: the trace is the prompt */
         kvc_eval_result r;
         if (kvc_eval_run(&tr, &cfg, dir, 0, 0, &r) != 0) {
             rc = 1;
             continue;
         }
-        printf("%-18s %8" PRIu32 " %12.4e %12.4e %12.4e %10" PRIu64 " %12zu\n", kvc_method_name(all_methods[i]), b,
+        printf("%-18s %8" PRIu32 " %12.4e %12.4e %12.4e %10" PRIu64 " %12zu\n", kvc_method_name(kvc_method_at(i)), b,
                r.mean_rel, r.p99_rel, r.mean_norm, r.max_tokens, r.arena_bytes);
     }
     printf("(errors over positions where the cache is over budget; exact runs at the trace length.\n"
@@ -73,15 +71,15 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
     printf("%-18s %8s %12s %16s %12s\n", "method", "budget", "perplexity", "exact_perplexity", "mean_rel_attn");
     for (int frac = 4; frac >= 2; frac /= 2) {
         for (size_t i = 0; i < N_METHODS; i++) {
-            uint32_t b = all_methods[i] == KVC_METHOD_EXACT ? (uint32_t)ctx : (uint32_t)(ctx / frac);
-            if (all_methods[i] == KVC_METHOD_EXACT && frac != 4) continue;
+            uint32_t b = kvc_method_at(i) == KVC_METHOD_EXACT ? (uint32_t)ctx : (uint32_t)(ctx / frac);
+            if (kvc_method_at(i) == KVC_METHOD_EXACT && frac != 4) continue;
             kvc_ppl_result r;
-            if (kvc_ppl_run(model, tok, text, all_methods[i], b, 32, 32, seed, 0, 0, &r) != 0) return 1;
+            if (kvc_ppl_run(model, tok, text, kvc_method_at(i), b, 32, 32, seed, 0, 0, &r) != 0) return 1;
             if (r.mean_rel_attn == r.mean_rel_attn)
-                printf("%-18s %8u %12.4f %16.4f %12.4e\n", kvc_method_name(all_methods[i]), b, r.perplexity,
+                printf("%-18s %8u %12.4f %16.4f %12.4e\n", kvc_method_name(kvc_method_at(i)), b, r.perplexity,
                        r.exact_perplexity, r.mean_rel_attn);
             else /* NaN: the cache never went over budget */
-                printf("%-18s %8u %12.4f %16.4f %12s\n", kvc_method_name(all_methods[i]), b, r.perplexity,
+                printf("%-18s %8u %12.4f %16.4f %12s\n", kvc_method_name(kvc_method_at(i)), b, r.perplexity,
                        r.exact_perplexity, "-");
         }
     }

@@ -104,7 +104,9 @@ int kvc_cmd_eval(int argc, char **argv)
     }
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
-        fprintf(stderr, "kvc eval: unknown method '%s' (exact, sink-window, uniform, subgen, balancekv, balancekv-prefill, express, express-prefill)\n", method_name);
+        char names[512];
+        kvc_method_names(names, sizeof names);
+        fprintf(stderr, "kvc eval: unknown method '%s' (%s)\n", method_name, names);
         return 2;
     }
 

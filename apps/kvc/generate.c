@@ -198,7 +198,9 @@ int kvc_cmd_generate(int argc, char **argv)
     }
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
-        fprintf(stderr, "kvc generate: unknown method '%s'\n", method_name);
+        char names[512];
+        kvc_method_names(names, sizeof names);
+        fprintf(stderr, "kvc generate: unknown method '%s' (%s)\n", method_name, names);
         return 2;
     }
     kvc_lm lm;

@@ -45,11 +45,11 @@ static int parse_budgets(const char *s, uint32_t *out, size_t *n)
 static int run_suite(const char *csv)
 {
     kvc_suite_settings s = kvc_suite_defaults();
-    static const kvc_method methods[] = {KVC_METHOD_EXACT,  KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                         KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV,   KVC_METHOD_BALANCEKV_PREFILL,
-                                         KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
-    enum { N_SUITE = sizeof methods / sizeof methods[0] };
-    kvc_suite_result res[N_SUITE];
+    /* every method of the registry */
+    kvc_method methods[64];
+    const size_t N_SUITE = kvc_method_count() < 64 ? kvc_method_count() : 64;
+    for (size_t i = 0; i < N_SUITE; i++) methods[i] = kvc_method_at(i);
+    kvc_suite_result res[64];
     int all_ok = 1;
     fprintf(stderr, "bound-check suite: n=%zu d=%zu clusters=%zu key_noise=%g, %u seeds x %zu positions, "
                     "budgets 160,288,544,1056 (sink %u, window %u), unbiasedness over %u seeds\n",

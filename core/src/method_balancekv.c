@@ -311,3 +311,15 @@ kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tre
     out->weight_sum = wsum;
     return KVC_OK;
 }
+
+/* ---- registry entry ---- */
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    (void)kern;
+    kvc_balancekv_update(st, k, v, token);
+}
+const kvc_method_ops kvc_method_ops_balancekv = {
+    KVC_METHOD_BALANCEKV, "balancekv",
+    "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree",
+    kvc_balancekv_arena_size, kvc_balancekv_init, NULL, ops_update, kvc_balancekv_view, kvc_balancekv_elements,
+    kvc_balancekv_fill_stats, kvc_balancekv_check};

@@ -173,3 +173,15 @@ void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *s)
     s->clip_events = g->clips;
     s->halvings = g->halvings;
 }
+
+/* ---- registry entry ---- */
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    (void)kern;
+    kvc_bkv_prefill_update(st, k, v, token);
+}
+const kvc_method_ops kvc_method_ops_balancekv_prefill = {
+    KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
+    "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail",
+    kvc_bkv_prefill_arena_size, kvc_bkv_prefill_init, kvc_bkv_prefill_can_accept, ops_update, kvc_bkv_prefill_view,
+    kvc_bkv_prefill_elements, kvc_bkv_prefill_fill_stats, kvc_bkv_prefill_check};

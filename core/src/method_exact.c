@@ -78,3 +78,20 @@ uint64_t kvc_exact_elements(const void *st)
     const exact_state *s = (const exact_state *)st;
     return (uint64_t)s->count * (s->d + s->dv);
 }
+
+/* ---- registry entry ---- */
+static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_exact_arena_size(p->d, p->dv, p->capacity); }
+static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
+{
+    (void)seed;
+    kvc_exact_init(st, p->d, p->dv, p->capacity);
+}
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    (void)kern;
+    kvc_exact_update(st, k, v, token);
+}
+const kvc_method_ops kvc_method_ops_exact = {
+    KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full",
+    ops_arena_size, ops_init, kvc_exact_can_accept, ops_update, kvc_exact_view, kvc_exact_elements, NULL,
+    kvc_exact_check};

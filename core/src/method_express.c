@@ -419,3 +419,19 @@ uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c)
     }
     return best;
 }
+
+/* ---- registry entries ---- */
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    (void)kern;
+    kvc_express_update(st, k, v, token);
+}
+const kvc_method_ops kvc_method_ops_express = {
+    KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample",
+    kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
+    kvc_express_elements, kvc_express_fill_stats, kvc_express_check};
+const kvc_method_ops kvc_method_ops_express_prefill = {
+    KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
+    "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail",
+    kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
+    kvc_express_elements, kvc_express_fill_stats, kvc_express_check};

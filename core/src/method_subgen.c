@@ -380,3 +380,14 @@ kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info 
     out->tokens = KVC_AT_C(g, g->off_res_tok, uint32_t);
     return KVC_OK;
 }
+
+/* ---- registry entry ---- */
+static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_subgen_arena_size(p->d, p->dv, p->t, p->s, p->m_max); }
+static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
+{
+    kvc_subgen_init(st, p->d, p->dv, p->t, p->s, p->m_max, p->delta0, seed);
+}
+const kvc_method_ops kvc_method_ops_subgen = {
+    KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)",
+    ops_arena_size, ops_init, NULL, kvc_subgen_update, kvc_subgen_view, kvc_subgen_elements, kvc_subgen_fill_stats,
+    kvc_subgen_check};

@@ -105,3 +105,15 @@ kvc_status kvc_uniform_reservoir(const kvc_stream *st, kvc_uniform_info *out)
     out->tokens = KVC_AT_C(s, s->off_tok, uint32_t);
     return KVC_OK;
 }
+
+/* ---- registry entry ---- */
+static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_uniform_arena_size(p->d, p->dv, p->capacity); }
+static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed) { kvc_uniform_init(st, p->d, p->dv, p->capacity, seed); }
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    (void)kern;
+    kvc_uniform_update(st, k, v, token);
+}
+const kvc_method_ops kvc_method_ops_uniform = {
+    KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)",
+    ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check};

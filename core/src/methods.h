@@ -12,6 +12,33 @@
 #define KVC_METHODS_H
 
 #include "kvc/kvc_stream.h"
+#include "method_list.h"
+
+/* What the stream wrapper needs from a method, in one table per method (its
+ * own file defines it). Entries a method does not need are NULL: no
+ * `can_accept` = always accepts; no `fill_stats` = no method counters; a
+ * method without state (sink-window) has `arena_size` NULL and drops the
+ * tokens that leave the window. */
+typedef struct kvc_method_ops {
+    kvc_method id;
+    const char *name;     /* as the command line spells it */
+    const char *summary;  /* one line: what it keeps */
+    uint64_t (*arena_size)(const kvc_stream_plan *p);
+    void (*init)(void *st, const kvc_stream_plan *p, uint64_t seed);
+    int (*can_accept)(const void *st);
+    void (*update)(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token);
+    size_t (*view)(const void *st, kvc_segment *seg); /* returns segments written */
+    uint64_t (*elements)(const void *st);
+    void (*fill_stats)(const void *st, kvc_stream_stats *stats);
+    int (*check)(const void *st, const kvc_stream_plan *p, uint64_t method_in);
+} kvc_method_ops;
+
+#define KVC_DECLARE_OPS(ident, value) extern const kvc_method_ops kvc_method_ops_##ident;
+KVC_METHOD_LIST(KVC_DECLARE_OPS)
+#undef KVC_DECLARE_OPS
+
+/* The table of a method, NULL for an unknown value. */
+const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 
 /* ---- exact: every token, refuses when full ---- */
 uint64_t kvc_exact_arena_size(uint32_t d, uint32_t dv, uint32_t capacity);

@@ -32,36 +32,6 @@
  * default moved to practical. */
 #define KVC_BKV_PREFILL_DEFAULT_MODE KVC_BALANCE_PRACTICAL
 
-const char *kvc_method_name(kvc_method m)
-{
-    switch (m) {
-    case KVC_METHOD_EXACT: return "exact";
-    case KVC_METHOD_SINK_WINDOW: return "sink-window";
-    case KVC_METHOD_UNIFORM: return "uniform";
-    case KVC_METHOD_SUBGEN: return "subgen";
-    case KVC_METHOD_BALANCEKV: return "balancekv";
-    case KVC_METHOD_BALANCEKV_PREFILL: return "balancekv-prefill";
-    case KVC_METHOD_EXPRESS: return "express";
-    case KVC_METHOD_EXPRESS_PREFILL: return "express-prefill";
-    }
-    return NULL;
-}
-
-kvc_status kvc_method_parse(const char *name, kvc_method *out)
-{
-    static const kvc_method all[] = {KVC_METHOD_EXACT, KVC_METHOD_SINK_WINDOW, KVC_METHOD_UNIFORM,
-                                     KVC_METHOD_SUBGEN, KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL,
-                                     KVC_METHOD_EXPRESS, KVC_METHOD_EXPRESS_PREFILL};
-    if (name == NULL || out == NULL) return KVC_E_ARG;
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-        if (strcmp(name, kvc_method_name(all[i])) == 0) {
-            *out = all[i];
-            return KVC_OK;
-        }
-    }
-    return KVC_E_ARG;
-}
-
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
                                             uint64_t seed)
 {
@@ -337,17 +307,8 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *pla
 
 uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p)
 {
-    switch (p->method) {
-    case KVC_METHOD_EXACT: return kvc_exact_arena_size(p->d, p->dv, p->capacity);
-    case KVC_METHOD_UNIFORM: return kvc_uniform_arena_size(p->d, p->dv, p->capacity);
-    case KVC_METHOD_SUBGEN: return kvc_subgen_arena_size(p->d, p->dv, p->t, p->s, p->m_max);
-    case KVC_METHOD_BALANCEKV: return kvc_balancekv_arena_size(p);
-    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_arena_size(p);
-    case KVC_METHOD_EXPRESS:
-    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_arena_size(p);
-    case KVC_METHOD_SINK_WINDOW: return 0;
-    }
-    return 0;
+    const kvc_method_ops *o = kvc_method_ops_of(p->method);
+    return o && o->arena_size ? o->arena_size(p) : 0;
 }
 
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay)

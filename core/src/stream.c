@@ -46,18 +46,8 @@ static uint64_t header_digest(const kvc_stream *st)
 
 static int method_check(const kvc_stream *st, const void *m)
 {
-    const kvc_stream_plan *p = &st->plan;
-    switch (p->method) {
-    case KVC_METHOD_EXACT: return kvc_exact_check(m, p, st->method_in);
-    case KVC_METHOD_UNIFORM: return kvc_uniform_check(m, p, st->method_in);
-    case KVC_METHOD_SUBGEN: return kvc_subgen_check(m, p, st->method_in);
-    case KVC_METHOD_BALANCEKV: return kvc_balancekv_check(m, p, st->method_in);
-    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_check(m, p, st->method_in);
-    case KVC_METHOD_EXPRESS:
-    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_check(m, p, st->method_in);
-    case KVC_METHOD_SINK_WINDOW: return 1;
-    }
-    return 0;
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    return o != NULL && o->check(m, &st->plan, st->method_in);
 }
 
 /* The check every entry point runs before it reads anything else: the
@@ -105,19 +95,8 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     st->cfg = *cfg;
     st->plan = plan;
     kvc_stream_layout_make(&plan, kvc_stream_method_bytes(&plan), &st->lay);
-    void *m = method_of(st);
-    switch (plan.method) {
-    case KVC_METHOD_EXACT: kvc_exact_init(m, plan.d, plan.dv, plan.capacity); break;
-    case KVC_METHOD_UNIFORM: kvc_uniform_init(m, plan.d, plan.dv, plan.capacity, cfg->seed); break;
-    case KVC_METHOD_SUBGEN:
-        kvc_subgen_init(m, plan.d, plan.dv, plan.t, plan.s, plan.m_max, plan.delta0, cfg->seed);
-        break;
-    case KVC_METHOD_BALANCEKV: kvc_balancekv_init(m, &plan, cfg->seed); break;
-    case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_init(m, &plan, cfg->seed); break;
-    case KVC_METHOD_EXPRESS: kvc_express_init(m, &plan, cfg->seed); break;
-    case KVC_METHOD_EXPRESS_PREFILL: kvc_express_init(m, &plan, cfg->seed); break;
-    case KVC_METHOD_SINK_WINDOW: break;
-    }
+    const kvc_method_ops *o = kvc_method_ops_of(plan.method);
+    if (o->init) o->init(method_of(st), &plan, cfg->seed);
     st->digest = header_digest(st);
     st->magic = KVC_MAGIC_STREAM;
     *out = st;
@@ -147,18 +126,8 @@ uint64_t kvc_stream_checksum(const kvc_stream *st)
 
 static uint64_t method_elements(const kvc_stream *st)
 {
-    const void *m = method_of_c(st);
-    switch (st->plan.method) {
-    case KVC_METHOD_EXACT: return kvc_exact_elements(m);
-    case KVC_METHOD_UNIFORM: return kvc_uniform_elements(m);
-    case KVC_METHOD_SUBGEN: return kvc_subgen_elements(m);
-    case KVC_METHOD_BALANCEKV: return kvc_balancekv_elements(m);
-    case KVC_METHOD_BALANCEKV_PREFILL: return kvc_bkv_prefill_elements(m);
-    case KVC_METHOD_EXPRESS: return kvc_express_elements(m);
-    case KVC_METHOD_EXPRESS_PREFILL: return kvc_express_elements(m);
-    case KVC_METHOD_SINK_WINDOW: return 0;
-    }
-    return 0;
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    return o->elements ? o->elements(method_of_c(st)) : 0;
 }
 
 static uint64_t stream_elements(const kvc_stream *st)
@@ -171,17 +140,8 @@ static uint64_t stream_elements(const kvc_stream *st)
 static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v,
                           uint64_t token)
 {
-    void *m = method_of(st);
-    switch (st->plan.method) {
-    case KVC_METHOD_EXACT: kvc_exact_update(m, k, v, token); break;
-    case KVC_METHOD_UNIFORM: kvc_uniform_update(m, k, v, token); break;
-    case KVC_METHOD_SUBGEN: kvc_subgen_update(m, kern, k, v, token); break;
-    case KVC_METHOD_BALANCEKV: kvc_balancekv_update(m, k, v, token); break;
-    case KVC_METHOD_BALANCEKV_PREFILL: kvc_bkv_prefill_update(m, k, v, token); break;
-    case KVC_METHOD_EXPRESS: kvc_express_update(m, k, v, token); break;
-    case KVC_METHOD_EXPRESS_PREFILL: kvc_express_update(m, k, v, token); break;
-    case KVC_METHOD_SINK_WINDOW: break; /* StreamingLLM drops the middle */
-    }
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    if (o->update) o->update(method_of(st), kern, k, v, token); /* none: StreamingLLM drops the middle */
     st->method_in++;
 }
 
@@ -233,11 +193,8 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
-    if (commit_reaches_method(st) &&
-        ((st->plan.method == KVC_METHOD_EXACT && !kvc_exact_can_accept(method_of_c(st))) ||
-         (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL && !kvc_bkv_prefill_can_accept(method_of_c(st))) ||
-         (st->plan.method == KVC_METHOD_EXPRESS_PREFILL && !kvc_express_can_accept(method_of_c(st)))))
-        return KVC_E_CAPACITY;
+    const kvc_method_ops *ops = kvc_method_ops_of(st->plan.method);
+    if (commit_reaches_method(st) && ops->can_accept && !ops->can_accept(method_of_c(st))) return KVC_E_CAPACITY;
 
     if (st->has_pending) commit_pending(st, kern);
     memcpy(KVC_AT(st, st->lay.off_pend_k, float), k, st->plan.d * sizeof(float));
@@ -289,17 +246,8 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     put_segment(view, wk, wv, st->win_count - first);
     put_segment(view, KVC_AT_C(st, st->lay.off_pend_k, float), KVC_AT_C(st, st->lay.off_pend_v, float),
                 st->has_pending);
-    const void *m = method_of_c(st);
-    switch (p->method) {
-    case KVC_METHOD_EXACT: view->n_seg += kvc_exact_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_UNIFORM: view->n_seg += kvc_uniform_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_SUBGEN: view->n_seg += kvc_subgen_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_BALANCEKV: view->n_seg += kvc_balancekv_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_BALANCEKV_PREFILL: view->n_seg += kvc_bkv_prefill_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_EXPRESS: view->n_seg += kvc_express_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_EXPRESS_PREFILL: view->n_seg += kvc_express_view(m, &view->seg[view->n_seg]); break;
-    case KVC_METHOD_SINK_WINDOW: break;
-    }
+    const kvc_method_ops *o = kvc_method_ops_of(p->method);
+    if (o->view) view->n_seg += o->view(method_of_c(st), &view->seg[view->n_seg]);
 }
 
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
@@ -327,7 +275,7 @@ const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st)
 
 const void *kvc_stream_method_state(const kvc_stream *st)
 {
-    if (stream_check(st) != KVC_OK || st->plan.method == KVC_METHOD_SINK_WINDOW) return NULL;
+    if (stream_check(st) != KVC_OK || kvc_method_ops_of(st->plan.method)->arena_size == NULL) return NULL;
     return method_of_c(st);
 }
 
@@ -341,10 +289,7 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
     stats->elements = stream_elements(st);
     stats->peak_elements = st->peak_elements;
     stats->method_tokens_in = st->method_in;
-    if (st->plan.method == KVC_METHOD_SUBGEN) kvc_subgen_fill_stats(method_of_c(st), stats);
-    if (st->plan.method == KVC_METHOD_BALANCEKV) kvc_balancekv_fill_stats(method_of_c(st), stats);
-    if (st->plan.method == KVC_METHOD_BALANCEKV_PREFILL) kvc_bkv_prefill_fill_stats(method_of_c(st), stats);
-    if (st->plan.method == KVC_METHOD_EXPRESS || st->plan.method == KVC_METHOD_EXPRESS_PREFILL)
-        kvc_express_fill_stats(method_of_c(st), stats);
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    if (o->fill_stats) o->fill_stats(method_of_c(st), stats);
     return KVC_OK;
 }

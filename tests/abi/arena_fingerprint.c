@@ -25,8 +25,8 @@ int main(void)
     float *k = malloc(sizeof(float) * n * d), *v = malloc(sizeof(float) * n * d), *q = malloc(sizeof(float) * d);
     for (uint32_t i = 0; i < n * d; i++) k[i] = (float)kvc_rng_normal(&r), v[i] = (float)kvc_rng_normal(&r);
     for (uint32_t i = 0; i < d; i++) q[i] = (float)kvc_rng_normal(&r);
-    for (int m = 1; m < 64; m++) {
-        if (kvc_method_name((kvc_method)m) == NULL) continue;
+    for (size_t mi = 0; mi < kvc_method_count(); mi++) {
+        const int m = (int)kvc_method_at(mi);
         kvc_stream_config c = kvc_stream_config_default((kvc_method)m, d, d, 128, 7);
         c.n_sink = 4, c.n_window = 8, c.prefix_len = 400;
         if (m == KVC_METHOD_BALANCEKV) c.balancekv.rho = 0.01f; /* exercises the erase threshold */

@@ -57,12 +57,8 @@ static float small_float(reader *r, const float *choices, size_t n) { return cho
 
 static int method_at(uint8_t b)
 {
-    int count = 0;
-    for (int m = 1; m < 64; m++) count += kvc_method_name((kvc_method)m) != NULL;
-    int want = b % (count + 1); /* one value past the last: an unknown method */
-    for (int m = 1; m < 64; m++)
-        if (kvc_method_name((kvc_method)m) != NULL && want-- == 0) return m;
-    return 200;
+    const size_t want = b % (kvc_method_count() + 1); /* one value past the last: an unknown method */
+    return want < kvc_method_count() ? (int)kvc_method_at(want) : 200;
 }
 
 static int convex(kvc_method m)

@@ -11,11 +11,9 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 
-static const kvc_method all_methods[] = {KVC_METHOD_EXACT,     KVC_METHOD_SINK_WINDOW,
-                                         KVC_METHOD_UNIFORM,   KVC_METHOD_SUBGEN,
-                                         KVC_METHOD_BALANCEKV, KVC_METHOD_BALANCEKV_PREFILL,
-                                         KVC_METHOD_EXPRESS,   KVC_METHOD_EXPRESS_PREFILL};
-#define N_METHODS 8
+/* every method of the registry, never a hand-kept list */
+#define N_METHODS ((int)kvc_method_count())
+#define all_methods_at(m) kvc_method_at((size_t)(m))
 
 /* Default configuration of method m; prefill methods get a prompt of 1024 tokens
  * (tests that stream more set prefix_len themselves). */
@@ -79,7 +77,7 @@ static int attend_sees_current_token(void)
 {
     float k[4] = {1, 2, 3, 4}, v[4] = {0.5f, -1, 2, 3}, q[4] = {1, 1, 1, 1}, z[4];
     for (int m = 0; m < N_METHODS; m++) {
-        kvc_stream_config cfg = cfg_of(all_methods[m], 4, 4, 100, 1);
+        kvc_stream_config cfg = cfg_of(all_methods_at(m), 4, 4, 100, 1);
         kvc_stream *st = tu_stream(&cfg);
         CHECK(st != NULL);
         CHECK(kvc_stream_attend(st, NULL, q, 1, z) == KVC_E_STATE); /* nothing appended yet */
@@ -182,9 +180,9 @@ static int nonfinite_rejected_state_unchanged(void)
 {
     stream_data s = make_data(105, 200, 8, 8);
     for (int m = 0; m < N_METHODS; m++) {
-        kvc_stream_config cfg = cfg_of(all_methods[m], 8, 8, 300, 9);
+        kvc_stream_config cfg = cfg_of(all_methods_at(m), 8, 8, 300, 9);
         cfg.n_sink = 2, cfg.n_window = 2;
-        if (all_methods[m] != KVC_METHOD_EXACT) cfg.budget = 40;
+        if (all_methods_at(m) != KVC_METHOD_EXACT) cfg.budget = 40;
         size_t bytes = kvc_stream_arena_size(&cfg);
         kvc_stream *st = tu_stream(&cfg);
         CHECK(st != NULL);
@@ -276,9 +274,9 @@ static int determinism_and_snapshot(void)
 {
     stream_data s = make_data(106, 600, 16, 16);
     for (int m = 0; m < N_METHODS; m++) {
-        kvc_stream_config cfg = cfg_of(all_methods[m], 16, 16, 120, 77);
+        kvc_stream_config cfg = cfg_of(all_methods_at(m), 16, 16, 120, 77);
         cfg.n_sink = 4, cfg.n_window = 8;
-        if (all_methods[m] == KVC_METHOD_EXACT) cfg.budget = 600;
+        if (all_methods_at(m) == KVC_METHOD_EXACT) cfg.budget = 600;
         size_t bytes = kvc_stream_arena_size(&cfg);
         kvc_stream *a = tu_stream(&cfg), *b = tu_stream(&cfg);
         for (size_t j = 0; j < 300; j++) {
@@ -297,7 +295,7 @@ static int determinism_and_snapshot(void)
             CHECK(memcmp(za, zc, sizeof za) == 0);
         }
         CHECK(memcmp(a, c, bytes) == 0);
-        if (all_methods[m] != KVC_METHOD_EXACT && all_methods[m] != KVC_METHOD_SINK_WINDOW) {
+        if (all_methods_at(m) != KVC_METHOD_EXACT && all_methods_at(m) != KVC_METHOD_SINK_WINDOW) {
             kvc_stream_config other = cfg;
             other.seed = 78;
             kvc_stream *o = tu_stream(&other);
@@ -305,7 +303,7 @@ static int determinism_and_snapshot(void)
             CHECK(memcmp(a, o, bytes) != 0);
             free(o);
         }
-        printf("%s: identical bytes for equal seeds, snapshot evolves identically\n", kvc_method_name(all_methods[m]));
+        printf("%s: identical bytes for equal seeds, snapshot evolves identically\n", kvc_method_name(all_methods_at(m)));
         free(a), free(b), free(c);
     }
     free_data(&s);
@@ -323,10 +321,10 @@ static int worst_case_reached_never_exceeded(void)
     printf("seed 107\n");
     float *k = tu_normal(&r, n, d, 10.0), *v = tu_normal(&r, n, dv, 1.0);
     for (int m = 0; m < N_METHODS; m++) {
-        kvc_stream_config cfg = cfg_of(all_methods[m], d, dv, 256, 5);
+        kvc_stream_config cfg = cfg_of(all_methods_at(m), d, dv, 256, 5);
         cfg.n_sink = 16, cfg.n_window = 16;
         cfg.prefix_len = (uint32_t)n;
-        if (all_methods[m] == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n;
+        if (all_methods_at(m) == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n;
         kvc_stream_plan plan;
         CHECK(kvc_stream_plan_make(&cfg, &plan) == KVC_OK);
         CHECK(plan.arena_bytes == kvc_stream_arena_size(&cfg));
@@ -341,22 +339,22 @@ static int worst_case_reached_never_exceeded(void)
             if (stats.clusters > max_clusters) max_clusters = stats.clusters;
         }
         printf("%-12s worst %8llu  reached %8llu  budget %8llu elements  arena %llu B\n",
-               kvc_method_name(all_methods[m]), (unsigned long long)plan.worst_elements,
+               kvc_method_name(all_methods_at(m)), (unsigned long long)plan.worst_elements,
                (unsigned long long)stats.peak_elements, (unsigned long long)plan.budget_elements,
                (unsigned long long)plan.arena_bytes);
-        const int tree = all_methods[m] == KVC_METHOD_BALANCEKV || all_methods[m] == KVC_METHOD_BALANCEKV_PREFILL ||
-                         all_methods[m] == KVC_METHOD_EXPRESS_PREFILL;
+        const int tree = all_methods_at(m) == KVC_METHOD_BALANCEKV || all_methods_at(m) == KVC_METHOD_BALANCEKV_PREFILL ||
+                         all_methods_at(m) == KVC_METHOD_EXPRESS_PREFILL;
         /* the trees' worst case includes the moment inside an update when level
            0 holds a full batch (and, for prefill, an exact tail this prompt never
            reaches), so at rest they stay strictly below it */
         if (tree) CHECK(stats.peak_elements < plan.worst_elements);
-        else if (all_methods[m] == KVC_METHOD_EXPRESS)
+        else if (all_methods_at(m) == KVC_METHOD_EXPRESS)
             CHECK(stats.peak_elements <= plan.worst_elements); /* reached: test_express.express_invariants */
         else CHECK(stats.peak_elements == plan.worst_elements);
-        if (all_methods[m] != KVC_METHOD_SUBGEN && all_methods[m] != KVC_METHOD_BALANCEKV &&
-            all_methods[m] != KVC_METHOD_EXPRESS)
+        if (all_methods_at(m) != KVC_METHOD_SUBGEN && all_methods_at(m) != KVC_METHOD_BALANCEKV &&
+            all_methods_at(m) != KVC_METHOD_EXPRESS)
             CHECK(plan.worst_elements == plan.budget_elements);
-        if (all_methods[m] == KVC_METHOD_SUBGEN) CHECK(max_clusters == plan.m_max && stats.doublings > 0);
+        if (all_methods_at(m) == KVC_METHOD_SUBGEN) CHECK(max_clusters == plan.m_max && stats.doublings > 0);
         free(st);
     }
     free(k), free(v);

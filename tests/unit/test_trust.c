@@ -18,14 +18,16 @@
 #include "plan.h" /* kvc_stream_header_bytes: the size of the stream header */
 
 #define D 8u
-#define MAX_METHOD 64
 
-/* Every method the library knows, in enum order. */
+/* Every method of the registry, in its order: next_method(0) is the first,
+ * next_method(m) the one after m, 0 after the last. */
 static int next_method(int m)
 {
-    for (m = m + 1; m < MAX_METHOD; m++)
-        if (kvc_method_name((kvc_method)m) != NULL) return m;
-    return 0;
+    size_t i = 0;
+    if (m != 0)
+        while (i < kvc_method_count() && (int)kvc_method_at(i) != m) i++;
+    const size_t next = m == 0 ? 0 : i + 1;
+    return next < kvc_method_count() ? (int)kvc_method_at(next) : 0;
 }
 
 static kvc_stream_config small_cfg(kvc_method m, uint32_t budget, uint64_t seed)

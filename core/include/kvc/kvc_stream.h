@@ -128,12 +128,27 @@ typedef struct kvc_stream_plan {
 /** Opaque stream state; it lives at the start of its arena. */
 typedef struct kvc_stream kvc_stream;
 
+/* ---- the method registry (one list in the library: core/src/method_list.h) ---- */
+
+/** Number of methods this build knows (iterate with kvc_method_at). */
+size_t kvc_method_count(void);
+
+/** The @p i-th method, i in 0 .. kvc_method_count()-1 (0 past the end). */
+kvc_method kvc_method_at(size_t i);
+
 /** Method names as the command line spells them ("exact", "sink-window",
- *  "uniform", "subgen"); NULL for an unknown value. */
+ *  "uniform", "subgen", ...); NULL for an unknown value. */
 const char *kvc_method_name(kvc_method m);
+
+/** One line on what the method keeps; NULL for an unknown value. */
+const char *kvc_method_summary(kvc_method m);
 
 /** Parse a method name; returns KVC_E_ARG for an unknown name. */
 kvc_status kvc_method_parse(const char *name, kvc_method *out);
+
+/** Every method name, comma-separated, into @p buf (truncated to @p cap,
+ *  NUL-terminated when cap > 0); returns the length the whole list needs. */
+size_t kvc_method_names(char *buf, size_t cap);
 
 /**
  * @brief A configuration with the documented defaults (sink 32, window 32,

@@ -1,0 +1,15 @@
+/* sink-window (StreamingLLM): the sinks and the window are the stream
+ * wrapper's own exact regions, so the method has no state: a token that
+ * leaves the window is dropped. Its plan gives the window the whole budget
+ * but the sinks and the current token (plan.c). */
+#include "methods.h"
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    (void)st, (void)p, (void)method_in;
+    return 1;
+}
+
+const kvc_method_ops kvc_method_ops_sink_window = {
+    KVC_METHOD_SINK_WINDOW, "sink-window", "StreamingLLM: the first n_sink tokens and a FIFO of the most recent",
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, ops_check};
