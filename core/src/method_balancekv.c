@@ -313,6 +313,76 @@ kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tre
 }
 
 /* ---- registry entry ---- */
+#define KVC_BKV_DEFAULT_LEVELS 3u
+#define KVC_BKV_DEFAULT_BMAX 8u
+/* Batches below this are mostly noise (the walk cannot balance a few points):
+ * on the clustered n = 8192, budget 512 trace, b_max 8 with t = 20 gave mean
+ * relative error 4.8, b_max 2 with t = 70 gave 0.77. */
+#define KVC_BKV_MIN_AUTO_T 64u
+/* Default mode chosen by measurement (mean relative error; bench/mode_report.sh):
+ * stories260K (5 layers x 4 heads x 3 seeds, budget 128 of 512): streaming
+ * practical 0.237 vs theory 0.275. SmolLM2-135M (GPL-3 text, n = 2048, 5
+ * layers x 3 heads x 2 seeds, budgets 10% / 25%): practical 0.71 / 0.28 vs
+ * theory 0.39 / 0.33 (medians 0.30 / 0.20 vs 0.38 / 0.25: practical is better
+ * but for one run at 10.5). Measured before the walk kernel was normalised by
+ * the batch's largest value norm (trust issue). */
+#define KVC_BKV_DEFAULT_MODE KVC_BALANCE_PRACTICAL
+
+const char *kvc_balancekv_fields(const kvc_stream_config *c)
+{
+    const kvc_balancekv_params *b = &c->balancekv;
+    if (b->t % 2 != 0 || b->t > KVC_MAX_BUDGET) return "balancekv t must be even (0 = derive)";
+    if (b->levels > 16) return "balancekv levels must be in 1..16 (0 = 3)";
+    if (b->b_max > 64) return "balancekv b_max must be in 1..64 (0 = 8)";
+    if (b->mode > KVC_BALANCE_SMALLER_CLASS) return "balancekv mode must be practical, theory or smaller-class";
+    if (!(b->gamma >= 0.0f) || !isfinite(b->gamma)) return "balancekv gamma must be finite and > 0 (0 = 4)";
+    if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
+    if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
+    if (!(b->kappa >= 0.0f) || !isfinite(b->kappa)) return "balancekv kappa must be finite and >= 0";
+    if (b->tail_method != 0 && b->tail_method != KVC_METHOD_EXACT && b->tail_method != KVC_METHOD_UNIFORM)
+        return "balancekv-prefill tail_method must be exact or uniform";
+    return NULL;
+}
+
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    kvc_balancekv_params b = c->balancekv;
+    b.levels = b.levels ? b.levels : KVC_BKV_DEFAULT_LEVELS;
+    if (b.b_max == 0) {
+        /* 8 buckets unless that leaves batches below KVC_BKV_MIN_AUTO_T:
+           then the most buckets that still give such batches (at least one) */
+        b.b_max = KVC_BKV_DEFAULT_BMAX;
+        while (b.b_max > 1 &&
+               ((uint64_t)KVC_BKV_MIN_AUTO_T + b.levels * (KVC_BKV_MIN_AUTO_T / 2) + 1u) *
+                       ((uint64_t)b.b_max * tok + c->d) >
+                   (uint64_t)p->method_tokens * tok)
+            b.b_max--;
+    }
+    b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
+    b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
+    b.delta = b.delta > 0.0f ? b.delta : 0.01f;
+    const uint64_t elems = (uint64_t)p->method_tokens * tok;
+    /* elements of one slot set: b_max numerator stores + one keys-only store */
+    const uint64_t per_slot = (uint64_t)b.b_max * tok + c->d;
+    if (b.t == 0) {
+        /* largest even t with slots(t) * per_slot <= elems; slots(t) = t + T t/2 + 1 */
+        uint64_t slots_fit = elems / per_slot;
+        uint64_t t = slots_fit > 1 ? (slots_fit - 1) * 2 / (2 + b.levels) : 0;
+        t &= ~(uint64_t)1;
+        while (t >= 2 && (t + b.levels * (t / 2) + 1) * per_slot > elems) t -= 2;
+        if (t < 2) return "budget too small for balancekv: not even a batch of 2 fits every bucket";
+        if (t > KVC_MAX_BUDGET) t = KVC_MAX_BUDGET;
+        b.t = (uint32_t)t;
+    }
+    const uint64_t slots = (uint64_t)b.t + (uint64_t)b.levels * (b.t / 2) + 1;
+    if (slots * per_slot > elems) return "balancekv t does not fit the method budget";
+    p->bkv = b;
+    *method_worst = slots * per_slot;
+    p->metadata_bytes = slots * (b.b_max + 1) * (sizeof(float) + sizeof(uint32_t)) +
+                       kvc_balancekv_scratch_bytes(p);
+    return NULL;
+}
 static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
 {
     (void)kern;
@@ -320,6 +390,6 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
 }
 const kvc_method_ops kvc_method_ops_balancekv = {
     KVC_METHOD_BALANCEKV, "balancekv",
-    "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree",
-    kvc_balancekv_arena_size, kvc_balancekv_init, NULL, ops_update, kvc_balancekv_view, kvc_balancekv_elements,
+    "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
+    kvc_balancekv_fields, ops_plan, kvc_balancekv_arena_size, kvc_balancekv_init, NULL, ops_update, kvc_balancekv_view, kvc_balancekv_elements,
     kvc_balancekv_fill_stats, kvc_balancekv_check};

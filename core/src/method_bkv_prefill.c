@@ -7,6 +7,7 @@
  * for a query at j (completed blocks' round outputs, the incomplete block
  * exact). One set for numerator and denominator (a = b = weight). Tokens that
  * reach the method after the prompt go to an exact tail. */
+#include <math.h>
 #include <string.h>
 
 #include "arena.h"
@@ -175,6 +176,67 @@ void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *s)
 }
 
 /* ---- registry entry ---- */
+#define KVC_BKV_PREFILL_DEFAULT_BLOCK 256u
+/* Measured (bench/mode_report.sh, before the walk kernel was normalised):
+ * stories260K prefill theory 0.161 vs practical 0.162; SmolLM2-135M (n =
+ * 2048, budgets 10% / 25%) practical 0.284 / 0.157 vs theory 0.313 / 0.180:
+ * the prefill default moved to practical. */
+#define KVC_BKV_PREFILL_DEFAULT_MODE KVC_BALANCE_PRACTICAL
+
+/* Slots of a tree with blocks of t over a prompt of m method tokens, for the
+ * fewest rounds T in [lo, hi] that fit `room` slots (or for T = hi when none
+ * fits). Writes the T chosen. */
+static uint64_t prefill_fewest_rounds(uint64_t m, uint32_t t, uint32_t lo, uint32_t hi, uint64_t room, uint32_t *T_out)
+{
+    uint64_t slots = 0;
+    for (uint32_t T = lo; T <= hi; T++) {
+        uint64_t top = kvc_bkv_prefill_top_cap(m, t, T);
+        if (top < t / 2) top = t / 2;
+        slots = (uint64_t)t + (uint64_t)(T - 1) * (t / 2) + top + 1;
+        *T_out = T;
+        if (slots <= room) break;
+    }
+    return slots;
+}
+
+static const char *ops_fields(const kvc_stream_config *c)
+{
+    if (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u)
+        return "balancekv-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
+    return kvc_balancekv_fields(c);
+}
+
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    kvc_balancekv_params b = c->balancekv;
+    const int auto_block = b.t == 0;
+    b.t = b.t ? b.t : KVC_BKV_PREFILL_DEFAULT_BLOCK;
+    b.b_max = 1;
+    b.mode = b.mode ? b.mode : KVC_BKV_PREFILL_DEFAULT_MODE;
+    b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
+    b.delta = b.delta > 0.0f ? b.delta : 0.01f;
+    b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
+    b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_EXACT;
+    const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
+    const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
+    p->prefix_method_tokens = (uint32_t)m;
+    const uint32_t T_lo = b.levels ? b.levels : 1u, T_hi = b.levels ? b.levels : 16u;
+    uint64_t slots = prefill_fewest_rounds(m, b.t, T_lo, T_hi, p->method_tokens, &b.levels);
+    /* the default block of 256 is halved until the tree fits the budget */
+    while (auto_block && slots > p->method_tokens && b.t > 4) {
+        b.t /= 2;
+        slots = prefill_fewest_rounds(m, b.t, T_lo, T_hi, p->method_tokens, &b.levels);
+    }
+    if (slots > p->method_tokens)
+        return "budget too small for balancekv-prefill: its blocks do not fit (lower the block size t)";
+    p->bkv = b;
+    p->tail_capacity = (uint32_t)(p->method_tokens - slots);
+    *method_worst = (uint64_t)p->method_tokens * tok;
+    p->metadata_bytes = slots * (sizeof(float) + sizeof(uint32_t)) +
+                       ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
+    return NULL;
+}
 static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
 {
     (void)kern;
@@ -182,6 +244,6 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
 }
 const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
-    "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail",
-    kvc_bkv_prefill_arena_size, kvc_bkv_prefill_init, kvc_bkv_prefill_can_accept, ops_update, kvc_bkv_prefill_view,
+    "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
+    ops_fields, ops_plan, kvc_bkv_prefill_arena_size, kvc_bkv_prefill_init, kvc_bkv_prefill_can_accept, ops_update, kvc_bkv_prefill_view,
     kvc_bkv_prefill_elements, kvc_bkv_prefill_fill_stats, kvc_bkv_prefill_check};

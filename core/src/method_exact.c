@@ -80,6 +80,13 @@ uint64_t kvc_exact_elements(const void *st)
 }
 
 /* ---- registry entry ---- */
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    p->capacity = p->method_tokens;
+    *method_worst = (uint64_t)p->capacity * tok;
+    return NULL;
+}
 static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_exact_arena_size(p->d, p->dv, p->capacity); }
 static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
 {
@@ -92,6 +99,6 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
     kvc_exact_update(st, k, v, token);
 }
 const kvc_method_ops kvc_method_ops_exact = {
-    KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full",
+    KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full", 0, NULL, ops_plan,
     ops_arena_size, ops_init, kvc_exact_can_accept, ops_update, kvc_exact_view, kvc_exact_elements, NULL,
     kvc_exact_check};

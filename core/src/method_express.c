@@ -421,17 +421,74 @@ uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c)
 }
 
 /* ---- registry entries ---- */
+#define KVC_EXPRESS_DEFAULT_L_MODE KVC_EXPRESS_L_CONST
+#define KVC_EXPRESS_DEFAULT_CENTER 1u
+
+static const char *ops_fields(const kvc_stream_config *c)
+{
+    if (c->method == KVC_METHOD_EXPRESS_PREFILL && (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u))
+        return "express-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
+    const kvc_express_params *x = &c->express;
+    if (x->s != 0 && (x->s < 2 || (x->s & (x->s - 1)) != 0 || x->s > (1u << 22)))
+        return "express s must be a power of two in 2..2^22 (0 = derive)";
+    if (x->c != 0 && ((x->c & (x->c - 1)) != 0 || (x->s != 0 && x->c > x->s)))
+        return "express c must be a power of two dividing s (0 = s)";
+    if (x->l_mode > KVC_EXPRESS_L_CONST) return "express l_mode must be theory or const";
+    if (!(x->L >= 0.0f) || !isfinite(x->L)) return "express L must be finite and > 0 (0 = 1)";
+    if (!(x->delta >= 0.0f && x->delta < 1.0f)) return "express delta must be in (0, 1) (0 = 0.5)";
+    if (x->center > 2) return "express center must be 1 (on) or 2 (off)";
+    return NULL;
+}
+
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    const int prefill = c->method == KVC_METHOD_EXPRESS_PREFILL;
+    const uint64_t exact_regions = (uint64_t)c->n_sink + c->n_window + 1u;
+    const uint64_t m = prefill && c->prefix_len > exact_regions ? c->prefix_len - exact_regions : 0;
+    if (prefill) p->prefix_method_tokens = (uint32_t)m;
+    kvc_express_params x = c->express;
+    x.l_mode = x.l_mode ? x.l_mode : KVC_EXPRESS_DEFAULT_L_MODE;
+    x.L = x.L > 0.0f ? x.L : 1.0f;
+    x.delta = x.delta > 0.0f ? x.delta : 0.5f;
+    x.center = x.center ? x.center : KVC_EXPRESS_DEFAULT_CENTER;
+    if (x.s == 0) {
+        for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
+            const uint64_t cc = x.c ? x.c : s;
+            if (cc > s) continue;
+            const uint64_t worst = prefill ? kvc_express_prefix_worst(m, s, cc)
+                                           : (6 * s - 2 * s / cc - 1 > 4 * s ? 6 * s - 2 * s / cc - 1 : 4 * s);
+            if (worst > p->method_tokens) break;
+            x.s = (uint32_t)s;
+            /* a prompt whose method part fits the exact phase (m <= s) is
+               held exactly by every larger s too: stop at the smallest
+               (the search used to run to s = 2^22, a 17.7 GB arena) */
+            if (prefill && s >= m) break;
+        }
+        if (x.s == 0) return "budget too small for express: even s = 2 (worst case 9 tokens) does not fit";
+    }
+    x.c = x.c ? x.c : x.s;
+    if (x.c > x.s) return "express c must divide s";
+    const uint64_t wx = 6ull * x.s - 2ull * x.s / x.c - 1;
+    const uint64_t worst = prefill ? kvc_express_prefix_worst(m, x.s, x.c) : (wx > 4ull * x.s ? wx : 4ull * x.s);
+    if (worst > p->method_tokens) return "express s does not fit the method budget (worst case 6s - 2s/c - 1)";
+    p->xp = x;
+    if (prefill) p->tail_capacity = (uint32_t)(p->method_tokens - worst);
+    *method_worst = (worst + p->tail_capacity) * tok;
+    p->metadata_bytes = (8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(p);
+    return NULL;
+}
 static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
 {
     (void)kern;
     kvc_express_update(st, k, v, token);
 }
 const kvc_method_ops kvc_method_ops_express = {
-    KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample",
-    kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
+    KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
+    ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
     kvc_express_elements, kvc_express_fill_stats, kvc_express_check};
 const kvc_method_ops kvc_method_ops_express_prefill = {
     KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
-    "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail",
-    kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
+    "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
+    ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
     kvc_express_elements, kvc_express_fill_stats, kvc_express_check};

@@ -382,12 +382,44 @@ kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info 
 }
 
 /* ---- registry entry ---- */
+#define KVC_SUBGEN_DEFAULT_T 8u
+#define KVC_SUBGEN_MAX_T 4096u
+
+static const char *ops_fields(const kvc_stream_config *c)
+{
+    const kvc_subgen_params *p = &c->subgen;
+    if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
+    if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
+    return NULL;
+}
+
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    const uint64_t elems = (uint64_t)p->method_tokens * tok;
+    p->t = c->subgen.t ? c->subgen.t : KVC_SUBGEN_DEFAULT_T;
+    p->s = c->subgen.s ? c->subgen.s : p->method_tokens / 2u;
+    if (p->s < 1) p->s = 1;
+    if ((uint64_t)p->s * tok > elems) return "subgen s does not fit the method budget";
+    const uint64_t per_cluster = (uint64_t)(p->t + 1u) * c->d;
+    const uint64_t m_fit = (elems - (uint64_t)p->s * tok) / per_cluster;
+    p->m_max = c->subgen.m_max ? c->subgen.m_max : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
+    if (m_fit < 1)
+        return "budget too small for subgen: no room for one cluster beside the reservoir";
+    if (p->m_max < 1 || p->m_max > m_fit) return "subgen m_max does not fit the method budget";
+    p->delta0 = c->subgen.delta0;
+    *method_worst = (uint64_t)p->m_max * per_cluster + (uint64_t)p->s * tok;
+    p->metadata_bytes = (uint64_t)p->m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                       (uint64_t)p->m_max * p->t * (sizeof(uint32_t) + sizeof(float)) +
+                       (uint64_t)p->s * (sizeof(uint32_t) + sizeof(float));
+    return NULL;
+}
 static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_subgen_arena_size(p->d, p->dv, p->t, p->s, p->m_max); }
 static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
 {
     kvc_subgen_init(st, p->d, p->dv, p->t, p->s, p->m_max, p->delta0, seed);
 }
 const kvc_method_ops kvc_method_ops_subgen = {
-    KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)",
-    ops_arena_size, ops_init, NULL, kvc_subgen_update, kvc_subgen_view, kvc_subgen_elements, kvc_subgen_fill_stats,
+    KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
+    ops_fields, ops_plan, ops_arena_size, ops_init, NULL, kvc_subgen_update, kvc_subgen_view, kvc_subgen_elements, kvc_subgen_fill_stats,
     kvc_subgen_check};

@@ -107,6 +107,14 @@ kvc_status kvc_uniform_reservoir(const kvc_stream *st, kvc_uniform_info *out)
 }
 
 /* ---- registry entry ---- */
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint64_t tok = (uint64_t)c->d + c->dv;
+    p->capacity = p->method_tokens;
+    *method_worst = (uint64_t)p->capacity * tok;
+    p->metadata_bytes = (uint64_t)p->capacity * sizeof(uint32_t);
+    return NULL;
+}
 static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_uniform_arena_size(p->d, p->dv, p->capacity); }
 static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed) { kvc_uniform_init(st, p->d, p->dv, p->capacity, seed); }
 static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
@@ -115,5 +123,5 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
     kvc_uniform_update(st, k, v, token);
 }
 const kvc_method_ops kvc_method_ops_uniform = {
-    KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)",
-    ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check};
+    KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
+    ops_plan, ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check};

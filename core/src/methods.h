@@ -23,6 +23,12 @@ typedef struct kvc_method_ops {
     kvc_method id;
     const char *name;     /* as the command line spells it */
     const char *summary;  /* one line: what it keeps */
+    unsigned window_is_budget; /* 1: the exact window takes the budget but the sinks (sink-window) */
+    /* the first rule of the method's own parameters a configuration breaks, or NULL */
+    const char *(*fields)(const kvc_stream_config *c);
+    /* derive the method's part of the plan from the budget (p->method_tokens
+       is set); writes the method's worst-case elements; NULL or why not */
+    const char *(*plan)(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst);
     uint64_t (*arena_size)(const kvc_stream_plan *p);
     void (*init)(void *st, const kvc_stream_plan *p, uint64_t seed);
     int (*can_accept)(const void *st);
@@ -36,6 +42,9 @@ typedef struct kvc_method_ops {
 #define KVC_DECLARE_OPS(ident, value) extern const kvc_method_ops kvc_method_ops_##ident;
 KVC_METHOD_LIST(KVC_DECLARE_OPS)
 #undef KVC_DECLARE_OPS
+
+/* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
+const char *kvc_balancekv_fields(const kvc_stream_config *c);
 
 /* The table of a method, NULL for an unknown value. */
 const kvc_method_ops *kvc_method_ops_of(kvc_method m);
