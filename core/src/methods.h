@@ -12,7 +12,6 @@
 #define KVC_METHODS_H
 
 #include "kvc/kvc_stream.h"
-#include "method_list.h"
 
 /* What the stream wrapper needs from a method, in one table per method (its
  * own file defines it). Entries a method does not need are NULL: no
@@ -39,7 +38,7 @@ typedef struct kvc_method_ops {
     int (*check)(const void *st, const kvc_stream_plan *p, uint64_t method_in);
 } kvc_method_ops;
 
-#define KVC_DECLARE_OPS(ident, value) extern const kvc_method_ops kvc_method_ops_##ident;
+#define KVC_DECLARE_OPS(ident, NAME, value, doc) extern const kvc_method_ops kvc_method_ops_##ident;
 KVC_METHOD_LIST(KVC_DECLARE_OPS)
 #undef KVC_DECLARE_OPS
 

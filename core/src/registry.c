@@ -1,11 +1,11 @@
-/* The method registry, generated from method_list.h: lookups by value, by
+/* The method registry, generated from kvc_method_list.h: lookups by value, by
  * name and by position, for the library and for everything that iterates
  * over methods (command line, oracle, tests, scripts). */
 #include <string.h>
 
 #include "methods.h"
 
-#define KVC_OPS_PTR(ident, value) &kvc_method_ops_##ident,
+#define KVC_OPS_PTR(ident, NAME, value, doc) &kvc_method_ops_##ident,
 static const kvc_method_ops *const registry[] = {KVC_METHOD_LIST(KVC_OPS_PTR)};
 #undef KVC_OPS_PTR
 #define N_METHODS (sizeof registry / sizeof registry[0])

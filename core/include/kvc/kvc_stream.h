@@ -20,25 +20,18 @@
 #define KVC_STREAM_H
 
 #include "kvc_kernels.h"
+#include "kvc_method_list.h"
 #include "kvc_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** Compression methods. */
-typedef enum kvc_method {
-    KVC_METHOD_EXACT = 1,       /**< keep everything; refuses (KVC_E_CAPACITY) when full */
-    KVC_METHOD_SINK_WINDOW = 2, /**< StreamingLLM: sinks + FIFO window, drop the middle */
-    KVC_METHOD_UNIFORM = 3,     /**< reservoir sample of the middle, weight seen/kept */
-    KVC_METHOD_SUBGEN = 4,      /**< SubGen: key clusters + value-norm reservoir */
-    KVC_METHOD_BALANCEKV = 5,   /**< BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance */
-    KVC_METHOD_BALANCEKV_PREFILL = 6, /**< BalanceKV's prefill compression (the paper's experiments):
-                                          T rounds of halving blocks of b, causal replay, then an exact tail */
-    KVC_METHOD_EXPRESS = 7,     /**< Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md) */
-    KVC_METHOD_EXPRESS_PREFILL = 8 /**< Express over a known prompt (s sized for its length; the state at
-                                        every prompt position equals Offline-Express's), then an exact tail */
-} kvc_method;
+/** Compression methods: one value per line of kvc_method_list.h (the
+ *  registry's single list), e.g. KVC_METHOD_EXACT = 1, KVC_METHOD_SUBGEN = 4. */
+#define KVC_METHOD_ENUM_ENTRY(ident, NAME, value, doc) KVC_METHOD_##NAME = value,
+typedef enum kvc_method { KVC_METHOD_LIST(KVC_METHOD_ENUM_ENTRY) } kvc_method;
+#undef KVC_METHOD_ENUM_ENTRY
 
 /** SubGen parameters; 0 means "derive from the budget". */
 typedef struct kvc_subgen_params {
@@ -128,7 +121,7 @@ typedef struct kvc_stream_plan {
 /** Opaque stream state; it lives at the start of its arena. */
 typedef struct kvc_stream kvc_stream;
 
-/* ---- the method registry (one list in the library: core/src/method_list.h) ---- */
+/* ---- the method registry (one list in the library: kvc_method_list.h) ---- */
 
 /** Number of methods this build knows (iterate with kvc_method_at). */
 size_t kvc_method_count(void);

@@ -1,0 +1,29 @@
+/**
+ * @file kvc_method_list.h
+ * @brief The one list of compression methods. The kvc_method enum, the
+ *        registry (kvc_method_count / kvc_method_at / names), and every
+ *        iteration over methods in the library, the command line, the oracle
+ *        and the tests are generated from it.
+ *
+ * Adding a method: one line here, and a file core/src/method_<ident>.c that
+ * defines `const kvc_method_ops kvc_method_ops_<ident>` (see core/src/methods.h
+ * and the README's "Adding a method").
+ *
+ *   X(ident, ENUM_NAME, value, one-line description)
+ */
+#ifndef KVC_METHOD_LIST_H
+#define KVC_METHOD_LIST_H
+
+#define KVC_METHOD_LIST(X)                                                                                     \
+    X(exact, EXACT, 1, "keep everything; refuses (KVC_E_CAPACITY) when full")                                 \
+    X(sink_window, SINK_WINDOW, 2, "StreamingLLM: sinks + FIFO window, drop the middle")                      \
+    X(uniform, UNIFORM, 3, "reservoir sample of the middle, weight seen/kept")                                \
+    X(subgen, SUBGEN, 4, "SubGen: key clusters + value-norm reservoir")                                       \
+    X(balancekv, BALANCEKV, 5, "BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance")     \
+    X(balancekv_prefill, BALANCEKV_PREFILL, 6,                                                                 \
+      "BalanceKV's prefill compression: T rounds of halving blocks of b, causal replay, then an exact tail")  \
+    X(express, EXPRESS, 7, "Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md)")            \
+    X(express_prefill, EXPRESS_PREFILL, 8,                                                                     \
+      "Express over a known prompt (equal to Offline-Express on it), then an exact tail")
+
+#endif
