@@ -1,0 +1,152 @@
+/* K-norm (Devoto et al. 2024, "A Simple and Effective L2 Norm-Based Strategy
+ * for KV Cache Compression"): of the tokens that leave the window, keep the
+ * `capacity` ones whose keys have the lowest L2 norm (low-norm keys draw
+ * high attention). Sinks and window stay exact (the stream wrapper). An
+ * eviction policy, not an estimator: kept tokens have weight 1.
+ *
+ * A max-heap over the kept slots, keyed by key norm, finds the slot to
+ * evict in O(log capacity): a full cache replaces its largest-norm token when
+ * the new key's norm is strictly smaller (ties keep the older token).
+ * Arrays: keys capacity x d, values capacity x dv, norms, heap (slot ids). */
+#include <math.h>
+
+#include "arena.h"
+#include "methods.h"
+
+#define KVC_MAGIC_KNORM 0x4B564E32u /* "KVN2" */
+
+typedef struct knorm_state {
+    uint32_t magic;
+    uint32_t d, dv, capacity;
+    uint32_t count; /* kept tokens (slots 0 .. count-1) */
+    uint32_t pad_;
+    uint64_t seen;  /* tokens handed to the method */
+    uint64_t off_k, off_v, off_norm, off_heap;
+} knorm_state;
+_Static_assert(sizeof(knorm_state) == 64, "knorm_state must be the same on every ABI");
+
+static uint64_t knorm_layout(knorm_state *s, const kvc_stream_plan *p)
+{
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(knorm_state));
+    s->off_k = kvc_carve(&cur, (uint64_t)p->capacity * p->d * sizeof(float));
+    s->off_v = kvc_carve(&cur, (uint64_t)p->capacity * p->dv * sizeof(float));
+    s->off_norm = kvc_carve(&cur, (uint64_t)p->capacity * sizeof(float));
+    s->off_heap = kvc_carve(&cur, (uint64_t)p->capacity * sizeof(uint32_t));
+    return cur;
+}
+
+static uint64_t ops_arena_size(const kvc_stream_plan *p)
+{
+    knorm_state tmp;
+    return knorm_layout(&tmp, p);
+}
+
+static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
+{
+    knorm_state *s = (knorm_state *)st;
+    (void)seed; /* deterministic */
+    knorm_layout(s, p);
+    s->magic = KVC_MAGIC_KNORM;
+    s->d = p->d, s->dv = p->dv, s->capacity = p->capacity;
+}
+
+static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    p->capacity = p->method_tokens;
+    *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
+    p->metadata_bytes = (uint64_t)p->capacity * (sizeof(float) + sizeof(uint32_t));
+    return NULL;
+}
+
+/* The heap holds slot ids. They live in the data region, which validation
+ * does not scan, so an id >= n (corrupted data) is read as slot 0: never an
+ * out-of-bounds access, at worst a wrong eviction. */
+static int heap_less(const float *norm, const uint32_t *h, uint32_t n, uint32_t a, uint32_t b)
+{
+    const uint32_t x = h[a] < n ? h[a] : 0u, y = h[b] < n ? h[b] : 0u;
+    return norm[x] < norm[y] || (norm[x] == norm[y] && x < y);
+}
+
+static void sift_up(const float *norm, uint32_t *h, uint32_t i)
+{
+    const uint32_t n = i + 1;
+    while (i > 0 && heap_less(norm, h, n, (i - 1) / 2, i)) {
+        const uint32_t p = (i - 1) / 2, t = h[p];
+        h[p] = h[i], h[i] = t;
+        i = p;
+    }
+}
+
+static void sift_down(const float *norm, uint32_t *h, uint32_t n)
+{
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t big = i;
+        const uint32_t l = 2 * i + 1, r = l + 1;
+        if (l < n && heap_less(norm, h, n, big, l)) big = l;
+        if (r < n && heap_less(norm, h, n, big, r)) big = r;
+        if (big == i) return;
+        const uint32_t t = h[i];
+        h[i] = h[big], h[big] = t;
+        i = big;
+    }
+}
+
+static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+{
+    knorm_state *s = (knorm_state *)st;
+    (void)kern, (void)token;
+    float *norm = KVC_AT(s, s->off_norm, float);
+    uint32_t *h = KVC_AT(s, s->off_heap, uint32_t);
+    double sq = 0.0;
+    for (uint32_t c = 0; c < s->d; c++) sq += (double)k[c] * (double)k[c];
+    const float nk = (float)sqrt(sq);
+    s->seen++;
+    uint32_t slot;
+    if (s->count < s->capacity) {
+        slot = s->count;
+        h[s->count] = slot;
+        norm[slot] = nk;
+        s->count++;
+        sift_up(norm, h, s->count - 1);
+    } else {
+        if (s->capacity == 0 || h[0] >= s->count || !(nk < norm[h[0]])) return; /* keep the lower norms */
+        slot = h[0];
+        norm[slot] = nk;
+        sift_down(norm, h, s->count);
+    }
+    memcpy(KVC_AT(s, s->off_k, float) + (size_t)slot * s->d, k, s->d * sizeof(float));
+    memcpy(KVC_AT(s, s->off_v, float) + (size_t)slot * s->dv, v, s->dv * sizeof(float));
+}
+
+static size_t ops_view(const void *st, kvc_segment *seg)
+{
+    const knorm_state *s = (const knorm_state *)st;
+    seg->keys = KVC_AT_C(s, s->off_k, float);
+    seg->values = KVC_AT_C(s, s->off_v, float);
+    seg->weights = NULL;
+    seg->scale = 1.0;
+    seg->n = s->count;
+    seg->role = KVC_SET_BOTH;
+    return 1;
+}
+
+static uint64_t ops_elements(const void *st)
+{
+    const knorm_state *s = (const knorm_state *)st;
+    return (uint64_t)s->count * (s->d + s->dv);
+}
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    const knorm_state *s = (const knorm_state *)st;
+    knorm_state w;
+    knorm_layout(&w, p);
+    return s->magic == KVC_MAGIC_KNORM && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
+           s->off_k == w.off_k && s->off_v == w.off_v && s->off_norm == w.off_norm && s->off_heap == w.off_heap &&
+           s->seen == method_in && s->count == (method_in < s->capacity ? method_in : s->capacity);
+}
+
+const kvc_method_ops kvc_method_ops_knorm = {
+    KVC_METHOD_KNORM, "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)", 0, NULL, ops_plan,
+    ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL, ops_check};
