@@ -74,7 +74,7 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
             uint32_t b = kvc_method_at(i) == KVC_METHOD_EXACT ? (uint32_t)ctx : (uint32_t)(ctx / frac);
             if (kvc_method_at(i) == KVC_METHOD_EXACT && frac != 4) continue;
             kvc_ppl_result r;
-            if (kvc_ppl_run(model, tok, text, kvc_method_at(i), b, 32, 32, seed, 0, 0, &r) != 0) return 1;
+            if (kvc_ppl_run(model, tok, text, kvc_method_at(i), b, 32, 32, seed, 0, 0, NULL, &r) != 0) return 1;
             if (r.mean_rel_attn == r.mean_rel_attn)
                 printf("%-18s %8u %12.4f %16.4f %12.4e\n", kvc_method_name(kvc_method_at(i)), b, r.perplexity,
                        r.exact_perplexity, r.mean_rel_attn);

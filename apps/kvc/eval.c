@@ -42,17 +42,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
-            "                [--head H] [--prefix P] [--reference auto|mpfr|f64]\n"
-            "%s"
+            "                [--head H] [--prefix P] [--reference auto|mpfr|f64] [method flags]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
-            "  M is exact | sink-window | uniform | subgen | balancekv | balancekv-prefill | express |\n"
-            "  express-prefill. N is the cache budget in tokens\n"
+            "  M is one of the library's methods (an unknown name lists them). N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d); a prefill method\n"
             "  compresses the whole trace as its prompt unless --prefix P says otherwise.\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
-            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n",
-            kvc_method_opts_usage);
+            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n"
+            "  method flags:\n");
+    kvc_method_opts_usage_print(f);
 }
 
 int kvc_cmd_eval(int argc, char **argv)

@@ -169,8 +169,8 @@ int kvc_cmd_generate(int argc, char **argv)
                    "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
                    "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
                    "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
-                   "  method flags:\n%s",
-                   kvc_method_opts_usage);
+                   "  method flags:\n");
+            kvc_method_opts_usage_print(stdout);
             return 0;
         }
         const int took = kvc_method_opts_take(&mo, a, val);

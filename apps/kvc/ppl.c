@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "generate.h"
 #include "lmrun.h"
+#include "method_opts.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 #include "ppl.h"
@@ -101,17 +102,24 @@ int kvc_cmd_ppl(int argc, char **argv)
     const char *model_path = NULL, *tok_path = NULL, *method_name = NULL, *text_path = NULL, *policy = "uniform";
     uint64_t budget = 0, seed = 1, sink = 32, window = 32;
     int have_budget = 0;
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "--help")) {
             printf("usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
-                   "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid]\n"
+                   "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [method flags]\n"
                    "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
                    "  exact; prints per-layer mean relative attention error and ends with\n"
-                   "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n");
+                   "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n"
+                   "  method flags:\n");
+            kvc_method_opts_usage_print(stdout);
             return 0;
         }
+        const int took = kvc_method_opts_take(&mo, a, val);
+        if (took < 0) return 2;
+        if (took) continue;
         if (!val) {
             fprintf(stderr, "kvc ppl: %s needs a value\n", a);
             return 2;
@@ -146,12 +154,12 @@ int kvc_cmd_ppl(int argc, char **argv)
     }
     kvc_ppl_result r;
     return kvc_ppl_run(model_path, tok_path, text_path, method, (uint32_t)budget, (uint32_t)sink, (uint32_t)window,
-                       seed, !strcmp(policy, "pyramid"), 1, &r);
+                       seed, !strcmp(policy, "pyramid"), 1, &mo, &r);
 }
 
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
                 uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, int verbose,
-                kvc_ppl_result *out)
+                const kvc_method_opts *mo, kvc_ppl_result *out)
 {
     kvc_lm lm;
     memset(out, 0, sizeof *out);
@@ -180,6 +188,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     budget = kvc_cli_clamp_budget("ppl", budget, (uint64_t)n, "tokens of the text the context holds");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
     sc.n_sink = sink, sc.n_window = window;
+    if (mo) kvc_method_opts_apply(mo, &sc);
     sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
     if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {
         fprintf(stderr, "kvc ppl: exact refuses: the text has %d tokens but the budget holds %u\n", n, budget);

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "kvc/kvc_stream.h"
+#include "method_opts.h"
 
 typedef struct kvc_ppl_result {
     int tokens;              /**< predicted tokens (text tokens - 1) */
@@ -16,5 +17,5 @@ int kvc_cmd_ppl(int argc, char **argv);
 /** One perplexity run; NULL model/tokenizer paths use the defaults. Returns 0 or 1. */
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
                 uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, int verbose,
-                kvc_ppl_result *out);
+                const kvc_method_opts *mo, kvc_ppl_result *out);
 #endif

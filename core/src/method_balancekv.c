@@ -7,6 +7,7 @@
  * to the lowest bucket. The query is N = every numerator tree's levels with
  * their weights, D = the denominator tree's levels with theirs. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "arena.h"
@@ -388,8 +389,34 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
     (void)kern;
     kvc_balancekv_update(st, k, v, token);
 }
+static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
+static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
+const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
+    {{"bkv-t", KVC_PARAM_U32, 2, KVC_MAX_BUDGET, NULL, "largest that fits (prefill: block 256, halved to fit)",
+      "batch size (prefill: block size), even"},
+     offsetof(kvc_stream_config, balancekv.t), NULL, NULL},
+    {{"bkv-levels", KVC_PARAM_U32, 1, 16, NULL, "3 (prefill: fewest rounds that fit)", "tree levels / rounds T"},
+     offsetof(kvc_stream_config, balancekv.levels), NULL, NULL},
+    {{"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "8, fewer if batches fall below 64", "value-norm buckets (streaming)"},
+     offsetof(kvc_stream_config, balancekv.b_max), NULL, NULL},
+    {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class", "practical", "pairing probability rule"},
+     offsetof(kvc_stream_config, balancekv.mode), mode_values, NULL},
+    {{"bkv-gamma", KVC_PARAM_F32, 1e-9, 1e9, NULL, "4", "practical-mode step"},
+     offsetof(kvc_stream_config, balancekv.gamma), NULL, NULL},
+    {{"bkv-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.01", "theory-mode failure probability"},
+     offsetof(kvc_stream_config, balancekv.delta), NULL, NULL},
+    {{"bkv-rho", KVC_PARAM_F32, 0, 0.999, NULL, "0 (never erase)", "erase buckets below rho * max norm"},
+     offsetof(kvc_stream_config, balancekv.rho), NULL, NULL},
+    {{"bkv-kappa", KVC_PARAM_F32, 0, 1e6, NULL, "0 streaming, 0.025 prefill", "value-kernel constant"},
+     offsetof(kvc_stream_config, balancekv.kappa), NULL, NULL},
+    {{"bkv-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "exact", "prefill: what holds the tokens after the prompt"},
+     offsetof(kvc_stream_config, balancekv.tail_method), tail_values, NULL},
+};
+_Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_table[0] == KVC_BALANCEKV_N_PARAMS,
+               "KVC_BALANCEKV_N_PARAMS counts the table");
+
 const kvc_method_ops kvc_method_ops_balancekv = {
     KVC_METHOD_BALANCEKV, "balancekv",
     "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
     kvc_balancekv_fields, ops_plan, kvc_balancekv_arena_size, kvc_balancekv_init, NULL, ops_update, kvc_balancekv_view, kvc_balancekv_elements,
-    kvc_balancekv_fill_stats, kvc_balancekv_check};
+    kvc_balancekv_fill_stats, kvc_balancekv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS};

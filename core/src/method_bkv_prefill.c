@@ -246,4 +246,5 @@ const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
     "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
     ops_fields, ops_plan, kvc_bkv_prefill_arena_size, kvc_bkv_prefill_init, kvc_bkv_prefill_can_accept, ops_update, kvc_bkv_prefill_view,
-    kvc_bkv_prefill_elements, kvc_bkv_prefill_fill_stats, kvc_bkv_prefill_check};
+    kvc_bkv_prefill_elements, kvc_bkv_prefill_fill_stats, kvc_bkv_prefill_check, kvc_balancekv_param_table,
+    KVC_BALANCEKV_N_PARAMS};

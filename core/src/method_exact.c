@@ -101,4 +101,4 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
 const kvc_method_ops kvc_method_ops_exact = {
     KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full", 0, NULL, ops_plan,
     ops_arena_size, ops_init, kvc_exact_can_accept, ops_update, kvc_exact_view, kvc_exact_elements, NULL,
-    kvc_exact_check};
+    kvc_exact_check, NULL, 0};

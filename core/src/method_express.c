@@ -12,6 +12,7 @@
  * Exposed to attend: C with weight t, every live Compress2 buffer with weight
  * q 2^l (per-slot weights). Worst case after an update: 6s - 2s/k - 1 points. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "arena.h"
@@ -483,12 +484,42 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
     (void)kern;
     kvc_express_update(st, k, v, token);
 }
+/* "theory" or a constant L: two fields, one flag */
+static kvc_status set_L(kvc_stream_config *c, const char *text)
+{
+    if (strcmp(text, "theory") == 0) {
+        c->express.l_mode = KVC_EXPRESS_L_THEORY;
+        return KVC_OK;
+    }
+    static const kvc_method_param num = {{"express-L", KVC_PARAM_F32, 1e-6, 1e6, NULL, NULL, NULL},
+                                         offsetof(kvc_stream_config, express.L), NULL, NULL};
+    kvc_stream_config tmp = *c;
+    if (kvc_param_set_number(&tmp, &num, text) != KVC_OK || tmp.express.L == 0.0f) return KVC_E_ARG;
+    tmp.express.l_mode = KVC_EXPRESS_L_CONST;
+    *c = tmp;
+    return KVC_OK;
+}
+
+static const uint32_t center_values[] = {1, 2};
+static const kvc_method_param params[] = {
+    {{"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits", "cache size s (power of two)"},
+     offsetof(kvc_stream_config, express.s), NULL, NULL},
+    {{"express-c", KVC_PARAM_U32, 1, 1u << 22, NULL, "s", "inflation factor c (power of two dividing s)"},
+     offsetof(kvc_stream_config, express.c), NULL, NULL},
+    {{"express-L", KVC_PARAM_F32, 1e-6, 1e6, "theory", "1", "kernel-halving threshold scale: a constant or theory"},
+     offsetof(kvc_stream_config, express.L), NULL, set_L},
+    {{"express-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.5", "theory L: total failure probability"},
+     offsetof(kvc_stream_config, express.delta), NULL, NULL},
+    {{"express-center", KVC_PARAM_CHOICE, 0, 0, "on|off", "on", "centre keys on each halving call's mean"},
+     offsetof(kvc_stream_config, express.center), center_values, NULL},
+};
+
 const kvc_method_ops kvc_method_ops_express = {
     KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
     ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
-    kvc_express_elements, kvc_express_fill_stats, kvc_express_check};
+    kvc_express_elements, kvc_express_fill_stats, kvc_express_check, params, sizeof params / sizeof params[0]};
 const kvc_method_ops kvc_method_ops_express_prefill = {
     KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
     "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
     ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
-    kvc_express_elements, kvc_express_fill_stats, kvc_express_check};
+    kvc_express_elements, kvc_express_fill_stats, kvc_express_check, params, sizeof params / sizeof params[0]};

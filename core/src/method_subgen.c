@@ -419,7 +419,19 @@ static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
 {
     kvc_subgen_init(st, p->d, p->dv, p->t, p->s, p->m_max, p->delta0, seed);
 }
+#include <stddef.h>
+static const kvc_method_param params[] = {
+    {{"subgen-t", KVC_PARAM_U32, 1, KVC_SUBGEN_MAX_T, NULL, "8", "key samples per cluster"},
+     offsetof(kvc_stream_config, subgen.t), NULL, NULL},
+    {{"subgen-s", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "half the method budget", "value-reservoir slots"},
+     offsetof(kvc_stream_config, subgen.s), NULL, NULL},
+    {{"subgen-mmax", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "what the rest of the budget holds", "cluster capacity"},
+     offsetof(kvc_stream_config, subgen.m_max), NULL, NULL},
+    {{"subgen-delta0", KVC_PARAM_F32, 0, 1e30, NULL, "set at the first overflow", "starting cluster radius"},
+     offsetof(kvc_stream_config, subgen.delta0), NULL, NULL},
+};
+
 const kvc_method_ops kvc_method_ops_subgen = {
     KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
     ops_fields, ops_plan, ops_arena_size, ops_init, NULL, kvc_subgen_update, kvc_subgen_view, kvc_subgen_elements, kvc_subgen_fill_stats,
-    kvc_subgen_check};
+    kvc_subgen_check, params, sizeof params / sizeof params[0]};

@@ -124,4 +124,4 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
 }
 const kvc_method_ops kvc_method_ops_uniform = {
     KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check};
+    ops_plan, ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check, NULL, 0};

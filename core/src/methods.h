@@ -13,6 +13,15 @@
 
 #include "kvc/kvc_stream.h"
 
+/* A tunable parameter: its public description, and where it lives in
+ * kvc_stream_config (or a setter for parameters that span fields). */
+typedef struct kvc_method_param {
+    kvc_param_desc desc;
+    size_t offset;                                              /* of a uint32_t or float field */
+    const uint32_t *choice_values;                              /* CHOICE: value of each word */
+    kvc_status (*set)(kvc_stream_config *c, const char *text); /* NULL: generic by type and offset */
+} kvc_method_param;
+
 /* What the stream wrapper needs from a method, in one table per method (its
  * own file defines it). Entries a method does not need are NULL: no
  * `can_accept` = always accepts; no `fill_stats` = no method counters; a
@@ -36,11 +45,20 @@ typedef struct kvc_method_ops {
     uint64_t (*elements)(const void *st);
     void (*fill_stats)(const void *st, kvc_stream_stats *stats);
     int (*check)(const void *st, const kvc_stream_plan *p, uint64_t method_in);
+    const kvc_method_param *params; /* tunable parameters (may be NULL) */
+    size_t n_params;
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, doc) extern const kvc_method_ops kvc_method_ops_##ident;
 KVC_METHOD_LIST(KVC_DECLARE_OPS)
 #undef KVC_DECLARE_OPS
+
+/* Set a U32 / F32 parameter from text by its descriptor (range-checked; 0 = derive). */
+kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text);
+
+/* BalanceKV's parameters, shared by its streaming and prefill forms. */
+#define KVC_BALANCEKV_N_PARAMS 9
+extern const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS];
 
 /* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
 const char *kvc_balancekv_fields(const kvc_stream_config *c);

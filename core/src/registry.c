@@ -1,6 +1,9 @@
 /* The method registry, generated from kvc_method_list.h: lookups by value, by
  * name and by position, for the library and for everything that iterates
  * over methods (command line, oracle, tests, scripts). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "methods.h"
@@ -59,4 +62,69 @@ size_t kvc_method_names(char *buf, size_t cap)
     }
     if (buf && cap && need >= cap) buf[cap - 1] = 0;
     return need;
+}
+
+size_t kvc_method_param_count(kvc_method m)
+{
+    const kvc_method_ops *o = kvc_method_ops_of(m);
+    return o ? o->n_params : 0;
+}
+
+const kvc_param_desc *kvc_method_param_at(kvc_method m, size_t i)
+{
+    const kvc_method_ops *o = kvc_method_ops_of(m);
+    return o && i < o->n_params ? &o->params[i].desc : NULL;
+}
+
+/* Index of `word` in a "|"-separated list, or -1. */
+static int choice_index(const char *list, const char *word)
+{
+    const size_t wl = strlen(word);
+    int i = 0;
+    for (const char *p = list; p && *p; i++) {
+        const char *bar = strchr(p, '|');
+        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == wl && strncmp(p, word, len) == 0) return i;
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(v) || (v != 0.0 && (v < p->desc.min || v > p->desc.max)))
+        return KVC_E_ARG;
+    unsigned char *field = (unsigned char *)c + p->offset;
+    if (p->desc.type == KVC_PARAM_U32) {
+        if (v != floor(v) || v < 0) return KVC_E_ARG;
+        const uint32_t u = (uint32_t)v;
+        memcpy(field, &u, sizeof u);
+    } else {
+        const float f = (float)v;
+        memcpy(field, &f, sizeof f);
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const char *text)
+{
+    if (cfg == NULL || name == NULL || text == NULL) return KVC_E_ARG;
+    const kvc_method_ops *o = kvc_method_ops_of(cfg->method);
+    if (o == NULL) return KVC_E_ARG;
+    for (size_t i = 0; i < o->n_params; i++) {
+        const kvc_method_param *p = &o->params[i];
+        if (strcmp(p->desc.name, name) != 0) continue;
+        if (p->set) return p->set(cfg, text);
+        if (p->desc.type == KVC_PARAM_CHOICE) {
+            const int k = choice_index(p->desc.choices, text);
+            if (k < 0) return KVC_E_ARG;
+            memcpy((unsigned char *)cfg + p->offset, &p->choice_values[k], sizeof(uint32_t));
+            return KVC_OK;
+        }
+        return kvc_param_set_number(cfg, p, text);
+    }
+    return KVC_E_ARG;
 }

@@ -384,7 +384,64 @@ static int plan_derivation_formulas(void)
     return 0;
 }
 
+/* Every parameter descriptor of every registered method: its bounds are
+ * accepted, values outside them and unknown words are refused with the
+ * configuration unchanged, and an accepted value reaches the plan. */
+static int param_descriptors_set_and_bound(void)
+{
+    size_t total = 0;
+    for (int m = 0; m < N_METHODS; m++) {
+        const kvc_method method = all_methods_at(m);
+        for (size_t j = 0; j < kvc_method_param_count(method); j++) {
+            const kvc_param_desc *d = kvc_method_param_at(method, j);
+            CHECK(d != NULL && d->name && d->help && d->dflt);
+            kvc_stream_config c = cfg_of(method, 8, 8, 4000, 1), before;
+            char text[64];
+            if (d->type == KVC_PARAM_CHOICE) {
+                /* every word is accepted; another is not */
+                const char *p = d->choices;
+                while (p && *p) {
+                    const char *bar = strchr(p, '|');
+                    const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+                    snprintf(text, sizeof text, "%.*s", (int)len, p);
+                    CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s %s", d->name, text);
+                    p = bar ? bar + 1 : NULL;
+                }
+                before = c;
+                CHECK(kvc_stream_config_set(&c, d->name, "no-such-word") == KVC_E_ARG);
+                CHECK(memcmp(&before, &c, sizeof c) == 0);
+            } else {
+                snprintf(text, sizeof text, "%.17g", d->min);
+                CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s min %s", d->name, text);
+                snprintf(text, sizeof text, "%.17g", d->max);
+                CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s max %s", d->name, text);
+                before = c;
+                snprintf(text, sizeof text, "%.17g", d->max * 2 + 1);
+                CHECK(kvc_stream_config_set(&c, d->name, text) == KVC_E_ARG);
+                CHECK(kvc_stream_config_set(&c, d->name, "nan") == KVC_E_ARG);
+                CHECK(kvc_stream_config_set(&c, d->name, "12abc") == KVC_E_ARG);
+                CHECK(memcmp(&before, &c, sizeof c) == 0);
+            }
+            total++;
+        }
+        kvc_stream_config c = cfg_of(method, 8, 8, 4000, 1);
+        CHECK(kvc_stream_config_set(&c, "no-such-parameter", "1") == KVC_E_ARG);
+    }
+    /* a value reaches the plan */
+    kvc_stream_config c = cfg_of(KVC_METHOD_SUBGEN, 8, 8, 400, 1);
+    kvc_stream_plan p;
+    CHECK(kvc_stream_config_set(&c, "subgen-t", "4") == KVC_OK && kvc_stream_plan_make(&c, &p) == KVC_OK && p.t == 4);
+    c = cfg_of(KVC_METHOD_EXPRESS, 8, 8, 400, 1);
+    CHECK(kvc_stream_config_set(&c, "express-L", "theory") == KVC_OK && kvc_stream_plan_make(&c, &p) == KVC_OK &&
+          p.xp.l_mode == KVC_EXPRESS_L_THEORY);
+    CHECK(kvc_stream_config_set(&c, "express-L", "2.5") == KVC_OK && kvc_stream_plan_make(&c, &p) == KVC_OK &&
+          p.xp.l_mode == KVC_EXPRESS_L_CONST && p.xp.L == 2.5f);
+    printf("%zu parameter descriptors over %d methods: bounds, choices and refusals\n", total, N_METHODS);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"param_descriptors_set_and_bound", param_descriptors_set_and_bound},
     {"exact_matches_attention", exact_matches_attention},
     {"attend_sees_current_token", attend_sees_current_token},
     {"exact_refuses_when_full", exact_refuses_when_full},

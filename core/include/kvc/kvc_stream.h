@@ -143,6 +143,37 @@ kvc_status kvc_method_parse(const char *name, kvc_method *out);
  *  NUL-terminated when cap > 0); returns the length the whole list needs. */
 size_t kvc_method_names(char *buf, size_t cap);
 
+/** Kind of a method parameter's value. */
+typedef enum kvc_param_type {
+    KVC_PARAM_U32 = 1,   /**< unsigned integer in [min, max] */
+    KVC_PARAM_F32 = 2,   /**< finite number in [min, max] */
+    KVC_PARAM_CHOICE = 3 /**< one of the words in `choices` (| separated) */
+} kvc_param_type;
+
+/** One tunable parameter of a method, as the command line spells it. Value 0
+ *  (or not setting it) always means "derive from the budget / default". */
+typedef struct kvc_param_desc {
+    const char *name;     /**< flag name without "--", e.g. "subgen-t" */
+    kvc_param_type type;
+    double min, max;      /**< range of an explicit value (U32, F32) */
+    const char *choices;  /**< CHOICE: the accepted words, "|"-separated; F32 may also accept these */
+    const char *dflt;     /**< what 0 / unset means, in words */
+    const char *help;     /**< one line */
+} kvc_param_desc;
+
+/** Number of parameters of method @p m (0 for an unknown method). */
+size_t kvc_method_param_count(kvc_method m);
+
+/** The @p i-th parameter of @p m, or NULL past the end (like ZSTD_cParam_getBounds). */
+const kvc_param_desc *kvc_method_param_at(kvc_method m, size_t i);
+
+/**
+ * @brief Set parameter @p name of @p cfg (for cfg->method) from its text.
+ * @return KVC_OK; KVC_E_ARG when the method has no such parameter or the text
+ *         is outside the descriptor's range or choices (cfg unchanged).
+ */
+kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const char *text);
+
 /**
  * @brief A configuration with the documented defaults (sink 32, window 32,
  *        beta 1/sqrt(d), f32 storage, SubGen parameters derived).
