@@ -15,7 +15,7 @@ import os
 import random
 import sys
 
-N_METHODS = 8  # indices past the last one are an unknown method
+N_METHODS = 8  # registry positions 0..7 at the time of writing; 63 = an unknown method
 
 
 def config(r, method, d, dv, budget, sink, window, prompt, mask=0, groups=b""):
@@ -58,7 +58,7 @@ def main():
     files["valid_params_subgen.bin"] = config(r, 3, 4, 4, 120, 4, 4, 0, 1, bytes([3, 20, 4, 0])) + ops(r, 4, 4, 200)
     files["valid_params_bkv.bin"] = config(r, 4, 4, 4, 300, 4, 4, 0, 2, bytes([16, 2, 2, 1, 0, 0, 0, 0, 0])) + ops(r, 4, 4, 300)
     files["valid_params_express.bin"] = config(r, 6, 4, 4, 200, 4, 4, 0, 4, bytes([3, 1, 2, 2, 0, 0, 1])) + ops(r, 4, 4, 300)
-    files["bad_unknown_method.bin"] = config(r, N_METHODS, 4, 4, 64, 4, 4, 10)
+    files["bad_unknown_method.bin"] = config(r, 63, 4, 4, 64, 4, 4, 10)
     files["bad_budget_too_small.bin"] = config(r, 3, 4, 4, 9, 4, 4, 10)
     files["bad_params.bin"] = config(r, 4, 4, 4, 300, 4, 4, 10, 7, bytes([7, 21, 200, 9, 7, 8, 9, 10, 9, 3, 9, 9, 9, 9, 9, 9]))
     files["bad_dtype.bin"] = config(r, 0, 4, 4, 64, 4, 4, 10)[:8] + bytes([0, 2, 1]) + config(r, 0, 4, 4, 64, 4, 4, 10)[9:]
