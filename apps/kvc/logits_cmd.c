@@ -10,6 +10,7 @@
 #include "kvc_npy.h"
 #include "llama2c.h"
 #include "logits_cmd.h"
+#include "cli.h"
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -66,6 +67,10 @@ int kvc_cmd_logits(int argc, char **argv)
     sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     size_t bytes = kvc_cache_arena_size(&cc);
+    if (kvc_cli_arena_refused("logits", bytes)) {
+        kvc_l2c_model_free(&m);
+        return 1;
+    }
     void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     float *all = malloc((size_t)n * m.cfg.vocab_size * sizeof(float));
     kvc_l2c_state s;
