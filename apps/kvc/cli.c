@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "method_opts.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -98,4 +99,85 @@ uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable,
     if (budget <= usable) return (uint32_t)budget;
     fprintf(stderr, "kvc %s: note: budget %" PRIu64 " clamped to %" PRIu64 ", the %s\n", cmd, budget, usable, what);
     return (uint32_t)usable;
+}
+
+kvc_common_flags kvc_common_flags_default(void)
+{
+    kvc_common_flags c;
+    memset(&c, 0, sizeof c);
+    c.seed = 1, c.sink = 32, c.window = 32;
+    return c;
+}
+
+size_t kvc_common_flags_add(kvc_common_flags *c, const char *which, kvc_flag *fl, size_t n)
+{
+    for (const char *w = which; *w; w++) {
+        switch (*w) {
+        case 'm': fl[n++] = (kvc_flag){"--model", 's', &c->model, 0, 0, NULL}; break;
+        case 't': fl[n++] = (kvc_flag){"--tokenizer", 's', &c->tokenizer, 0, 0, NULL}; break;
+        case 'M': fl[n++] = (kvc_flag){"--method", 's', &c->method, 0, 0, NULL}; break;
+        case 'b': fl[n++] = (kvc_flag){"--budget", 'u', &c->budget, 1, KVC_MAX_BUDGET, &c->have_budget}; break;
+        case 's': fl[n++] = (kvc_flag){"--seed", 'u', &c->seed, 0, 18446744073709551615.0, NULL}; break;
+        case 'k': fl[n++] = (kvc_flag){"--sink", 'u', &c->sink, 0, KVC_MAX_BUDGET, NULL}; break;
+        case 'w': fl[n++] = (kvc_flag){"--window", 'u', &c->window, 0, KVC_MAX_BUDGET, NULL}; break;
+        default: break;
+        }
+    }
+    return n;
+}
+
+int kvc_cli_parse(const char *cmd, int argc, char **argv, const kvc_flag *fl, size_t n, struct kvc_method_opts *mo,
+                  void (*usage)(FILE *))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (usage) usage(stdout);
+            return 1;
+        }
+        /* "--name=value" or "--name value" */
+        char name[128];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        const char *val;
+        if (eq) {
+            const size_t len = (size_t)(eq - a);
+            if (len >= sizeof name) {
+                fprintf(stderr, "kvc %s: unknown argument '%s'\n", cmd, a);
+                return 2;
+            }
+            memcpy(name, a, len);
+            name[len] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+            val = i + 1 < argc ? argv[i + 1] : NULL;
+        }
+        const kvc_flag *f = NULL;
+        for (size_t j = 0; j < n && !f; j++)
+            if (!strcmp(fl[j].name, name)) f = &fl[j];
+        if (f == NULL && mo) {
+            const int took = kvc_method_opts_take(mo, name, val);
+            if (took < 0) return 2;
+            if (took) {
+                if (!eq) i++;
+                continue;
+            }
+        }
+        if (f == NULL) {
+            fprintf(stderr, "kvc %s: unknown argument '%s'%s\n", cmd, a, usage ? " (see --help)" : "");
+            return 2;
+        }
+        if (val == NULL) {
+            fprintf(stderr, "kvc %s: %s needs a value\n", cmd, name);
+            return 2;
+        }
+        int bad = 0;
+        if (f->type == 's') *(const char **)f->dst = val;
+        else if (f->type == 'u') bad = kvc_cli_u64(name, val, (uint64_t)f->lo, f->hi >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)f->hi, (uint64_t *)f->dst);
+        else bad = kvc_cli_f64(name, val, f->lo, f->hi, (double *)f->dst);
+        if (bad) return 2;
+        if (f->seen) *f->seen = 1;
+        if (!eq) i++;
+    }
+    return 0;
 }

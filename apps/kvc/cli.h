@@ -21,4 +21,42 @@ int kvc_cli_arena_refused(const char *cmd, uint64_t bytes);
  *  this run can ever append holds nothing more, so it is clamped to it (with a
  *  note naming @p cmd and @p what the tokens are). */
 uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable, const char *what);
+
+/* ---- one flag table for every command ---- */
+#include <stddef.h>
+#include <stdio.h>
+
+/** One command-line flag: "--name value" or "--name=value". */
+typedef struct kvc_flag {
+    const char *name; /**< with the dashes, e.g. "--budget" */
+    char type;        /**< 's' string, 'u' unsigned integer in [lo, hi], 'f' finite number in [lo, hi] */
+    void *dst;        /**< const char ** / uint64_t * / double * */
+    double lo, hi;
+    int *seen;        /**< set to 1 when given (may be NULL) */
+} kvc_flag;
+
+/** The flags most commands share, defined once (defaults: seed 1, sink = window = 32). */
+typedef struct kvc_common_flags {
+    const char *model, *tokenizer, *method;
+    uint64_t budget, seed, sink, window;
+    int have_budget;
+} kvc_common_flags;
+
+/** Defaults of the shared flags. */
+kvc_common_flags kvc_common_flags_default(void);
+
+/** Append the shared flags of @p c that a command takes (a string of letters:
+ *  m model, t tokenizer, M method, b budget, s seed, k sink, w window) to @p fl;
+ *  returns the new count. */
+size_t kvc_common_flags_add(kvc_common_flags *c, const char *which, kvc_flag *fl, size_t n);
+
+struct kvc_method_opts;
+/**
+ * @brief Parse argv[1..] against @p fl (and the method flags into @p mo when
+ *        not NULL). "--help" / "-h" prints @p usage to stdout.
+ * @return 0 parsed; 1 help printed (exit 0); 2 bad command line (a message
+ *         naming @p cmd was printed).
+ */
+int kvc_cli_parse(const char *cmd, int argc, char **argv, const kvc_flag *fl, size_t n, struct kvc_method_opts *mo,
+                  void (*usage)(FILE *));
 #endif

@@ -56,42 +56,22 @@ static void usage(FILE *f)
 
 int kvc_cmd_eval(int argc, char **argv)
 {
-    const char *trace_dir = NULL, *method_name = NULL, *reference = "auto";
-    uint64_t budget = 0, seed = 1, sink = 32, window = 32, head = 0, prefix = 0;
+    const char *trace_dir = NULL, *reference = "auto";
+    uint64_t head = 0, prefix = 0;
+    kvc_common_flags cf = kvc_common_flags_default();
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
-    int have_budget = 0;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const int took = kvc_method_opts_take(&mo, a, val);
-        if (took < 0) return 2;
-        if (took) continue;
-        if (val == NULL) {
-            fprintf(stderr, "kvc eval: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--trace")) trace_dir = val;
-        else if (!strcmp(a, "--method")) method_name = val;
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget), have_budget = 1;
-        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
-        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
-        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
-        else if (!strcmp(a, "--prefix")) bad = kvc_cli_u64(a, val, 1, 1u << 28, &prefix);
-        else if (!strcmp(a, "--reference")) reference = val;
-        else {
-            fprintf(stderr, "kvc eval: unknown argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (bad) return 2;
-    }
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "Mbskw", fl, 0);
+    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--prefix", 'u', &prefix, 1, 1u << 28, NULL};
+    fl[nf++] = (kvc_flag){"--reference", 's', &reference, 0, 0, NULL};
+    const int prc = kvc_cli_parse("eval", argc, argv, fl, nf, &mo, usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *method_name = cf.method;
+    const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
+    const int have_budget = cf.have_budget;
     if (!trace_dir || !method_name || !have_budget) {
         fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
         usage(stderr);

@@ -153,49 +153,36 @@ void kvc_lm_close(kvc_lm *lm)
     memset(lm, 0, sizeof *lm);
 }
 
+static void generate_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
+               "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [method flags]\n"
+               "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
+               "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
+               "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
+               "  Flags take --flag value or --flag=value. Method flags:\n");
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_cmd_generate(int argc, char **argv)
 {
-    const char *model_path = NULL, *tok_path = NULL, *method_name = "exact", *prompt = "";
-    uint64_t budget = 0, steps = 256, seed = 1, sink = 32, window = 32;
+    const char *prompt = "";
+    uint64_t steps = 256;
     double temp = 0.0;
+    kvc_common_flags cf = kvc_common_flags_default();
+    cf.method = "exact";
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
-                   "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [method flags]\n"
-                   "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
-                   "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
-                   "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
-                   "  method flags:\n");
-            kvc_method_opts_usage_print(stdout);
-            return 0;
-        }
-        const int took = kvc_method_opts_take(&mo, a, val);
-        if (took < 0) return 2;
-        if (took) continue;
-        if (!val) {
-            fprintf(stderr, "kvc generate: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--model")) model_path = val;
-        else if (!strcmp(a, "--tokenizer")) tok_path = val;
-        else if (!strcmp(a, "--method")) method_name = val;
-        else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
-        else if (!strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 1u << 20, &steps);
-        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
-        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
-        else if (!strcmp(a, "--temp")) bad = kvc_cli_f64(a, val, 0.0, 100.0, &temp);
-        else {
-            fprintf(stderr, "kvc generate: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
-    }
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "mtMbskw", fl, 0);
+    fl[nf++] = (kvc_flag){"--prompt", 's', &prompt, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--temp", 'f', &temp, 0.0, 100.0, NULL};
+    const int prc = kvc_cli_parse("generate", argc, argv, fl, nf, &mo, generate_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model_path = cf.model, *tok_path = cf.tokenizer, *method_name = cf.method;
+    uint64_t budget = cf.budget;
+    const uint64_t seed = cf.seed, sink = cf.sink, window = cf.window;
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
         char names[512];

@@ -97,48 +97,32 @@ done:
     return rc;
 }
 
+static void ppl_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
+               "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [method flags]\n"
+               "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
+               "  exact; prints per-layer mean relative attention error and ends with\n"
+               "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n"
+               "  Flags take --flag value or --flag=value. Method flags:\n");
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_cmd_ppl(int argc, char **argv)
 {
-    const char *model_path = NULL, *tok_path = NULL, *method_name = NULL, *text_path = NULL, *policy = "uniform";
-    uint64_t budget = 0, seed = 1, sink = 32, window = 32;
-    int have_budget = 0;
+    const char *text_path = NULL, *policy = "uniform";
+    kvc_common_flags cf = kvc_common_flags_default();
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
-                   "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [method flags]\n"
-                   "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
-                   "  exact; prints per-layer mean relative attention error and ends with\n"
-                   "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n"
-                   "  method flags:\n");
-            kvc_method_opts_usage_print(stdout);
-            return 0;
-        }
-        const int took = kvc_method_opts_take(&mo, a, val);
-        if (took < 0) return 2;
-        if (took) continue;
-        if (!val) {
-            fprintf(stderr, "kvc ppl: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--model")) model_path = val;
-        else if (!strcmp(a, "--tokenizer")) tok_path = val;
-        else if (!strcmp(a, "--method")) method_name = val;
-        else if (!strcmp(a, "--text")) text_path = val;
-        else if (!strcmp(a, "--policy")) policy = val;
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget), have_budget = 1;
-        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
-        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
-        else {
-            fprintf(stderr, "kvc ppl: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
-    }
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "mtMbskw", fl, 0);
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--policy", 's', &policy, 0, 0, NULL};
+    const int prc = kvc_cli_parse("ppl", argc, argv, fl, nf, &mo, ppl_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model_path = cf.model, *tok_path = cf.tokenizer, *method_name = cf.method;
+    const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
+    const int have_budget = cf.have_budget;
     kvc_method method;
     if (!method_name || !text_path || !have_budget) {
         fprintf(stderr, "kvc ppl: --method, --budget and --text are required (see --help)\n");

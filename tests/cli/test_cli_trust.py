@@ -179,6 +179,20 @@ def case_oracle_budget_named():
                "the refused budget and the rule are named")
 
 
+def case_flag_dialects():
+    """One flag table: --flag value and --flag=value mean the same, method flags included."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        expect(run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "120", "--out", tmp]).returncode == 0, "dump")
+        a = run(["eval", "--trace", os.path.join(tmp, "L1"), "--method", "subgen", "--budget", "64", "--sink", "4",
+                 "--window", "4", "--subgen-t", "4", "--reference", "f64"])
+        b = run(["eval", "--trace=" + os.path.join(tmp, "L1"), "--method=subgen", "--budget=64", "--sink=4",
+                 "--window=4", "--subgen-t=4", "--reference=f64"])
+        expect(a.returncode == 0 and a.stdout == b.stdout, "both dialects give the same run")
+        c = run(["eval", "--trace", os.path.join(tmp, "L1"), "--method", "subgen", "--budget=64", "--subgen-t=0.5"])
+        expect(c.returncode == 2 and "--subgen-t" in c.stderr, "a bad method flag is named")
+
+
 if __name__ == "__main__":
     fn = globals().get("case_" + sys.argv[3])
     if fn is None:
