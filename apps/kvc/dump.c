@@ -47,49 +47,43 @@ static float *compact(const float *src, int heads, int cap, int n, int hs)
     return o;
 }
 
+static void dump_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc dump --steps K --out DIR [--prompt P | --text FILE] [--layers a,b,..]\n"
+               "                [--model M.bin|M.gguf] [--tokenizer T.bin]\n"
+               "  K tokens (at most the model's context) with the exact cache: the prompt, then greedy\n"
+               "  decoding; or, with --text, FILE's first K tokens teacher-forced. Writes\n"
+               "  DIR/L<l>/{q,k,v}.npy for every layer (or the listed ones). Flags take --flag value or --flag=value.\n");
+}
+
 int kvc_cmd_dump(int argc, char **argv)
 {
     const char *model_path = NULL, *tok_path = NULL, *prompt = "", *out_dir = NULL, *text_path = NULL;
     int layer_list[KVC_CACHE_MAX_LAYERS], n_layer_list = 0;
     uint64_t steps = 0;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc dump --steps K --out DIR [--prompt P | --text FILE] [--layers a,b,..]\n"
-                   "                [--model M.bin|M.gguf] [--tokenizer T.bin]\n"
-                   "  K tokens (at most the model's context) with the exact cache: the prompt, then greedy\n"
-                   "  decoding; or, with --text, FILE's first K tokens teacher-forced. Writes\n"
-                   "  DIR/L<l>/{q,k,v}.npy for every layer (or the listed ones).\n");
-            return 0;
-        }
-        if (!val) {
-            fprintf(stderr, "kvc dump: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--model")) model_path = val;
-        else if (!strcmp(a, "--tokenizer")) tok_path = val;
-        else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--out")) out_dir = val;
-        else if (!strcmp(a, "--text")) text_path = val;
-        else if (!strcmp(a, "--layers")) {
-            char *end = NULL;
-            for (const char *p = val; *p; p = *end ? end + 1 : end) {
-                long l = strtol(p, &end, 10);
-                if (end == p || (*end && *end != ',') || l < 0 || l >= (long)KVC_CACHE_MAX_LAYERS ||
-                    n_layer_list == (int)KVC_CACHE_MAX_LAYERS) {
-                    fprintf(stderr, "kvc dump: --layers expects comma-separated layer numbers, got '%s'\n", val);
-                    return 2;
-                }
-                layer_list[n_layer_list++] = (int)l;
+    const char *layers = NULL;
+    kvc_common_flags cf = kvc_common_flags_default();
+    kvc_flag fl[12];
+    size_t nf = kvc_common_flags_add(&cf, "mt", fl, 0);
+    fl[nf++] = (kvc_flag){"--prompt", 's', &prompt, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--out", 's', &out_dir, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--layers", 's', &layers, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 1u << 20, NULL};
+    const int prc = kvc_cli_parse("dump", argc, argv, fl, nf, NULL, dump_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    model_path = cf.model, tok_path = cf.tokenizer;
+    if (layers) {
+        char *end = NULL;
+        for (const char *p = layers; *p; p = *end ? end + 1 : end) {
+            long l = strtol(p, &end, 10);
+            if (end == p || (*end && *end != ',') || l < 0 || l >= (long)KVC_CACHE_MAX_LAYERS ||
+                n_layer_list == (int)KVC_CACHE_MAX_LAYERS) {
+                fprintf(stderr, "kvc dump: --layers expects comma-separated layer numbers, got '%s'\n", layers);
+                return 2;
             }
+            layer_list[n_layer_list++] = (int)l;
         }
-        else if (!strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 1u << 20, &steps);
-        else {
-            fprintf(stderr, "kvc dump: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
     }
     if (!out_dir || steps == 0) {
         fprintf(stderr, "kvc dump: --steps and --out are required\n");
