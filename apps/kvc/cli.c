@@ -167,6 +167,15 @@ int kvc_cli_parse(const char *cmd, int argc, char **argv, const kvc_flag *fl, si
             fprintf(stderr, "kvc %s: unknown argument '%s'%s\n", cmd, a, usage ? " (see --help)" : "");
             return 2;
         }
+        if (f->type == 'b') { /* a switch: no value */
+            if (eq) {
+                fprintf(stderr, "kvc %s: %s takes no value\n", cmd, name);
+                return 2;
+            }
+            *(int *)f->dst = 1;
+            if (f->seen) *f->seen = 1;
+            continue;
+        }
         if (val == NULL) {
             fprintf(stderr, "kvc %s: %s needs a value\n", cmd, name);
             return 2;

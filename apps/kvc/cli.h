@@ -29,8 +29,9 @@ uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable,
 /** One command-line flag: "--name value" or "--name=value". */
 typedef struct kvc_flag {
     const char *name; /**< with the dashes, e.g. "--budget" */
-    char type;        /**< 's' string, 'u' unsigned integer in [lo, hi], 'f' finite number in [lo, hi] */
-    void *dst;        /**< const char ** / uint64_t * / double * */
+    char type;        /**< 's' string, 'u' unsigned integer in [lo, hi], 'f' finite number in [lo, hi],
+                           'b' a switch without a value */
+    void *dst;        /**< const char ** / uint64_t * / double * / int * */
     double lo, hi;
     int *seen;        /**< set to 1 when given (may be NULL) */
 } kvc_flag;

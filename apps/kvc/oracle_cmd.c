@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "method_opts.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_suite.h"
 #include "oracle_cmd.h"
@@ -92,49 +93,41 @@ static int run_suite(const char *csv)
     return all_ok ? 0 : 3;
 }
 
+static void oracle_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--positions P]\n"
+               "                  [--head H] [--sink A] [--window B] [--C c] [--csv FILE] [method flags]\n"
+               "       kvc oracle --suite [--csv FILE]\n"
+               "  Normalised errors e = ||z - Attn|| / (||softmax||_2 ||V||) against MPFR exact attention at P\n"
+               "  positions in the trace's second half, R seeds per budget; slope of log mean e on log memory;\n"
+               "  with --C, the failure rate P(e > C m^exponent). --suite: the bound-check table.\n"
+               "  Flags take --flag value or --flag=value. Method flags:\n");
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_cmd_oracle(int argc, char **argv)
 {
-    const char *trace_dir = NULL, *method_name = NULL, *budgets_s = NULL, *csv = NULL;
-    uint64_t seeds = 32, positions = 16, head = 0, sink = 32, window = 32;
+    const char *trace_dir = NULL, *budgets_s = NULL, *csv = NULL;
+    uint64_t seeds = 32, positions = 16, head = 0;
     double C = NAN;
     int suite = 0;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--positions P]\n"
-                   "                  [--head H] [--sink A] [--window B] [--C c] [--csv FILE]\n"
-                   "       kvc oracle --suite [--csv FILE]\n"
-                   "  Normalised errors e = ||z - Attn|| / (||softmax||_2 ||V||) against MPFR exact attention at P\n"
-                   "  positions in the trace's second half, R seeds per budget; slope of log mean e on log memory;\n"
-                   "  with --C, the failure rate P(e > C m^exponent). --suite: the bound-check table.\n");
-            return 0;
-        }
-        if (!strcmp(a, "--suite")) {
-            suite = 1;
-            i--;
-            continue;
-        }
-        if (!val) {
-            fprintf(stderr, "kvc oracle: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--trace")) trace_dir = val;
-        else if (!strcmp(a, "--method")) method_name = val;
-        else if (!strcmp(a, "--budgets")) budgets_s = val;
-        else if (!strcmp(a, "--csv")) csv = val;
-        else if (!strcmp(a, "--seeds")) bad = kvc_cli_u64(a, val, 2, 100000, &seeds);
-        else if (!strcmp(a, "--positions")) bad = kvc_cli_u64(a, val, 1, 100000, &positions);
-        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
-        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
-        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
-        else if (!strcmp(a, "--C")) bad = kvc_cli_f64(a, val, 0.0, 1e30, &C);
-        else {
-            fprintf(stderr, "kvc oracle: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
-    }
+    kvc_common_flags cf = kvc_common_flags_default();
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "Mkw", fl, 0);
+    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--budgets", 's', &budgets_s, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--csv", 's', &csv, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--seeds", 'u', &seeds, 2, 100000, NULL};
+    fl[nf++] = (kvc_flag){"--positions", 'u', &positions, 1, 100000, NULL};
+    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--C", 'f', &C, 0.0, 1e30, NULL};
+    fl[nf++] = (kvc_flag){"--suite", 'b', &suite, 0, 0, NULL};
+    const int prc = kvc_cli_parse("oracle", argc, argv, fl, nf, &mo, oracle_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *method_name = cf.method;
+    const uint64_t sink = cf.sink, window = cf.window;
     if (suite) return run_suite(csv);
     kvc_method method;
     uint32_t budgets[16];
@@ -154,6 +147,7 @@ int kvc_cmd_oracle(int argc, char **argv)
     kvc_oracle_trace ot = {tr.q, tr.k, tr.v, tr.n, tr.d, tr.dv};
     kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, budgets[0], 0);
     cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window;
+    kvc_method_opts_apply(&mo, &cfg);
     cfg.prefix_len = (uint32_t)tr.n;
     for (size_t b = 0; b < nb; b++) { /* say which budget a method refuses, and why, before measuring */
         kvc_stream_config cb = cfg;
