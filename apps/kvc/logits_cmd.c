@@ -23,20 +23,24 @@ kvc_status kvc_model_load_any(const char *path, kvc_l2c_model *m, char *err, siz
     return ends_with(path, ".gguf") ? kvc_gguf_llama_load(path, m, err, errlen) : kvc_l2c_model_load(path, m, err, errlen);
 }
 
+static void logits_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc logits --model M.bin|M.gguf --tokens t0,t1,... [--out logits.npy]\n");
+}
+
 int kvc_cmd_logits(int argc, char **argv)
 {
-    const char *model = NULL, *tokens = NULL, *out = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--tokens")) tokens = argv[i + 1];
-        else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
-        else {
-            fprintf(stderr, "kvc logits: unknown argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    const char *tokens = NULL, *out = NULL;
+    kvc_common_flags cf = kvc_common_flags_default();
+    kvc_flag fl[4];
+    size_t nf = kvc_common_flags_add(&cf, "m", fl, 0);
+    fl[nf++] = (kvc_flag){"--tokens", 's', &tokens, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--out", 's', &out, 0, 0, NULL};
+    const int prc = kvc_cli_parse("logits", argc, argv, fl, nf, NULL, logits_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model = cf.model;
     if (!model || !tokens) {
-        fprintf(stderr, "usage: kvc logits --model M.bin|M.gguf --tokens t0,t1,... [--out logits.npy]\n");
+        logits_usage(stderr);
         return 2;
     }
     char err[256];
