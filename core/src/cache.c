@@ -167,11 +167,16 @@ static const kvc_stream *stream_at(const kvc_cache *c, uint32_t layer, uint32_t 
     const uint64_t off = table_of(c)[(size_t)layer * c->cfg.n_kv_heads + h];
     if (!kvc_region_ok(off, kvc_stream_header_bytes(), first, c->total_bytes)) return NULL;
     const kvc_stream *st = KVC_AT_C(c, off, kvc_stream);
-    const kvc_stream_plan *p = kvc_stream_get_plan(st); /* runs the stream's own check */
-    if (p == NULL || p->arena_bytes > c->total_bytes - off) return NULL;
+    if (kvc_stream_check(st) != KVC_OK || kvc_stream_plan_of(st)->arena_bytes > c->total_bytes - off) return NULL;
     const kvc_stream_config want = stream_config(&c->cfg, layer, h);
-    if (memcmp(&want, kvc_stream_get_config(st), sizeof want) != 0) return NULL;
+    if (memcmp(&want, kvc_stream_config_of(st), sizeof want) != 0) return NULL;
     return st;
+}
+
+/* Stream (layer, h) that stream_at has just accepted: no second check. */
+static kvc_stream *stream_checked_at(const kvc_cache *c, uint32_t layer, uint32_t h)
+{
+    return (kvc_stream *)(uintptr_t)KVC_AT_C(c, table_of(c)[(size_t)layer * c->cfg.n_kv_heads + h], kvc_stream);
 }
 
 kvc_status kvc_cache_validate(const void *arena, size_t arena_bytes)
@@ -221,11 +226,12 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
     const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads;
     /* check everything a stream could refuse before the first stream changes */
     if (!kvc_all_finite(k, nkv * hd) || !kvc_all_finite(v, nkv * hd)) return KVC_E_NONFINITE;
+    /* every stream of the layer is checked (once) before the first changes;
+       appending to one stream touches no other, nor the table */
     for (uint32_t h = 0; h < nkv; h++)
         if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (uint32_t h = 0; h < nkv; h++) {
-        kvc_stream *st = (kvc_stream *)(uintptr_t)stream_at(c, layer, h);
-        rc = kvc_stream_append(st, kern, k + h * hd, v + h * hd);
+        rc = kvc_stream_append_prechecked(stream_checked_at(c, layer, h), kern, k + h * hd, v + h * hd);
         if (rc != KVC_OK) {
             /* only exact can refuse a checked, finite token (capacity), and
                its streams of one layer fill in lockstep: the first head */
@@ -245,7 +251,8 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
     for (uint32_t h = 0; h < nkv; h++)
         if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (uint32_t h = 0; h < nkv; h++) {
-        rc = kvc_stream_attend(stream_at(c, layer, h), kern, q + h * group * hd, group, out + h * group * hd);
+        rc = kvc_stream_attend_prechecked(stream_checked_at(c, layer, h), kern, q + h * group * hd, group,
+                                          out + h * group * hd);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;

@@ -188,6 +188,11 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
 {
     const kvc_status chk = stream_check(st);
     if (chk != KVC_OK) return chk;
+    return kvc_stream_append_prechecked(st, kern, k, v);
+}
+
+kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
+{
     if (k == NULL || v == NULL) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
@@ -253,15 +258,25 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                              float *out)
 {
-    kvc_view view;
     const kvc_status chk = stream_check(st);
     if (chk != KVC_OK) return chk;
+    return kvc_stream_attend_prechecked(st, kern, q, n_q, out);
+}
+
+kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                        float *out)
+{
+    kvc_view view;
     if (q == NULL || out == NULL || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
     if (!st->has_pending) return KVC_E_STATE; /* nothing appended yet */
     if (!kvc_all_finite(q, n_q * st->plan.d)) return KVC_E_NONFINITE;
     view_fill(st, &view);
     return kvc_attend(kern, &view, q, n_q, out);
 }
+
+kvc_status kvc_stream_check(const kvc_stream *st) { return stream_check(st); }
+const kvc_stream_plan *kvc_stream_plan_of(const kvc_stream *st) { return &st->plan; }
+const kvc_stream_config *kvc_stream_config_of(const kvc_stream *st) { return &st->cfg; }
 
 const kvc_stream_config *kvc_stream_get_config(const kvc_stream *st)
 {
