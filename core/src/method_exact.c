@@ -64,13 +64,7 @@ void kvc_exact_update(void *st, const float *k, const float *v, uint64_t token)
 size_t kvc_exact_view(const void *st, kvc_segment *seg)
 {
     const exact_state *s = (const exact_state *)st;
-    seg->keys = KVC_AT_C(s, s->off_k, float);
-    seg->values = KVC_AT_C(s, s->off_v, float);
-    seg->weights = NULL;
-    seg->scale = 1.0;
-    seg->n = s->count;
-    seg->role = KVC_SET_BOTH;
-    return 1;
+    return kvc_segment_uniform(seg, KVC_AT_C(s, s->off_k, float), KVC_AT_C(s, s->off_v, float), s->count, 1.0);
 }
 
 uint64_t kvc_exact_elements(const void *st)

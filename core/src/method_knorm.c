@@ -122,13 +122,7 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
 static size_t ops_view(const void *st, kvc_segment *seg)
 {
     const knorm_state *s = (const knorm_state *)st;
-    seg->keys = KVC_AT_C(s, s->off_k, float);
-    seg->values = KVC_AT_C(s, s->off_v, float);
-    seg->weights = NULL;
-    seg->scale = 1.0;
-    seg->n = s->count;
-    seg->role = KVC_SET_BOTH;
-    return 1;
+    return kvc_segment_uniform(seg, KVC_AT_C(s, s->off_k, float), KVC_AT_C(s, s->off_v, float), s->count, 1.0);
 }
 
 static uint64_t ops_elements(const void *st)

@@ -79,13 +79,8 @@ size_t kvc_uniform_view(const void *st, kvc_segment *seg)
 {
     const uniform_state *s = (const uniform_state *)st;
     const uint32_t kept = kept_of(s);
-    seg->keys = KVC_AT_C(s, s->off_k, float);
-    seg->values = KVC_AT_C(s, s->off_v, float);
-    seg->weights = NULL;
-    seg->scale = kept ? (double)s->seen / (double)kept : 1.0;
-    seg->n = kept;
-    seg->role = KVC_SET_BOTH;
-    return 1;
+    return kvc_segment_uniform(seg, KVC_AT_C(s, s->off_k, float), KVC_AT_C(s, s->off_v, float), kept,
+                               kept ? (double)s->seen / (double)kept : 1.0);
 }
 
 uint64_t kvc_uniform_elements(const void *st)

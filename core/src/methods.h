@@ -63,6 +63,15 @@ extern const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS];
 /* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
 const char *kvc_balancekv_fields(const kvc_stream_config *c);
 
+/* A segment of n entries in both sets, all of weight `scale` (no per-entry weights). */
+static inline size_t kvc_segment_uniform(kvc_segment *seg, const float *keys, const float *values, size_t n,
+                                         double scale)
+{
+    seg->keys = keys, seg->values = values, seg->weights = NULL;
+    seg->scale = scale, seg->n = n, seg->role = KVC_SET_BOTH;
+    return 1;
+}
+
 /* The table of a method, NULL for an unknown value. */
 const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 

@@ -373,6 +373,17 @@ static int smollm2_tokenizer_and_greedy(void)
     return 0;
 }
 
+/* tests/data/story.txt into buf (NUL-terminated); its length, 0 if unreadable. */
+static size_t read_story(char *buf, size_t cap)
+{
+    FILE *fp = fopen(KVC_STORY_PATH, "rb");
+    if (fp == NULL) return 0;
+    const size_t n = fread(buf, 1, cap - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    return n;
+}
+
 /* The llama2.c reference merge loop (O(n^2) lookups), kept here as the
  * ground truth for the heap-based one in llama2c_tokenizer.c. */
 static int ref_lookup(const kvc_l2c_tokenizer *t, const char *s)
@@ -421,12 +432,8 @@ static int tokenizer_merges_equal_reference(void)
     kvc_l2c_tokenizer t;
     int rc = load_model(&m, &t);
     if (rc) return rc;
-    FILE *fp = fopen(KVC_STORY_PATH, "rb");
-    CHECK(fp != NULL);
     char story[4096];
-    size_t sl = fread(story, 1, sizeof story - 1, fp);
-    fclose(fp);
-    story[sl] = 0;
+    CHECK(read_story(story, sizeof story) > 0);
     char text[2048];
     kvc_rng r;
     kvc_rng_seed(&r, 77);
@@ -463,11 +470,9 @@ static int tokenizer_long_text_subquadratic(void)
     kvc_l2c_tokenizer t;
     int rc = load_model(&m, &t);
     if (rc) return rc;
-    FILE *fp = fopen(KVC_STORY_PATH, "rb");
-    CHECK(fp != NULL);
     char story[4096];
-    size_t sl = fread(story, 1, sizeof story - 1, fp);
-    fclose(fp);
+    const size_t sl = read_story(story, sizeof story);
+    CHECK(sl > 0);
     const size_t total = 256 * 1024;
     char *text = malloc(total + 1);
     for (size_t i = 0; i < total; i++) text[i] = story[i % sl];
