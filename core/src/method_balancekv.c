@@ -117,8 +117,7 @@ int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t metho
 {
     const bkv_state *g = (const bkv_state *)st;
     bkv_state w;
-    const uint64_t end = bkv_layout(&w, p);
-    (void)end;
+    bkv_layout(&w, p);
     if (g->magic != KVC_MAGIC_BALANCEKV || g->d != p->d || g->dv != p->dv || g->t != p->bkv.t ||
         g->T != p->bkv.levels || g->b_max != p->bkv.b_max || g->mode != p->bkv.mode || g->slots != w.slots ||
         g->off_mr != w.off_mr || g->off_bexp != w.off_bexp || g->off_nk != w.off_nk || g->off_nv != w.off_nv ||

@@ -50,6 +50,13 @@ static int method_check(const kvc_stream *st, const void *m)
     return o != NULL && o->check(m, &st->plan, st->method_in);
 }
 
+/* A header without this format's magic: another format version of ours
+ * (corrupt for this build) or never initialised. */
+static kvc_status magic_status(uint32_t magic)
+{
+    return KVC_MAGIC_FAMILY(magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+}
+
 /* The check every entry point runs before it reads anything else: the
  * handle, the fixed header (digest, and the layout recomputed from the plan),
  * the wrapper's counters against each other, and the method's own check.
@@ -58,8 +65,7 @@ static kvc_status stream_check(const kvc_stream *st)
 {
     if (st == NULL) return KVC_E_STATE;
     if (!kvc_aligned(st)) return KVC_E_ARENA;
-    if (st->magic != KVC_MAGIC_STREAM)
-        return KVC_MAGIC_FAMILY(st->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+    if (st->magic != KVC_MAGIC_STREAM) return magic_status(st->magic);
     if (st->digest != header_digest(st)) return KVC_E_CORRUPT;
     const kvc_stream_plan *p = &st->plan;
     kvc_stream_layout lay;
@@ -108,8 +114,7 @@ kvc_status kvc_stream_validate(const void *arena, size_t arena_bytes)
     if (arena == NULL) return KVC_E_ARG;
     if (!kvc_aligned(arena) || arena_bytes < sizeof(struct kvc_stream)) return KVC_E_ARENA;
     const kvc_stream *st = (const kvc_stream *)arena;
-    if (st->magic != KVC_MAGIC_STREAM)
-        return KVC_MAGIC_FAMILY(st->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+    if (st->magic != KVC_MAGIC_STREAM) return magic_status(st->magic);
     /* the plan recomputed from the stored configuration, bit for bit */
     kvc_stream_plan p;
     if (kvc_stream_plan_make(&st->cfg, &p) != KVC_OK || memcmp(&p, &st->plan, sizeof p) != 0) return KVC_E_CORRUPT;
