@@ -24,6 +24,7 @@ static const kvc_param_desc *find(const char *name, kvc_method *owner)
 void kvc_method_opts_usage_print(FILE *f)
 {
     fprintf(f, "  --beta X               score scale (default 1/sqrt(d))\n");
+    fprintf(f, "  --dtype f32|f16|int8   storage type of cached keys and values (default f32; int8 = one scale per row)\n");
     for (size_t i = 0; i < kvc_method_count(); i++) {
         const kvc_method m = kvc_method_at(i);
         for (size_t j = 0; j < kvc_method_param_count(m); j++) {
@@ -48,6 +49,15 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
             return -1;
         }
         return kvc_cli_f64(a, val, 1e-6, 1e6, &o->beta) ? -1 : 1;
+    }
+    if (!strcmp(a, "--dtype")) {
+        kvc_dtype t;
+        if (!val || kvc_dtype_parse(val, &t) != KVC_OK || !kvc_dtype_implemented(t)) {
+            fprintf(stderr, "kvc: --dtype must be f32, f16 or int8, got '%s'\n", val ? val : "");
+            return -1;
+        }
+        o->dtype = t, o->have_dtype = 1;
+        return 1;
     }
     kvc_method owner;
     const kvc_param_desc *d = find(a + 2, &owner);
@@ -83,6 +93,7 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
 void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg)
 {
     if (o->beta > 0) cfg->beta = (float)o->beta;
+    if (o->have_dtype) cfg->dtype = o->dtype;
     for (size_t i = 0; i < o->n; i++) (void)kvc_stream_config_set(cfg, o->name[i], o->value[i]); /* other methods' flags: no-op */
 }
 
@@ -90,5 +101,6 @@ void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap)
 {
     size_t n = strlen(buf);
     if (o->beta > 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --beta %g", o->beta);
+    if (o->have_dtype && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --dtype %s", kvc_dtype_name(o->dtype));
     for (size_t i = 0; i < o->n && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, " --%s %s", o->name[i], o->value[i]);
 }

@@ -1,6 +1,6 @@
 #ifndef KVC_APP_METHOD_OPTS_H
 #define KVC_APP_METHOD_OPTS_H
-/* The method tuning flags of every command that builds a cache: --beta and
+/* The method tuning flags of every command that builds a cache: --beta, --dtype and
  * one flag per parameter descriptor of the library's methods
  * (kvc_method_param_at: --subgen-t, --bkv-mode, --express-L, ...). Nothing is
  * listed here by hand: a parameter added to a method is a flag everywhere.
@@ -13,6 +13,8 @@
 
 typedef struct kvc_method_opts {
     double beta;
+    int have_dtype;
+    kvc_dtype dtype;   /* --dtype: storage type of cached keys and values */
     size_t n;
     const char *name[KVC_METHOD_OPTS_MAX]; /* descriptor names (static strings of the library) */
     const char *value[KVC_METHOD_OPTS_MAX];/* as given (argv strings) */

@@ -13,10 +13,33 @@ static int segment_ok(const kvc_segment *s)
 {
     if (s->role != KVC_SET_NUM && s->role != KVC_SET_DEN && s->role != KVC_SET_BOTH) return 0;
     if (!(s->scale > 0.0) || !isfinite(s->scale)) return 0;
-    if (s->n > KVC_MAX_BUDGET) return 0;
+    if (s->n > KVC_MAX_BUDGET || s->dtype >= KVC_DTYPE_COUNT) return 0;
     if (s->n == 0) return 1;
-    if (s->keys == NULL) return 0;
-    if ((s->role & KVC_SET_NUM) && s->values == NULL) return 0;
+    const void *k = s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q;
+    const void *v = s->dtype == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q;
+    if (k == NULL) return 0;
+    if ((s->role & KVC_SET_NUM) && v == NULL) return 0;
+    return 1;
+}
+
+/* A view with a quantised segment: the batched kernel, one head at a time
+ * (its per-query state, dv + 3 doubles, fits the stack; callers who want
+ * every head in one pass over the rows use kvc_attend_batch). */
+static kvc_status attend_typed(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out)
+{
+    double work[KVC_MAX_HEAD_DIM + 3];
+    for (size_t h = 0; h < n_q; h++) {
+        kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL};
+        const kvc_status rc = kern->attend_batch(kern, view, &b, work, sizeof work);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
+}
+
+static int all_f32(const kvc_view *view)
+{
+    for (size_t i = 0; i < view->n_seg; i++)
+        if (view->seg[i].dtype != KVC_DTYPE_F32) return 0;
     return 1;
 }
 
@@ -32,8 +55,12 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
     for (size_t i = 0; i < view->n_seg; i++)
         if (!segment_ok(&view->seg[i])) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
-    if (kern->version != KVC_KERNELS_VERSION || kern->attend_f32 == NULL) return KVC_E_BACKEND;
-    const kvc_status rc = kern->attend_f32(view, q, n_q, out);
+    if (kern->version != KVC_KERNELS_VERSION || kern->attend_f32 == NULL || kern->attend_batch == NULL)
+        return KVC_E_BACKEND;
+    for (size_t i = 0; i < view->n_seg; i++)
+        if (view->seg[i].n > 0 && !kvc_kernels_support(kern, view->seg[i].dtype)) return KVC_E_UNSUPPORTED;
+    /* f32 views take the proved one-position kernel */
+    const kvc_status rc = all_f32(view) ? kern->attend_f32(view, q, n_q, out) : attend_typed(kern, view, q, n_q, out);
     if (rc != KVC_OK) return rc;
     /* a convex combination of finite values is finite; a ratio of two
        separate estimates need not be: say so rather than hand out Inf/NaN */

@@ -7,12 +7,13 @@
 
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_stream.h"
+#include "rows.h"
 
 /* One halving. The batch is slots [a0, a0+na) followed by [b0, b0+nb) of the
  * key (and value) arrays; `keep` receives one flag per batch position. */
 typedef struct kvc_balance_io {
-    const float *keys;   /* slot rows of d floats */
-    const float *values; /* slot rows of dv floats, or NULL: every value is the scalar 1 */
+    kvc_rows keys;       /* slot rows of d elements, read through keys.rk */
+    kvc_rows values;     /* slot rows of dv elements, or base NULL: every value is the scalar 1 */
     size_t d, dv;
     size_t a0, na, b0, nb;
     double beta;

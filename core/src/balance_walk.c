@@ -27,21 +27,19 @@ typedef struct walk {
 
 static size_t slot_of(const kvc_balance_io *io, size_t i) { return i < io->na ? io->a0 + i : io->b0 + (i - io->na); }
 
-static double dotf(const float *a, const float *b, size_t n)
-{
-    double s = 0.0;
-    for (size_t c = 0; c < n; c++) s += (double)a[c] * (double)b[c];
-    return s;
-}
-
+/* One pair-Gram entry, from the table's row kernels (any storage type). */
 static double kernel(const walk *w, size_t i, size_t j)
 {
     const kvc_balance_io *io = w->io;
     const size_t si = slot_of(io, i), sj = slot_of(io, j);
-    const double kk = dotf(io->keys + si * io->d, io->keys + sj * io->d, io->d) - w->mu_dot[i] - w->mu_dot[j] + w->mu2;
+    const double kk = io->keys.rk->dot_rows(kvc_row(&io->keys, si), kvc_row(&io->keys, sj), NULL, io->d) -
+                      w->mu_dot[i] - w->mu_dot[j] + w->mu2;
     double x = io->beta * kk;
     if (x > KVC_BALANCE_MAX_EXP) x = KVC_BALANCE_MAX_EXP;
-    const double vv = io->values ? dotf(io->values + si * io->dv, io->values + sj * io->dv, io->dv) * w->inv_v2 : 1.0;
+    const double vv =
+        io->values.base
+            ? io->values.rk->dot_rows(kvc_row(&io->values, si), kvc_row(&io->values, sj), NULL, io->dv) * w->inv_v2
+            : 1.0;
     return exp(x) * (vv + io->kappa);
 }
 
@@ -68,26 +66,23 @@ size_t kvc_balance_select(kvc_balance_io *io)
     double *mu = io->scratch, *mu_dot = mu + d, *self = mu_dot + S;
     /* batch mean of the keys */
     for (size_t c = 0; c < d; c++) mu[c] = 0.0;
-    for (size_t i = 0; i < S; i++) {
-        const float *k = io->keys + slot_of(io, i) * d;
-        for (size_t c = 0; c < d; c++) mu[c] += (double)k[c];
-    }
+    for (size_t i = 0; i < S; i++) io->keys.rk->axpy(mu, 1.0, kvc_row(&io->keys, slot_of(io, i)), d);
     for (size_t c = 0; c < d; c++) mu[c] /= (double)S;
     double mu2 = 0.0;
     for (size_t c = 0; c < d; c++) mu2 += mu[c] * mu[c];
     double r_key2 = 0.0, max_v2 = 0.0;
     for (size_t i = 0; i < S; i++) {
         const size_t si = slot_of(io, i);
-        const float *k = io->keys + si * d;
-        double md = 0.0;
-        for (size_t c = 0; c < d; c++) md += (double)k[c] * mu[c];
+        const void *k = kvc_row(&io->keys, si);
+        const double md = io->keys.rk->dot_f64(k, mu, d);
         mu_dot[i] = md;
-        self[i] = dotf(k, k, d) - 2.0 * md + mu2; /* ||k_i - mu||^2 */
+        self[i] = io->keys.rk->dot_rows(k, k, NULL, d) - 2.0 * md + mu2; /* ||k_i - mu||^2 */
         if (self[i] > r_key2) r_key2 = self[i];
-        const double v2 = io->values ? dotf(io->values + si * io->dv, io->values + si * io->dv, io->dv) : 1.0;
+        const void *vr = io->values.base ? kvc_row(&io->values, si) : NULL;
+        const double v2 = vr ? io->values.rk->dot_rows(vr, vr, NULL, io->dv) : 1.0;
         if (v2 > max_v2) max_v2 = v2;
     }
-    walk w = {io, mu_dot, mu2, io->values && max_v2 > 0.0 ? 1.0 / max_v2 : 1.0};
+    walk w = {io, mu_dot, mu2, io->values.base && max_v2 > 0.0 ? 1.0 / max_v2 : 1.0};
     /* the largest value factor of the kernel: <v,v>/max + kappa <= 1 + kappa */
     const double r_val2 = (max_v2 > 0.0 ? 1.0 : 0.0) + io->kappa;
     /* theory mode: R = 2 e^{beta r_key^2 / 2} r_val, c = 30 ln(S / delta) */

@@ -40,7 +40,10 @@ static size_t oe_halve(oe_env *o, uint32_t *ids, size_t n, uint32_t round, uint3
         memcpy(o->vb + i * o->dv, o->V + (size_t)ids[i] * o->dv, o->dv * sizeof(float));
     }
     kvc_kh_io io;
-    io.keys = o->kb, io.values = o->vb, io.d = o->d, io.dv = o->dv, io.first = 0, io.S = n;
+    /* the gather buffers are f32: the reference row kernels read them */
+    io.keys = kvc_rows_at(o->kb, 0, o->d, KVC_DTYPE_F32, kvc_kernels_ref());
+    io.values = kvc_rows_at(o->vb, 0, o->dv, KVC_DTYPE_F32, kvc_kernels_ref());
+    io.d = o->d, io.dv = o->dv, io.first = 0, io.S = n;
     io.beta = o->beta, io.center = o->center;
     io.L = o->l_mode == KVC_EXPRESS_L_THEORY ? kvc_kh_theory_L(o->delta, round, k, n) : o->L;
     io.key = key, io.scratch = o->scratch, io.keep = o->keep;

@@ -19,19 +19,13 @@ typedef struct kh_ctx {
     double sigma, B2;
 } kh_ctx;
 
+/* One kernel value, from the table's row kernels (any storage type). */
 static double kval(const kh_ctx *c, size_t i, size_t j)
 {
     const kvc_kh_io *io = c->io;
-    const float *ki = io->keys + (io->first + i) * io->d, *kj = io->keys + (io->first + j) * io->d;
-    double kk = 0.0;
-    if (c->mu) {
-        for (size_t t = 0; t < io->d; t++) kk += ((double)ki[t] - c->mu[t]) * ((double)kj[t] - c->mu[t]);
-    } else {
-        for (size_t t = 0; t < io->d; t++) kk += (double)ki[t] * (double)kj[t];
-    }
-    const float *vi = io->values + (io->first + i) * io->dv, *vj = io->values + (io->first + j) * io->dv;
-    double vv = 0.0;
-    for (size_t t = 0; t < io->dv; t++) vv += (double)vi[t] * (double)vj[t];
+    const size_t si = io->first + i, sj = io->first + j;
+    const double kk = io->keys.rk->dot_rows(kvc_row(&io->keys, si), kvc_row(&io->keys, sj), c->mu, io->d);
+    const double vv = io->values.rk->dot_rows(kvc_row(&io->values, si), kvc_row(&io->values, sj), NULL, io->dv);
     return exp(io->beta * kk - c->sigma) * (vv + c->B2);
 }
 
@@ -51,21 +45,16 @@ void kvc_kh_select(kvc_kh_io *io)
     kh_ctx c = {io, io->center ? mu : NULL, 0.0, 0.0};
     if (io->center) {
         for (size_t t = 0; t < d; t++) mu[t] = 0.0;
-        for (size_t i = 0; i < S; i++)
-            for (size_t t = 0; t < d; t++) mu[t] += (double)io->keys[(io->first + i) * d + t];
+        for (size_t i = 0; i < S; i++) io->keys.rk->axpy(mu, 1.0, kvc_row(&io->keys, io->first + i), d);
         for (size_t t = 0; t < d; t++) mu[t] /= (double)S;
     }
     double sigma = 0.0, B = 0.0;
     for (size_t i = 0; i < S; i++) {
-        const float *k = io->keys + (io->first + i) * d, *v = io->values + (io->first + i) * io->dv;
-        double n2 = 0.0;
-        for (size_t t = 0; t < d; t++) {
-            double x = (double)k[t] - (io->center ? mu[t] : 0.0);
-            n2 += x * x;
-        }
+        const void *k = kvc_row(&io->keys, io->first + i);
+        const double n2 = io->keys.rk->dot_rows(k, k, io->center ? mu : NULL, d);
         if (io->beta * n2 > sigma) sigma = io->beta * n2;
-        for (size_t t = 0; t < io->dv; t++)
-            if (fabs((double)v[t]) > B) B = fabs((double)v[t]);
+        const double vmax = io->values.rk->absmax(kvc_row(&io->values, io->first + i), io->dv);
+        if (vmax > B) B = vmax;
     }
     c.sigma = sigma; /* Cauchy-Schwarz: every exponent is <= 0 */
     c.B2 = B * B;

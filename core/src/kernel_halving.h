@@ -7,9 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rows.h"
+
 /* One Halve call over slots [first, first + S) of the key/value arrays. */
 typedef struct kvc_kh_io {
-    const float *keys, *values; /* slot rows of d and dv floats */
+    kvc_rows keys, values;      /* slot rows of d and dv elements, read through their row kernels */
     size_t d, dv;
     size_t first, S;            /* S even, >= 2 */
     double beta;                /* score scale tau */

@@ -1,11 +1,57 @@
-/* The kernel tables. Only the reference table exists in this build; the
- * accelerated ones (accel/) register through kvc_kernels_best once built. */
+/* The kernel tables built into the library, and the one run-time CPU
+ * dispatch of the project: kvc_cpu_features() detects the ISA once per call
+ * (cheap: a cpuid, or a constant), kvc_kernels_best() takes the last built-in
+ * table whose needs the CPU meets. Accelerated tables (accel/) are appended
+ * to `builtin` by their build option; this build ships the reference one. */
+#include <string.h>
+
 #include "kvc/kvc_kernels.h"
+#include "ref/rows_ref.h"
 
-static const kvc_kernels kvc_ref_table = {
-    KVC_KERNELS_VERSION, "ref", kvc_k_attend_f32__ref, kvc_k_dot_f32__ref, kvc_k_sqdist_f32__ref,
-};
+static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
 
-const kvc_kernels *kvc_kernels_ref(void) { return &kvc_ref_table; }
+const kvc_kernels *kvc_kernels_ref(void) { return ref_table(); }
 
-const kvc_kernels *kvc_kernels_best(void) { return &kvc_ref_table; }
+size_t kvc_kernels_count(void) { return 1u; }
+
+const kvc_kernels *kvc_kernels_at(size_t i) { return i == 0 ? ref_table() : NULL; }
+
+const kvc_kernels *kvc_kernels_by_name(const char *name)
+{
+    if (name == NULL) return NULL;
+    for (size_t i = 0; i < kvc_kernels_count(); i++)
+        if (strcmp(kvc_kernels_at(i)->name, name) == 0) return kvc_kernels_at(i);
+    return NULL;
+}
+
+uint32_t kvc_cpu_features(void)
+{
+    uint32_t f = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= KVC_CPU_AVX2;
+    if (__builtin_cpu_supports("avx512f")) f |= KVC_CPU_AVX512;
+#elif defined(__ARM_NEON) || defined(__aarch64__)
+    f |= KVC_CPU_NEON;
+#endif
+    return f;
+}
+
+const kvc_kernels *kvc_kernels_best(void)
+{
+    const uint32_t have = kvc_cpu_features();
+    const kvc_kernels *best = ref_table();
+    for (size_t i = 1; i < kvc_kernels_count(); i++) {
+        const kvc_kernels *t = kvc_kernels_at(i);
+        if ((t->needs & have) == t->needs) best = t;
+    }
+    return best;
+}
+
+int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
+{
+    if (kern == NULL || kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
+    if (!(kern->caps & (1u << t))) return 0;
+    const kvc_row_kernels *r = &kern->rows[t];
+    return r->store && r->load && r->dot_f32 && r->dot_f64 && r->dot_rows && r->sqdist_f32 && r->axpy && r->absmax;
+}

@@ -24,16 +24,29 @@ static void set_weights(kvc_mr_env *env, size_t slot, size_t n, float w)
 static void copy_slot(kvc_mr_env *env, size_t dst, size_t src)
 {
     if (dst == src) return;
-    memcpy(env->keys + dst * env->d, env->keys + src * env->d, env->d * sizeof(float));
-    if (env->values) memcpy(env->values + dst * env->dv, env->values + src * env->dv, env->dv * sizeof(float));
+    kvc_row_copy(&env->keys, dst, &env->keys, src);
+    if (env->values.base) kvc_row_copy(&env->values, dst, &env->values, src);
     env->tokens[dst] = env->tokens[src];
 }
 
-static void write_slot(kvc_mr_env *env, size_t dst, const float *k, const float *v, uint32_t token)
+/* A token into a slot: f32 vectors are quantised by the store kernel;
+   already-stored rows (k_row / v_row, from another slot) move as bytes. */
+typedef struct token_in {
+    const float *k, *v;           /* f32 input, or NULL */
+    const void *k_row, *v_row;    /* stored rows, when k is NULL */
+    uint32_t token;
+} token_in;
+
+static void write_slot(kvc_mr_env *env, size_t dst, const token_in *in)
 {
-    memcpy(env->keys + dst * env->d, k, env->d * sizeof(float));
-    if (env->values) memcpy(env->values + dst * env->dv, v, env->dv * sizeof(float));
-    env->tokens[dst] = token;
+    if (in->k != NULL) {
+        kvc_row_store(&env->keys, dst, in->k);
+        if (env->values.base) kvc_row_store(&env->values, dst, in->v);
+    } else {
+        memcpy(kvc_row(&env->keys, dst), in->k_row, env->keys.stride);
+        if (env->values.base) memcpy(kvc_row(&env->values, dst), in->v_row, env->values.stride);
+    }
+    env->tokens[dst] = in->token;
 }
 
 void kvc_mr_reset(kvc_mr_env *env, kvc_mr *mr, uint32_t store)
@@ -122,10 +135,10 @@ static void cascade(kvc_mr_env *env, kvc_mr *mr)
 }
 
 /* One unit (weight q) into level 0. */
-static void push_unit(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v, uint32_t token)
+static void push_unit(kvc_mr_env *env, kvc_mr *mr, const token_in *in)
 {
     size_t s = kvc_mr_slot(env, mr, 0, mr->count[0]);
-    write_slot(env, s, k, v, token);
+    write_slot(env, s, in);
     env->weights[s] = (float)ldexp(1.0, mr->e0);
     mr->count[0]++;
     if (mr->count[0] == env->t) cascade(env, mr);
@@ -134,17 +147,20 @@ static void push_unit(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *
 /* Copy a slot's token out first: pushing may overwrite it during a cascade. */
 static void push_unit_from_slot(kvc_mr_env *env, kvc_mr *mr, const kvc_mr_env *src_env, size_t src)
 {
+    /* rows of at most KVC_MAX_HEAD_DIM f32 elements (the largest row type), as bytes */
     float kb[KVC_MAX_HEAD_DIM], vb[KVC_MAX_HEAD_DIM];
-    memcpy(kb, src_env->keys + src * src_env->d, src_env->d * sizeof(float));
-    if (src_env->values) memcpy(vb, src_env->values + src * src_env->dv, src_env->dv * sizeof(float));
-    push_unit(env, mr, kb, vb, src_env->tokens[src]);
+    memcpy(kb, kvc_row(&src_env->keys, src), src_env->keys.stride);
+    if (src_env->values.base) memcpy(vb, kvc_row(&src_env->values, src), src_env->values.stride);
+    const token_in in = {NULL, NULL, kb, vb, src_env->tokens[src]};
+    push_unit(env, mr, &in);
 }
 
 void kvc_mr_push_raw(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v, uint32_t token)
 {
+    const token_in in = {k, v, NULL, NULL, token};
     mr->tokens++;
     if (mr->e0 == 0 && mr->group_n == 0) {
-        push_unit(env, mr, k, v, token);
+        push_unit(env, mr, &in);
         return;
     }
     /* stratified input: one uniform token per group of q = 2^e0 raw tokens
@@ -152,7 +168,7 @@ void kvc_mr_push_raw(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v
     const size_t cs = cand_slot(env, mr);
     mr->group_n++;
     if (mr->group_n == 1 || kvc_rng_unit(env->bal.rng) * (double)mr->group_n < 1.0) {
-        write_slot(env, cs, k, v, token);
+        write_slot(env, cs, &in);
         mr->has_cand = 1;
     }
     env->weights[cs] = (float)mr->group_n;

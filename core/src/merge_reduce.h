@@ -33,7 +33,8 @@ _Static_assert(sizeof(kvc_mr) == 104, "kvc_mr must be the same on every ABI");
 
 /* Everything a tree operation needs, rebuilt per call from the owner's arena. */
 typedef struct kvc_mr_env {
-    float *keys, *values, *weights; /* slot arrays (values NULL: keys-only tree) */
+    kvc_rows keys, values;          /* slot rows (values.base NULL: keys-only tree) */
+    float *weights;
     uint32_t *tokens;
     size_t d, dv;
     uint32_t t, T;
@@ -64,7 +65,7 @@ static inline void kvc_mr_env_walk(kvc_mr_env *e, double beta, double kappa, uin
 }
 
 void kvc_mr_reset(kvc_mr_env *env, kvc_mr *mr, uint32_t store);
-/* One raw token (weight 1) through the stratified input stage. */
+/* One raw token (weight 1) through the stratified input stage; v is ignored by a keys-only tree. */
 void kvc_mr_push_raw(kvc_mr_env *env, kvc_mr *mr, const float *k, const float *v, uint32_t token);
 /* Move every token of `from` into `into` without bias (Bernoulli thinning or
  * exact copies, see merge_reduce.c), then reset `from`. `into` must have the

@@ -44,11 +44,11 @@ static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     g->slots = slots;
     g->off_mr = kvc_carve(&cur, b->b_max * sizeof(kvc_mr));
     g->off_bexp = kvc_carve(&cur, b->b_max * sizeof(int32_t));
-    g->off_nk = kvc_carve(&cur, nslots * p->d * sizeof(float));
-    g->off_nv = kvc_carve(&cur, nslots * p->dv * sizeof(float));
+    g->off_nk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, nslots, p->d));
+    g->off_nv = kvc_carve(&cur, kvc_rows_bytes(p->dtype, nslots, p->dv));
     g->off_nw = kvc_carve(&cur, nslots * sizeof(float));
     g->off_nt = kvc_carve(&cur, nslots * sizeof(uint32_t));
-    g->off_dk = kvc_carve(&cur, slots * p->d * sizeof(float));
+    g->off_dk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, slots, p->d));
     g->off_dw = kvc_carve(&cur, slots * sizeof(float));
     g->off_dt = kvc_carve(&cur, slots * sizeof(uint32_t));
     /* walk scratch: mean (d) + 2 per batch point (batch <= t) doubles, t flags */
@@ -57,7 +57,7 @@ static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     return cur;
 }
 
-uint64_t kvc_balancekv_arena_size(const kvc_stream_plan *p)
+static uint64_t bkv_arena_size(const kvc_stream_plan *p)
 {
     bkv_state tmp;
     return bkv_layout(&tmp, p);
@@ -71,12 +71,12 @@ uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p)
 static kvc_mr *mrs(bkv_state *g) { return KVC_AT(g, g->off_mr, kvc_mr); }
 static int32_t *bexp(bkv_state *g) { return KVC_AT(g, g->off_bexp, int32_t); }
 
-static kvc_mr_env env_of(bkv_state *g, int numerator)
+static kvc_mr_env env_of(bkv_state *g, int numerator, unsigned dtype, const kvc_kernels *kern)
 {
     kvc_mr_env e;
     memset(&e, 0, sizeof e);
-    e.keys = KVC_AT(g, numerator ? g->off_nk : g->off_dk, float);
-    e.values = numerator ? KVC_AT(g, g->off_nv, float) : NULL;
+    e.keys = kvc_rows_at(g, numerator ? g->off_nk : g->off_dk, g->d, dtype, kern);
+    if (numerator) e.values = kvc_rows_at(g, g->off_nv, g->dv, dtype, kern);
     e.weights = KVC_AT(g, numerator ? g->off_nw : g->off_dw, float);
     e.tokens = KVC_AT(g, numerator ? g->off_nt : g->off_dt, uint32_t);
     e.d = g->d, e.dv = g->dv, e.t = g->t, e.T = g->T, e.slots_per_store = g->slots;
@@ -93,7 +93,7 @@ static void env_done(bkv_state *g, const kvc_mr_env *e)
     g->halvings += e->halvings;
 }
 
-void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+static void bkv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     bkv_state *g = (bkv_state *)arena;
     bkv_layout(g, p);
@@ -103,7 +103,7 @@ void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->kappa = p->bkv.kappa, g->beta = p->beta;
     g->erase_upto = NO_BUCKET;
     kvc_rng_seed(&g->rng, seed);
-    kvc_mr_env ne = env_of(g, 1), de = env_of(g, 0);
+    kvc_mr_env ne = env_of(g, 1, p->dtype, NULL), de = env_of(g, 0, p->dtype, NULL);
     for (uint32_t r = 0; r < g->b_max; r++) {
         kvc_mr_reset(&ne, &mrs(g)[r], r);
         bexp(g)[r] = NO_BUCKET;
@@ -113,7 +113,7 @@ void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 
 static int32_t bucket_of(double x);
 
-int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+static int bkv_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const bkv_state *g = (const bkv_state *)st;
     bkv_state w;
@@ -186,15 +186,13 @@ static void slide_once(bkv_state *g, kvc_mr_env *ne)
     g->top++;
 }
 
-void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t token)
+static void bkv_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     bkv_state *g = (bkv_state *)st;
-    kvc_mr_env de = env_of(g, 0), ne = env_of(g, 1);
-    const float one = 1.0f;
-    kvc_mr_push_raw(&de, &g->den, k, &one, (uint32_t)token);
+    kvc_mr_env de = env_of(g, 0, cx->plan->dtype, cx->kern), ne = env_of(g, 1, cx->plan->dtype, cx->kern);
+    kvc_mr_push_raw(&de, &g->den, k, NULL, (uint32_t)token);
     g->tokens++;
-    double sq = 0.0;
-    for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
+    const double sq = cx->kern->dot_f32(v, v, g->dv); /* of the incoming value, before quantisation */
     if (sq > 0.0) {
         /* exponents relative to the first value's norm: scaling every value
            by c leaves the buckets (and so the output / c) unchanged */
@@ -241,17 +239,17 @@ void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t tok
     env_done(g, &ne);
 }
 
-size_t kvc_balancekv_view(const void *st, kvc_segment *seg)
+static size_t bkv_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const bkv_state *g = (const bkv_state *)st;
-    seg[0].keys = KVC_AT_C(g, g->off_nk, float);
-    seg[0].values = KVC_AT_C(g, g->off_nv, float);
+    const kvc_rows NK = kvc_rows_at(g, g->off_nk, g->d, p->dtype, NULL), NV = kvc_rows_at(g, g->off_nv, g->dv, p->dtype, NULL);
+    const kvc_rows DK = kvc_rows_at(g, g->off_dk, g->d, p->dtype, NULL);
+    kvc_segment_rows(&seg[0], &NK, &NV, 0);
     seg[0].weights = KVC_AT_C(g, g->off_nw, float);
     seg[0].scale = 1.0;
     seg[0].n = g->slots * g->b_max;
     seg[0].role = KVC_SET_NUM;
-    seg[1].keys = KVC_AT_C(g, g->off_dk, float);
-    seg[1].values = NULL;
+    kvc_segment_rows(&seg[1], &DK, NULL, 0);
     seg[1].weights = KVC_AT_C(g, g->off_dw, float);
     seg[1].scale = 1.0;
     seg[1].n = g->slots;
@@ -259,7 +257,7 @@ size_t kvc_balancekv_view(const void *st, kvc_segment *seg)
     return 2;
 }
 
-uint64_t kvc_balancekv_elements(const void *st)
+static uint64_t bkv_elements(const void *st)
 {
     bkv_state *g = (bkv_state *)(uintptr_t)st;
     uint64_t num = 0;
@@ -267,7 +265,7 @@ uint64_t kvc_balancekv_elements(const void *st)
     return num * (g->d + g->dv) + (uint64_t)kvc_mr_held(&g->den, g->T) * g->d;
 }
 
-void kvc_balancekv_fill_stats(const void *st, kvc_stream_stats *s)
+static void bkv_fill_stats(const void *st, kvc_stream_stats *s)
 {
     bkv_state *g = (bkv_state *)(uintptr_t)st;
     s->clip_events = g->clips;
@@ -304,7 +302,7 @@ kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tre
     out->has_candidate = m->has_cand;
     out->group_n = m->group_n;
     out->tokens = m->tokens;
-    kvc_mr_env e = env_of(gm, which >= 0);
+    kvc_mr_env e = env_of(gm, which >= 0, KVC_DTYPE_F32, NULL); /* only the weights are read */
     double wsum = 0.0;
     const float *w = e.weights + (size_t)m->store * g->slots;
     for (size_t i = 0; i < g->slots; i++) wsum += w[i];
@@ -383,11 +381,6 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
                        kvc_balancekv_scratch_bytes(p);
     return NULL;
 }
-static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
-{
-    (void)kern;
-    kvc_balancekv_update(st, k, v, token);
-}
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
 static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
@@ -417,5 +410,5 @@ _Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_tab
 const kvc_method_ops kvc_method_ops_balancekv = {
     KVC_METHOD_BALANCEKV, "balancekv",
     "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
-    kvc_balancekv_fields, ops_plan, kvc_balancekv_arena_size, kvc_balancekv_init, NULL, ops_update, kvc_balancekv_view, kvc_balancekv_elements,
-    kvc_balancekv_fill_stats, kvc_balancekv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS};
+    kvc_balancekv_fields, ops_plan, bkv_arena_size, bkv_init, NULL, bkv_update, bkv_view, bkv_elements,
+    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS};

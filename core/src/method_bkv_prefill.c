@@ -46,18 +46,18 @@ static uint64_t layout(bkvp_state *g, const kvc_stream_plan *p)
     if (g->top_cap < b->t / 2) g->top_cap = b->t / 2;
     g->slots = kvc_mr_slots(b->t, b->levels, g->top_cap);
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(bkvp_state));
-    g->off_k = kvc_carve(&cur, g->slots * p->d * sizeof(float));
-    g->off_v = kvc_carve(&cur, g->slots * p->dv * sizeof(float));
+    g->off_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, g->slots, p->d));
+    g->off_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, g->slots, p->dv));
     g->off_w = kvc_carve(&cur, g->slots * sizeof(float));
     g->off_tok = kvc_carve(&cur, g->slots * sizeof(uint32_t));
-    g->off_tail_k = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->d * sizeof(float));
-    g->off_tail_v = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->dv * sizeof(float));
+    g->off_tail_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->d));
+    g->off_tail_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->dv));
     g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
     g->off_keep = kvc_carve(&cur, b->t);
     return cur;
 }
 
-int kvc_bkv_prefill_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+static int bkvp_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     bkvp_state w;
@@ -77,18 +77,18 @@ int kvc_bkv_prefill_check(const void *st, const kvc_stream_plan *p, uint64_t met
     return kvc_mr_ok(&g->mr, g->t, g->T, g->top_cap, 0);
 }
 
-uint64_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p)
+static uint64_t bkvp_arena_size(const kvc_stream_plan *p)
 {
     bkvp_state tmp;
     return layout(&tmp, p);
 }
 
-static kvc_mr_env env_of(bkvp_state *g)
+static kvc_mr_env env_of(bkvp_state *g, unsigned dtype, const kvc_kernels *kern)
 {
     kvc_mr_env e;
     memset(&e, 0, sizeof e);
-    e.keys = KVC_AT(g, g->off_k, float);
-    e.values = KVC_AT(g, g->off_v, float);
+    e.keys = kvc_rows_at(g, g->off_k, g->d, dtype, kern);
+    e.values = kvc_rows_at(g, g->off_v, g->dv, dtype, kern);
     e.weights = KVC_AT(g, g->off_w, float);
     e.tokens = KVC_AT(g, g->off_tok, uint32_t);
     e.d = g->d, e.dv = g->dv, e.t = g->t, e.T = g->T;
@@ -100,7 +100,7 @@ static kvc_mr_env env_of(bkvp_state *g)
     return e;
 }
 
-void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     bkvp_state *g = (bkvp_state *)arena;
     layout(g, p);
@@ -111,21 +111,21 @@ void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->tail_uniform = p->bkv.tail_method == KVC_METHOD_UNIFORM;
     g->gamma = p->bkv.gamma, g->delta = p->bkv.delta, g->kappa = p->bkv.kappa, g->beta = p->beta;
     kvc_rng_seed(&g->rng, seed);
-    kvc_mr_env e = env_of(g);
+    kvc_mr_env e = env_of(g, p->dtype, NULL);
     kvc_mr_reset(&e, &g->mr, 0);
 }
 
-int kvc_bkv_prefill_can_accept(const void *st)
+static int bkvp_can_accept(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap || (g->tail_uniform && g->tail_cap > 0);
 }
 
-void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t token)
+static void bkvp_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     bkvp_state *g = (bkvp_state *)st;
     if (g->seen < g->prefix_tokens) {
-        kvc_mr_env e = env_of(g);
+        kvc_mr_env e = env_of(g, cx->plan->dtype, cx->kern);
         kvc_mr_push_raw(&e, &g->mr, k, v, (uint32_t)token);
         g->clips += e.bal.clips;
         g->halvings += e.halvings;
@@ -137,24 +137,27 @@ void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t t
             g->tail_n++;
         g->tail_seen++;
         if (slot < g->tail_cap) {
-            memcpy(KVC_AT(g, g->off_tail_k, float) + slot * g->d, k, g->d * sizeof(float));
-            memcpy(KVC_AT(g, g->off_tail_v, float) + slot * g->dv, v, g->dv * sizeof(float));
+            const kvc_rows K = kvc_rows_at(g, g->off_tail_k, g->d, cx->plan->dtype, cx->kern);
+            const kvc_rows V = kvc_rows_at(g, g->off_tail_v, g->dv, cx->plan->dtype, cx->kern);
+            kvc_row_store(&K, (size_t)slot, k);
+            kvc_row_store(&V, (size_t)slot, v);
         }
     }
     g->seen++;
 }
 
-size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg)
+static size_t bkvp_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const bkvp_state *g = (const bkvp_state *)st;
-    seg[0].keys = KVC_AT_C(g, g->off_k, float);
-    seg[0].values = KVC_AT_C(g, g->off_v, float);
+    const kvc_rows K = kvc_rows_at(g, g->off_k, g->d, p->dtype, NULL), V = kvc_rows_at(g, g->off_v, g->dv, p->dtype, NULL);
+    const kvc_rows TK = kvc_rows_at(g, g->off_tail_k, g->d, p->dtype, NULL);
+    const kvc_rows TV = kvc_rows_at(g, g->off_tail_v, g->dv, p->dtype, NULL);
+    kvc_segment_rows(&seg[0], &K, &V, 0);
     seg[0].weights = KVC_AT_C(g, g->off_w, float);
     seg[0].scale = 1.0;
     seg[0].n = g->slots;
     seg[0].role = KVC_SET_BOTH;
-    seg[1].keys = KVC_AT_C(g, g->off_tail_k, float);
-    seg[1].values = KVC_AT_C(g, g->off_tail_v, float);
+    kvc_segment_rows(&seg[1], &TK, &TV, 0);
     seg[1].weights = NULL;
     seg[1].scale = g->tail_n ? (double)g->tail_seen / (double)g->tail_n : 1.0;
     seg[1].n = g->tail_n;
@@ -162,13 +165,13 @@ size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg)
     return 2;
 }
 
-uint64_t kvc_bkv_prefill_elements(const void *st)
+static uint64_t bkvp_elements(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     return ((uint64_t)kvc_mr_held(&g->mr, g->T) + g->tail_n) * (g->d + g->dv);
 }
 
-void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *s)
+static void bkvp_fill_stats(const void *st, kvc_stream_stats *s)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     s->clip_events = g->clips;
@@ -237,14 +240,9 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
                        ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
     return NULL;
 }
-static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
-{
-    (void)kern;
-    kvc_bkv_prefill_update(st, k, v, token);
-}
 const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
     "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
-    ops_fields, ops_plan, kvc_bkv_prefill_arena_size, kvc_bkv_prefill_init, kvc_bkv_prefill_can_accept, ops_update, kvc_bkv_prefill_view,
-    kvc_bkv_prefill_elements, kvc_bkv_prefill_fill_stats, kvc_bkv_prefill_check, kvc_balancekv_param_table,
+    ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
+    bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
     KVC_BALANCEKV_N_PARAMS};

@@ -73,21 +73,35 @@ static uint64_t x_layout(express_state *g, const kvc_stream_plan *p)
     x_caps(p, &cap, &lcap);
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(express_state));
     g->c_cap = cap, g->l_cap = lcap;
-    g->off_ck = kvc_carve(&cur, cap * p->d * sizeof(float));
-    g->off_cv = kvc_carve(&cur, cap * p->dv * sizeof(float));
+    g->off_ck = kvc_carve(&cur, kvc_rows_bytes(p->dtype, cap, p->d));
+    g->off_cv = kvc_carve(&cur, kvc_rows_bytes(p->dtype, cap, p->dv));
     g->off_ct = kvc_carve(&cur, cap * sizeof(uint32_t));
-    g->off_lk = kvc_carve(&cur, (lcap ? lcap : 1) * p->d * sizeof(float));
-    g->off_lv = kvc_carve(&cur, (lcap ? lcap : 1) * p->dv * sizeof(float));
+    g->off_lk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, lcap ? lcap : 1, p->d));
+    g->off_lv = kvc_carve(&cur, kvc_rows_bytes(p->dtype, lcap ? lcap : 1, p->dv));
     g->off_lw = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(float));
     g->off_lt = kvc_carve(&cur, (lcap ? lcap : 1) * sizeof(uint32_t));
     g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_kh_scratch_doubles(p->d, (size_t)cap) * sizeof(double));
     g->off_keep = kvc_carve(&cur, cap);
-    g->off_tk = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->d * sizeof(float));
-    g->off_tv = kvc_carve(&cur, (uint64_t)p->tail_capacity * p->dv * sizeof(float));
+    g->off_tk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->d));
+    g->off_tv = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->dv));
     return cur;
 }
 
-uint64_t kvc_express_arena_size(const kvc_stream_plan *p)
+/* The row arrays of C, the Compress2 levels and the prefill tail. */
+typedef struct x_rows {
+    kvc_rows ck, cv, lk, lv, tk, tv;
+} x_rows;
+
+static x_rows rows_of(const express_state *g, unsigned dtype, const kvc_kernels *kern)
+{
+    x_rows r;
+    r.ck = kvc_rows_at(g, g->off_ck, g->d, dtype, kern), r.cv = kvc_rows_at(g, g->off_cv, g->dv, dtype, kern);
+    r.lk = kvc_rows_at(g, g->off_lk, g->d, dtype, kern), r.lv = kvc_rows_at(g, g->off_lv, g->dv, dtype, kern);
+    r.tk = kvc_rows_at(g, g->off_tk, g->d, dtype, kern), r.tv = kvc_rows_at(g, g->off_tv, g->dv, dtype, kern);
+    return r;
+}
+
+static uint64_t x_arena_size(const kvc_stream_plan *p)
 {
     express_state tmp;
     return x_layout(&tmp, p);
@@ -110,7 +124,7 @@ static uint32_t log2u(uint64_t x)
 static size_t level_off(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0 - g->G0; }
 static size_t level_size(const express_state *g, uint32_t l) { return ((size_t)1 << l) * g->G0; }
 
-int kvc_express_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+static int x_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const express_state *g = (const express_state *)st;
     express_state w;
@@ -165,7 +179,7 @@ static void start_block(express_state *g)
     for (size_t i = 0; i < g->l_cap; i++) lw[i] = 0.0f;
 }
 
-void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
+static void x_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     express_state *g = (express_state *)arena;
     x_layout(g, p);
@@ -183,7 +197,7 @@ void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     start_block(g);
 }
 
-int kvc_express_can_accept(const void *st)
+static int x_can_accept(const void *st)
 {
     const express_state *g = (const express_state *)st;
     return !g->is_prefill || g->n < g->prefix_tokens || g->tail_n < g->tail_cap;
@@ -191,10 +205,11 @@ int kvc_express_can_accept(const void *st)
 
 /* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
  * survivors, in order, end up in [first, first + n/2). */
-static void halve_in_place(express_state *g, float *K, float *V, uint32_t *T, size_t first, size_t n, uint64_t key)
+static void halve_in_place(express_state *g, const kvc_rows *K, const kvc_rows *V, uint32_t *T, size_t first,
+                           size_t n, uint64_t key)
 {
     kvc_kh_io io;
-    io.keys = K, io.values = V, io.d = g->d, io.dv = g->dv, io.first = first, io.S = n;
+    io.keys = *K, io.values = *V, io.d = g->d, io.dv = g->dv, io.first = first, io.S = n;
     io.beta = g->beta, io.center = g->center;
     io.L = g->l_mode == KVC_EXPRESS_L_THEORY ? kvc_kh_theory_L(g->delta, g->round, g->k, n) : g->L;
     io.key = key;
@@ -207,36 +222,43 @@ static void halve_in_place(express_state *g, float *K, float *V, uint32_t *T, si
         if (!io.keep[i]) continue;
         const size_t src = first + i;
         if (src != out) {
-            memcpy(K + out * g->d, K + src * g->d, g->d * sizeof(float));
-            memcpy(V + out * g->dv, V + src * g->dv, g->dv * sizeof(float));
+            kvc_row_copy(K, out, K, src);
+            kvc_row_copy(V, out, V, src);
             T[out] = T[src];
         }
         out++;
     }
 }
 
-static void c_append(express_state *g, const float *k, const float *v, uint32_t tok)
+/* A point into C: an f32 vector (k != NULL, quantised by the store kernel)
+   or level slot `src` (moved as bytes). */
+static void c_append(express_state *g, const x_rows *R, const float *k, const float *v, size_t src, uint32_t tok)
 {
     if (g->c_count >= g->c_cap) return; /* unreachable for a state that passed kvc_express_check */
-    memcpy(KVC_AT(g, g->off_ck, float) + (size_t)g->c_count * g->d, k, g->d * sizeof(float));
-    memcpy(KVC_AT(g, g->off_cv, float) + (size_t)g->c_count * g->dv, v, g->dv * sizeof(float));
+    if (k != NULL) {
+        kvc_row_store(&R->ck, g->c_count, k);
+        kvc_row_store(&R->cv, g->c_count, v);
+    } else {
+        kvc_row_copy(&R->ck, g->c_count, &R->lk, src);
+        kvc_row_copy(&R->cv, g->c_count, &R->lv, src);
+    }
     KVC_AT(g, g->off_ct, uint32_t)[g->c_count] = tok;
     g->c_count++;
 }
 
 /* Append `n` points from level slots [src, src+n) to level l (or to C when l == h). */
-static void lift(express_state *g, uint32_t l, size_t src, size_t n)
+static void lift(express_state *g, const x_rows *R, uint32_t l, size_t src, size_t n)
 {
-    float *lk = KVC_AT(g, g->off_lk, float), *lv = KVC_AT(g, g->off_lv, float), *lw = KVC_AT(g, g->off_lw, float);
+    float *lw = KVC_AT(g, g->off_lw, float);
     uint32_t *lt = KVC_AT(g, g->off_lt, uint32_t);
     if (l == g->h) {
-        for (size_t i = 0; i < n; i++) c_append(g, lk + (src + i) * g->d, lv + (src + i) * g->dv, lt[src + i]);
+        for (size_t i = 0; i < n; i++) c_append(g, R, NULL, NULL, src + i, lt[src + i]);
         return;
     }
     const size_t dst = level_off(g, l) + g->lvl_count[l];
     for (size_t i = 0; i < n; i++) {
-        memcpy(lk + (dst + i) * g->d, lk + (src + i) * g->d, g->d * sizeof(float));
-        memcpy(lv + (dst + i) * g->dv, lv + (src + i) * g->dv, g->dv * sizeof(float));
+        kvc_row_copy(&R->lk, dst + i, &R->lk, src + i);
+        kvc_row_copy(&R->lv, dst + i, &R->lv, src + i);
         lt[dst + i] = lt[src + i];
         lw[dst + i] = (float)((double)g->q * ldexp(1.0, (int)l));
     }
@@ -244,58 +266,58 @@ static void lift(express_state *g, uint32_t l, size_t src, size_t n)
 }
 
 /* Streaming Compress2: push one subsampled point (weight q) and carry. */
-static void compress2_push(express_state *g, const float *k, const float *v, uint32_t tok)
+static void compress2_push(express_state *g, const x_rows *R, const float *k, const float *v, uint32_t tok)
 {
     if (g->h == 0) {
-        c_append(g, k, v, tok); /* k = 1: the identity (round 0: weight t = 1) */
+        c_append(g, R, k, v, 0, tok); /* k = 1: the identity (round 0: weight t = 1) */
         return;
     }
-    float *lk = KVC_AT(g, g->off_lk, float), *lv = KVC_AT(g, g->off_lv, float), *lw = KVC_AT(g, g->off_lw, float);
+    float *lw = KVC_AT(g, g->off_lw, float);
     uint32_t *lt = KVC_AT(g, g->off_lt, uint32_t);
     const size_t slot = g->lvl_count[0];
-    memcpy(lk + slot * g->d, k, g->d * sizeof(float));
-    memcpy(lv + slot * g->dv, v, g->dv * sizeof(float));
+    kvc_row_store(&R->lk, slot, k);
+    kvc_row_store(&R->lv, slot, v);
     lt[slot] = tok;
     lw[slot] = (float)g->q;
     g->lvl_count[0]++;
     for (uint32_t l = 0; l < g->h && g->lvl_count[l] == level_size(g, l); l++) {
         const size_t off = level_off(g, l), n = level_size(g, l);
         const uint64_t key = kvc_kh_key(g->seed, TAG_C2, g->round, g->j, l, g->lvl_groups[l]++);
-        halve_in_place(g, lk, lv, lt, off, n, key);
+        halve_in_place(g, &R->lk, &R->lv, lt, off, n, key);
         for (size_t i = 0; i < n; i++) lw[off + i] = 0.0f;
         g->lvl_count[l] = 0;
-        lift(g, l + 1, off, n / 2);
+        lift(g, R, l + 1, off, n / 2);
     }
 }
 
-void kvc_express_update(void *st, const float *k, const float *v, uint64_t token)
+static void x_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     express_state *g = (express_state *)st;
+    const x_rows R = rows_of(g, cx->plan->dtype, cx->kern);
     if (g->is_prefill && g->n >= g->prefix_tokens) {
         /* express-prefill after the prompt: the exact tail */
-        memcpy(KVC_AT(g, g->off_tk, float) + (size_t)g->tail_n * g->d, k, g->d * sizeof(float));
-        memcpy(KVC_AT(g, g->off_tv, float) + (size_t)g->tail_n * g->dv, v, g->dv * sizeof(float));
+        kvc_row_store(&R.tk, g->tail_n, k);
+        kvc_row_store(&R.tv, g->tail_n, v);
         g->tail_n++;
         return;
     }
     g->n++;
     if (g->n <= g->s) { /* exact phase */
-        c_append(g, k, v, (uint32_t)token);
+        c_append(g, &R, k, v, 0, (uint32_t)token);
         return;
     }
     /* Subsample: one pre-drawn offset per stratum of q tokens */
     const uint64_t r = g->pos % g->q;
     if (r == 0)
         g->iota = g->q > 1 ? kvc_rng_at(kvc_kh_key(g->seed, TAG_SUB, g->round, g->j, 0, g->pos / g->q), 0) % g->q : 0;
-    if (r == g->iota) compress2_push(g, k, v, (uint32_t)token);
+    if (r == g->iota) compress2_push(g, &R, k, v, (uint32_t)token);
     g->pos++;
     if (g->pos == g->t * g->s) { /* the block is complete: its s points are in C */
         g->j++;
         if (g->j == 3) { /* Halve phase: 4s -> 2s -> s, weight x4 */
-            float *ck = KVC_AT(g, g->off_ck, float), *cv = KVC_AT(g, g->off_cv, float);
             uint32_t *ct = KVC_AT(g, g->off_ct, uint32_t);
-            halve_in_place(g, ck, cv, ct, 0, g->c_count, kvc_kh_key(g->seed, TAG_HALVE, g->round, 0, 0, 0));
-            halve_in_place(g, ck, cv, ct, 0, g->c_count / 2, kvc_kh_key(g->seed, TAG_HALVE, g->round, 1, 0, 0));
+            halve_in_place(g, &R.ck, &R.cv, ct, 0, g->c_count, kvc_kh_key(g->seed, TAG_HALVE, g->round, 0, 0, 0));
+            halve_in_place(g, &R.ck, &R.cv, ct, 0, g->c_count / 2, kvc_kh_key(g->seed, TAG_HALVE, g->round, 1, 0, 0));
             g->c_count /= 4;
             g->t *= 4;
             g->round++;
@@ -305,24 +327,22 @@ void kvc_express_update(void *st, const float *k, const float *v, uint64_t token
     }
 }
 
-size_t kvc_express_view(const void *st, kvc_segment *seg)
+static size_t x_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const express_state *g = (const express_state *)st;
-    seg[0].keys = KVC_AT_C(g, g->off_ck, float);
-    seg[0].values = KVC_AT_C(g, g->off_cv, float);
+    const x_rows R = rows_of(g, p->dtype, NULL);
+    kvc_segment_rows(&seg[0], &R.ck, &R.cv, 0);
     seg[0].weights = NULL;
     seg[0].scale = (double)g->t;
     seg[0].n = g->c_count;
     seg[0].role = KVC_SET_BOTH;
-    seg[1].keys = KVC_AT_C(g, g->off_lk, float);
-    seg[1].values = KVC_AT_C(g, g->off_lv, float);
+    kvc_segment_rows(&seg[1], &R.lk, &R.lv, 0);
     seg[1].weights = KVC_AT_C(g, g->off_lw, float);
     seg[1].scale = 1.0;
     seg[1].n = g->l_cap;
     seg[1].role = KVC_SET_BOTH;
     if (!g->is_prefill) return 2;
-    seg[2].keys = KVC_AT_C(g, g->off_tk, float);
-    seg[2].values = KVC_AT_C(g, g->off_tv, float);
+    kvc_segment_rows(&seg[2], &R.tk, &R.tv, 0);
     seg[2].weights = NULL;
     seg[2].scale = 1.0;
     seg[2].n = g->tail_n;
@@ -330,7 +350,7 @@ size_t kvc_express_view(const void *st, kvc_segment *seg)
     return 3;
 }
 
-uint64_t kvc_express_elements(const void *st)
+static uint64_t x_elements(const void *st)
 {
     const express_state *g = (const express_state *)st;
     uint64_t n = g->c_count;
@@ -338,7 +358,7 @@ uint64_t kvc_express_elements(const void *st)
     return (n + g->tail_n) * (g->d + g->dv);
 }
 
-void kvc_express_fill_stats(const void *st, kvc_stream_stats *s)
+static void x_fill_stats(const void *st, kvc_stream_stats *s)
 {
     const express_state *g = (const express_state *)st;
     s->halvings = g->halvings;
@@ -479,11 +499,6 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->metadata_bytes = (8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(p);
     return NULL;
 }
-static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
-{
-    (void)kern;
-    kvc_express_update(st, k, v, token);
-}
 /* "theory" or a constant L: two fields, one flag */
 static kvc_status set_L(kvc_stream_config *c, const char *text)
 {
@@ -516,10 +531,10 @@ static const kvc_method_param params[] = {
 
 const kvc_method_ops kvc_method_ops_express = {
     KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
-    ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
-    kvc_express_elements, kvc_express_fill_stats, kvc_express_check, params, sizeof params / sizeof params[0]};
+    ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0]};
 const kvc_method_ops kvc_method_ops_express_prefill = {
     KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
     "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
-    ops_fields, ops_plan, kvc_express_arena_size, kvc_express_init, kvc_express_can_accept, ops_update, kvc_express_view,
-    kvc_express_elements, kvc_express_fill_stats, kvc_express_check, params, sizeof params / sizeof params[0]};
+    ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0]};

@@ -12,6 +12,7 @@
 
 #include "arena.h"
 #include "methods.h"
+#include "rows.h"
 
 #define KVC_MAGIC_KNORM 0x4B564E32u /* "KVN2" */
 
@@ -28,8 +29,8 @@ _Static_assert(sizeof(knorm_state) == 64, "knorm_state must be the same on every
 static uint64_t knorm_layout(knorm_state *s, const kvc_stream_plan *p)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(knorm_state));
-    s->off_k = kvc_carve(&cur, (uint64_t)p->capacity * p->d * sizeof(float));
-    s->off_v = kvc_carve(&cur, (uint64_t)p->capacity * p->dv * sizeof(float));
+    s->off_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->capacity, p->d));
+    s->off_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->capacity, p->dv));
     s->off_norm = kvc_carve(&cur, (uint64_t)p->capacity * sizeof(float));
     s->off_heap = kvc_carve(&cur, (uint64_t)p->capacity * sizeof(uint32_t));
     return cur;
@@ -92,15 +93,13 @@ static void sift_down(const float *norm, uint32_t *h, uint32_t n)
     }
 }
 
-static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+static void ops_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     knorm_state *s = (knorm_state *)st;
-    (void)kern, (void)token;
+    (void)token;
     float *norm = KVC_AT(s, s->off_norm, float);
     uint32_t *h = KVC_AT(s, s->off_heap, uint32_t);
-    double sq = 0.0;
-    for (uint32_t c = 0; c < s->d; c++) sq += (double)k[c] * (double)k[c];
-    const float nk = (float)sqrt(sq);
+    const float nk = (float)sqrt(cx->kern->dot_f32(k, k, s->d)); /* the incoming key, before quantisation */
     s->seen++;
     uint32_t slot;
     if (s->count < s->capacity) {
@@ -115,14 +114,18 @@ static void ops_update(void *st, const kvc_kernels *kern, const float *k, const 
         norm[slot] = nk;
         sift_down(norm, h, s->count);
     }
-    memcpy(KVC_AT(s, s->off_k, float) + (size_t)slot * s->d, k, s->d * sizeof(float));
-    memcpy(KVC_AT(s, s->off_v, float) + (size_t)slot * s->dv, v, s->dv * sizeof(float));
+    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, cx->plan->dtype, cx->kern);
+    const kvc_rows V = kvc_rows_at(s, s->off_v, s->dv, cx->plan->dtype, cx->kern);
+    kvc_row_store(&K, slot, k);
+    kvc_row_store(&V, slot, v);
 }
 
-static size_t ops_view(const void *st, kvc_segment *seg)
+static size_t ops_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const knorm_state *s = (const knorm_state *)st;
-    return kvc_segment_uniform(seg, KVC_AT_C(s, s->off_k, float), KVC_AT_C(s, s->off_v, float), s->count, 1.0);
+    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, p->dtype, NULL);
+    const kvc_rows V = kvc_rows_at(s, s->off_v, s->dv, p->dtype, NULL);
+    return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
 static uint64_t ops_elements(const void *st)

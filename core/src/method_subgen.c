@@ -3,10 +3,13 @@
  * bounded-memory rule (start radius, doubling, greedy merge, key re-test).
  *
  * Arrays (offsets from the header): representatives m_max x d, their token
- * ids and counts; samples m_max x t x d with token ids and per-slot weights
- * n_i/t (the denominator segment reads them directly); reservoir s x d keys,
- * s x dv values, s inverse squared norms and token ids. Live clusters are kept
- * compacted at the front, in order of creation. */
+ * ids and counts; samples m_max x t key rows with token ids and per-slot
+ * weights n_i/t (the denominator segment reads them directly); reservoir s
+ * key rows, s value rows, s inverse squared norms and token ids. Live
+ * clusters are kept compacted at the front, in order of creation. Sample and
+ * reservoir rows are in the stream's storage type; the representatives stay
+ * f32: they only steer the clustering (never attended), and quantising them
+ * would move every cluster boundary. */
 #include <float.h>
 #include <math.h>
 
@@ -14,6 +17,7 @@
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_subgen.h"
 #include "methods.h"
+#include "rows.h"
 
 typedef struct subgen_state {
     uint32_t magic;
@@ -35,28 +39,28 @@ typedef struct subgen_state {
 _Static_assert(sizeof(subgen_state) == 168, "subgen_state must be the same on every ABI");
 
 static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
-                              uint32_t m_max)
+                              uint32_t m_max, unsigned dtype)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(subgen_state));
     const uint64_t slots = (uint64_t)m_max * t;
     g->off_rep = kvc_carve(&cur, (uint64_t)m_max * d * sizeof(float));
     g->off_rep_tok = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint32_t));
     g->off_cnt = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint64_t));
-    g->off_samp = kvc_carve(&cur, slots * d * sizeof(float));
+    g->off_samp = kvc_carve(&cur, kvc_rows_bytes(dtype, slots, d));
     g->off_samp_tok = kvc_carve(&cur, slots * sizeof(uint32_t));
     g->off_samp_w = kvc_carve(&cur, slots * sizeof(float));
-    g->off_res_k = kvc_carve(&cur, (uint64_t)s * d * sizeof(float));
-    g->off_res_v = kvc_carve(&cur, (uint64_t)s * dv * sizeof(float));
+    g->off_res_k = kvc_carve(&cur, kvc_rows_bytes(dtype, s, d));
+    g->off_res_v = kvc_carve(&cur, kvc_rows_bytes(dtype, s, dv));
     g->off_res_w = kvc_carve(&cur, (uint64_t)s * sizeof(float));
     g->off_res_tok = kvc_carve(&cur, (uint64_t)s * sizeof(uint32_t));
     return cur;
 }
 
-int kvc_subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+static int subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const subgen_state *g = (const subgen_state *)st;
     subgen_state w;
-    subgen_layout(&w, p->d, p->dv, p->t, p->s, p->m_max);
+    subgen_layout(&w, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
     return g->magic == KVC_MAGIC_SUBGEN && g->d == p->d && g->dv == p->dv && g->t == p->t && g->s == p->s &&
            g->m_max == p->m_max && g->off_rep == w.off_rep && g->off_rep_tok == w.off_rep_tok &&
            g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_tok == w.off_samp_tok &&
@@ -69,35 +73,45 @@ int kvc_subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            g->ref_exp > -4000 && g->ref_exp < 4000;
 }
 
-uint64_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max)
+static uint64_t subgen_arena_size(const kvc_stream_plan *p)
 {
     subgen_state tmp;
-    return subgen_layout(&tmp, d, dv, t, s, m_max);
+    return subgen_layout(&tmp, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
 }
 
-void kvc_subgen_init(void *arena, uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max,
-                     float delta0, uint64_t seed)
+static void subgen_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     subgen_state *g = (subgen_state *)arena;
-    subgen_layout(g, d, dv, t, s, m_max);
+    subgen_layout(g, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
     g->magic = KVC_MAGIC_SUBGEN;
-    g->d = d;
-    g->dv = dv;
-    g->t = t;
-    g->s = s;
-    g->m_max = m_max;
-    g->delta = delta0;
+    g->d = p->d;
+    g->dv = p->dv;
+    g->t = p->t;
+    g->s = p->s;
+    g->m_max = p->m_max;
+    g->delta = p->delta0;
     kvc_rng_seed(&g->rng, seed);
+}
+
+/* The row arrays of one update: samples (m_max * t key rows), reservoir keys and values. */
+typedef struct sg_rows {
+    kvc_rows S, RK, RV;
+} sg_rows;
+
+static sg_rows rows_of(const subgen_state *g, unsigned dtype, const kvc_kernels *kern)
+{
+    sg_rows r;
+    r.S = kvc_rows_at(g, g->off_samp, g->d, dtype, kern);
+    r.RK = kvc_rows_at(g, g->off_res_k, g->d, dtype, kern);
+    r.RV = kvc_rows_at(g, g->off_res_v, g->dv, dtype, kern);
+    return r;
 }
 
 /* ---- accessors ---- */
 static float *rep(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_rep, float) + (size_t)i * g->d; }
 static uint32_t *rep_tok(subgen_state *g) { return KVC_AT(g, g->off_rep_tok, uint32_t); }
 static uint64_t *cnt(subgen_state *g) { return KVC_AT(g, g->off_cnt, uint64_t); }
-static float *samp(subgen_state *g, uint32_t i, uint32_t j)
-{
-    return KVC_AT(g, g->off_samp, float) + ((size_t)i * g->t + j) * g->d;
-}
+static size_t samp(const subgen_state *g, uint32_t i, uint32_t j) { return (size_t)i * g->t + j; }
 static uint32_t *samp_tok(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_tok, uint32_t) + (size_t)i * g->t; }
 static float *samp_w(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_w, float) + (size_t)i * g->t; }
 
@@ -108,20 +122,21 @@ static void set_cluster_weights(subgen_state *g, uint32_t i)
     for (uint32_t j = 0; j < g->t; j++) wi[j] = w;
 }
 
-static void open_cluster(subgen_state *g, const float *k, uint32_t token)
+static void open_cluster(subgen_state *g, const sg_rows *r, const float *k, uint32_t token)
 {
     const uint32_t i = g->m++;
     memcpy(rep(g, i), k, g->d * sizeof(float));
     rep_tok(g)[i] = token;
     cnt(g)[i] = 1;
+    kvc_row_store(&r->S, samp(g, i, 0), k); /* quantised once, copied as bytes */
     for (uint32_t j = 0; j < g->t; j++) {
-        memcpy(samp(g, i, j), k, g->d * sizeof(float));
+        kvc_row_copy(&r->S, samp(g, i, j), &r->S, samp(g, i, 0));
         samp_tok(g, i)[j] = token;
     }
     set_cluster_weights(g, i);
 }
 
-static void join_cluster(subgen_state *g, uint32_t i, const float *k, uint32_t token)
+static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const float *k, uint32_t token)
 {
     const uint64_t n = ++cnt(g)[i];
     const double p = 1.0 / (double)n;
@@ -129,19 +144,19 @@ static void join_cluster(subgen_state *g, uint32_t i, const float *k, uint32_t t
        sampling with replacement keeps t i.i.d. uniform samples of C_i */
     for (uint32_t j = 0; j < g->t; j++) {
         if (kvc_rng_unit(&g->rng) < p) {
-            memcpy(samp(g, i, j), k, g->d * sizeof(float));
+            kvc_row_store(&r->S, samp(g, i, j), k);
             samp_tok(g, i)[j] = token;
         }
     }
     set_cluster_weights(g, i);
 }
 
-static void copy_cluster(subgen_state *g, uint32_t dst, uint32_t src)
+static void copy_cluster(subgen_state *g, const sg_rows *r, uint32_t dst, uint32_t src)
 {
     memcpy(rep(g, dst), rep(g, src), g->d * sizeof(float));
     rep_tok(g)[dst] = rep_tok(g)[src];
     cnt(g)[dst] = cnt(g)[src];
-    memcpy(samp(g, dst, 0), samp(g, src, 0), (size_t)g->t * g->d * sizeof(float));
+    kvc_rows_copy(&r->S, samp(g, dst, 0), &r->S, samp(g, src, 0), g->t);
     memcpy(samp_tok(g, dst), samp_tok(g, src), (size_t)g->t * sizeof(uint32_t));
     memcpy(samp_w(g, dst), samp_w(g, src), (size_t)g->t * sizeof(float));
 }
@@ -150,7 +165,7 @@ static void copy_cluster(subgen_state *g, uint32_t dst, uint32_t src)
  * cluster absorbs every later surviving cluster whose representative lies
  * within delta of its own (not transitive). Absorbed clusters are marked with
  * count 0, then the survivors are compacted in order. */
-static void merge_clusters(subgen_state *g, const kvc_kernels *kern)
+static void merge_clusters(subgen_state *g, const sg_rows *rw, const kvc_kernels *kern)
 {
     const double d2 = g->delta * g->delta;
     for (uint32_t a = 0; a < g->m; a++) {
@@ -164,7 +179,7 @@ static void merge_clusters(subgen_state *g, const kvc_kernels *kern)
                probability n_a/(n_a+n_b), else S_b[j] */
             for (uint32_t j = 0; j < g->t; j++) {
                 if (kvc_rng_unit(&g->rng) >= keep_a) {
-                    memcpy(samp(g, a, j), samp(g, b, j), g->d * sizeof(float));
+                    kvc_row_copy(&rw->S, samp(g, a, j), &rw->S, samp(g, b, j));
                     samp_tok(g, a)[j] = samp_tok(g, b)[j];
                 }
             }
@@ -177,14 +192,14 @@ static void merge_clusters(subgen_state *g, const kvc_kernels *kern)
     uint32_t w = 0;
     for (uint32_t r = 0; r < g->m; r++) {
         if (cnt(g)[r] == 0) continue;
-        if (w != r) copy_cluster(g, w, r);
+        if (w != r) copy_cluster(g, rw, w, r);
         w++;
     }
     /* clear the freed tail so equal histories give equal arena bytes */
     for (uint32_t r = w; r < g->m; r++) {
         memset(rep(g, r), 0, g->d * sizeof(float));
         rep_tok(g)[r] = 0;
-        memset(samp(g, r, 0), 0, (size_t)g->t * g->d * sizeof(float));
+        memset(kvc_row(&rw->S, samp(g, r, 0)), 0, (size_t)g->t * rw->S.stride);
         memset(samp_tok(g, r), 0, (size_t)g->t * sizeof(uint32_t));
         memset(samp_w(g, r), 0, (size_t)g->t * sizeof(float));
     }
@@ -206,7 +221,8 @@ static double start_radius(subgen_state *g, const kvc_kernels *kern, const float
     return 0.5 * sqrt(best);
 }
 
-static void cluster_update(subgen_state *g, const kvc_kernels *kern, const float *k, uint32_t token)
+static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k,
+                           uint32_t token)
 {
     for (;;) {
         uint32_t best_i = 0;
@@ -219,11 +235,11 @@ static void cluster_update(subgen_state *g, const kvc_kernels *kern, const float
             }
         }
         if (g->m > 0 && best <= g->delta * g->delta) {
-            join_cluster(g, best_i, k, token);
+            join_cluster(g, r, best_i, k, token);
             return;
         }
         if (g->m < g->m_max) {
-            open_cluster(g, k, token);
+            open_cluster(g, r, k, token);
             return;
         }
         /* full: grow the radius, merge, re-test the key */
@@ -233,7 +249,7 @@ static void cluster_update(subgen_state *g, const kvc_kernels *kern, const float
             g->delta *= 2.0;
             g->doublings++;
         }
-        merge_clusters(g, kern);
+        merge_clusters(g, r, kern);
     }
 }
 
@@ -255,10 +271,10 @@ static void reservoir_rebase(subgen_state *g, int32_t shift)
     g->ref_exp += shift;
 }
 
-static void reservoir_update(subgen_state *g, const float *k, const float *v, uint32_t token)
+static void reservoir_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k,
+                             const float *v, uint32_t token)
 {
-    double sq = 0.0;
-    for (uint32_t c = 0; c < g->dv; c++) sq += (double)v[c] * (double)v[c];
+    const double sq = kern->dot_f32(v, v, g->dv); /* of the incoming value, before quantisation */
     if (!(sq > 0.0)) return; /* a zero value: probability 0, adds nothing to mu */
     if (!g->has_ref) {
         int e;
@@ -280,14 +296,12 @@ static void reservoir_update(subgen_state *g, const float *k, const float *v, ui
         w = ldexp(1.0 / sq, g->ref_exp);
     }
     const double p = sq / (g->mu + sq);
-    float *rk = KVC_AT(g, g->off_res_k, float);
-    float *rv = KVC_AT(g, g->off_res_v, float);
     float *rw = KVC_AT(g, g->off_res_w, float);
     uint32_t *rt = KVC_AT(g, g->off_res_tok, uint32_t);
     for (uint32_t j = 0; j < g->s; j++) {
         if (kvc_rng_unit(&g->rng) < p) {
-            memcpy(rk + (size_t)j * g->d, k, g->d * sizeof(float));
-            memcpy(rv + (size_t)j * g->dv, v, g->dv * sizeof(float));
+            kvc_row_store(&r->RK, j, k);
+            kvc_row_store(&r->RV, j, v);
             rw[j] = (float)w;
             rt[j] = token;
         }
@@ -295,26 +309,25 @@ static void reservoir_update(subgen_state *g, const float *k, const float *v, ui
     g->mu += sq;
 }
 
-void kvc_subgen_update(void *st, const kvc_kernels *kern, const float *k, const float *v,
-                       uint64_t token)
+static void subgen_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     subgen_state *g = (subgen_state *)st;
-    cluster_update(g, kern, k, (uint32_t)token);
-    reservoir_update(g, k, v, (uint32_t)token);
+    const sg_rows r = rows_of(g, cx->plan->dtype, cx->kern);
+    cluster_update(g, &r, cx->kern, k, (uint32_t)token);
+    reservoir_update(g, &r, cx->kern, k, v, (uint32_t)token);
     g->n_total++;
 }
 
-size_t kvc_subgen_view(const void *st, kvc_segment *seg)
+static size_t subgen_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const subgen_state *g = (const subgen_state *)st;
-    seg[0].keys = KVC_AT_C(g, g->off_samp, float);
-    seg[0].values = NULL;
+    const sg_rows r = rows_of(g, p->dtype, NULL);
+    kvc_segment_rows(&seg[0], &r.S, NULL, 0);
     seg[0].weights = KVC_AT_C(g, g->off_samp_w, float);
     seg[0].scale = 1.0;
     seg[0].n = (size_t)g->m * g->t;
     seg[0].role = KVC_SET_DEN;
-    seg[1].keys = KVC_AT_C(g, g->off_res_k, float);
-    seg[1].values = KVC_AT_C(g, g->off_res_v, float);
+    kvc_segment_rows(&seg[1], &r.RK, &r.RV, 0);
     seg[1].weights = KVC_AT_C(g, g->off_res_w, float);
     seg[1].scale = g->has_ref && g->mu > 0.0 ? ldexp(g->mu / (double)g->s, -g->ref_exp) : 1.0;
     if (!(seg[1].scale > 0.0) || !(seg[1].scale < INFINITY)) seg[1].scale = 1.0; /* corrupted data only */
@@ -323,13 +336,13 @@ size_t kvc_subgen_view(const void *st, kvc_segment *seg)
     return 2;
 }
 
-uint64_t kvc_subgen_elements(const void *st)
+static uint64_t subgen_elements(const void *st)
 {
     const subgen_state *g = (const subgen_state *)st;
     return (uint64_t)g->m * (g->t + 1u) * g->d + (g->has_ref ? (uint64_t)g->s * (g->d + g->dv) : 0u);
 }
 
-void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats)
+static void subgen_fill_stats(const void *st, kvc_stream_stats *stats)
 {
     const subgen_state *g = (const subgen_state *)st;
     stats->clusters = g->m;
@@ -341,7 +354,8 @@ void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats)
 static const subgen_state *subgen_of(const kvc_stream *st)
 {
     const kvc_stream_plan *p = kvc_stream_get_plan(st);
-    if (p == NULL || p->method != KVC_METHOD_SUBGEN) return NULL;
+    /* the introspection hands out float rows: f32 storage only */
+    if (p == NULL || p->method != KVC_METHOD_SUBGEN || p->dtype != KVC_DTYPE_F32) return NULL;
     return (const subgen_state *)kvc_stream_method_state(st);
 }
 
@@ -361,7 +375,8 @@ kvc_status kvc_subgen_cluster(const kvc_stream *st, uint32_t i, kvc_subgen_clust
     out->rep_token = rep_tok(gm)[i];
     out->count = cnt(gm)[i];
     out->t = g->t;
-    out->samples = samp(gm, i, 0);
+    const sg_rows r = rows_of(gm, KVC_DTYPE_F32, NULL);
+    out->samples = (const float *)kvc_row(&r.S, samp(gm, i, 0));
     out->sample_tokens = samp_tok(gm, i);
     return KVC_OK;
 }
@@ -414,11 +429,6 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
                        (uint64_t)p->s * (sizeof(uint32_t) + sizeof(float));
     return NULL;
 }
-static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_subgen_arena_size(p->d, p->dv, p->t, p->s, p->m_max); }
-static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
-{
-    kvc_subgen_init(st, p->d, p->dv, p->t, p->s, p->m_max, p->delta0, seed);
-}
 #include <stddef.h>
 static const kvc_method_param params[] = {
     {{"subgen-t", KVC_PARAM_U32, 1, KVC_SUBGEN_MAX_T, NULL, "8", "key samples per cluster"},
@@ -433,5 +443,5 @@ static const kvc_method_param params[] = {
 
 const kvc_method_ops kvc_method_ops_subgen = {
     KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
-    ops_fields, ops_plan, ops_arena_size, ops_init, NULL, kvc_subgen_update, kvc_subgen_view, kvc_subgen_elements, kvc_subgen_fill_stats,
-    kvc_subgen_check, params, sizeof params / sizeof params[0]};
+    ops_fields, ops_plan, subgen_arena_size, subgen_init, NULL, subgen_update, subgen_view, subgen_elements,
+    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0]};

@@ -5,6 +5,7 @@
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_uniform.h"
 #include "methods.h"
+#include "rows.h"
 
 typedef struct uniform_state {
     uint32_t magic;
@@ -15,38 +16,38 @@ typedef struct uniform_state {
 } uniform_state;
 _Static_assert(sizeof(uniform_state) == 64, "uniform_state must be the same on every ABI");
 
-static uint64_t uniform_layout(uniform_state *s, uint32_t d, uint32_t dv, uint32_t capacity)
+static uint64_t uniform_layout(uniform_state *s, const kvc_stream_plan *p)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(uniform_state));
-    s->off_k = kvc_carve(&cur, (uint64_t)capacity * d * sizeof(float));
-    s->off_v = kvc_carve(&cur, (uint64_t)capacity * dv * sizeof(float));
-    s->off_tok = kvc_carve(&cur, (uint64_t)capacity * sizeof(uint32_t));
+    s->off_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->capacity, p->d));
+    s->off_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->capacity, p->dv));
+    s->off_tok = kvc_carve(&cur, (uint64_t)p->capacity * sizeof(uint32_t));
     return cur;
 }
 
-int kvc_uniform_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+static int uniform_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const uniform_state *s = (const uniform_state *)st;
     uniform_state want;
-    uniform_layout(&want, p->d, p->dv, p->capacity);
+    uniform_layout(&want, p);
     return s->magic == KVC_MAGIC_UNIFORM && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
            s->off_k == want.off_k && s->off_v == want.off_v && s->off_tok == want.off_tok && s->seen == method_in;
 }
 
-uint64_t kvc_uniform_arena_size(uint32_t d, uint32_t dv, uint32_t capacity)
+static uint64_t uniform_arena_size(const kvc_stream_plan *p)
 {
     uniform_state tmp;
-    return uniform_layout(&tmp, d, dv, capacity);
+    return uniform_layout(&tmp, p);
 }
 
-void kvc_uniform_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity, uint64_t seed)
+static void uniform_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     uniform_state *s = (uniform_state *)arena;
-    uniform_layout(s, d, dv, capacity);
+    uniform_layout(s, p);
     s->magic = KVC_MAGIC_UNIFORM;
-    s->d = d;
-    s->dv = dv;
-    s->capacity = capacity;
+    s->d = p->d;
+    s->dv = p->dv;
+    s->capacity = p->capacity;
     s->seen = 0;
     kvc_rng_seed(&s->rng, seed);
 }
@@ -56,7 +57,7 @@ static uint32_t kept_of(const uniform_state *s)
     return s->seen < s->capacity ? (uint32_t)s->seen : s->capacity;
 }
 
-void kvc_uniform_update(void *st, const float *k, const float *v, uint64_t token)
+static void uniform_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     uniform_state *s = (uniform_state *)st;
     uint64_t slot;
@@ -70,20 +71,23 @@ void kvc_uniform_update(void *st, const float *k, const float *v, uint64_t token
     }
     s->seen++;
     if (slot >= s->capacity) return;
-    memcpy(KVC_AT(s, s->off_k, float) + slot * s->d, k, s->d * sizeof(float));
-    memcpy(KVC_AT(s, s->off_v, float) + slot * s->dv, v, s->dv * sizeof(float));
+    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, cx->plan->dtype, cx->kern);
+    const kvc_rows V = kvc_rows_at(s, s->off_v, s->dv, cx->plan->dtype, cx->kern);
+    kvc_row_store(&K, (size_t)slot, k);
+    kvc_row_store(&V, (size_t)slot, v);
     KVC_AT(s, s->off_tok, uint32_t)[slot] = (uint32_t)token;
 }
 
-size_t kvc_uniform_view(const void *st, kvc_segment *seg)
+static size_t uniform_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const uniform_state *s = (const uniform_state *)st;
     const uint32_t kept = kept_of(s);
-    return kvc_segment_uniform(seg, KVC_AT_C(s, s->off_k, float), KVC_AT_C(s, s->off_v, float), kept,
-                               kept ? (double)s->seen / (double)kept : 1.0);
+    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, p->dtype, NULL);
+    const kvc_rows V = kvc_rows_at(s, s->off_v, s->dv, p->dtype, NULL);
+    return kvc_segment_rows_uniform(seg, &K, &V, 0, kept, kept ? (double)s->seen / (double)kept : 1.0);
 }
 
-uint64_t kvc_uniform_elements(const void *st)
+static uint64_t uniform_elements(const void *st)
 {
     const uniform_state *s = (const uniform_state *)st;
     return (uint64_t)kept_of(s) * (s->d + s->dv);
@@ -110,13 +114,6 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->metadata_bytes = (uint64_t)p->capacity * sizeof(uint32_t);
     return NULL;
 }
-static uint64_t ops_arena_size(const kvc_stream_plan *p) { return kvc_uniform_arena_size(p->d, p->dv, p->capacity); }
-static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed) { kvc_uniform_init(st, p->d, p->dv, p->capacity, seed); }
-static void ops_update(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
-{
-    (void)kern;
-    kvc_uniform_update(st, k, v, token);
-}
 const kvc_method_ops kvc_method_ops_uniform = {
     KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, kvc_uniform_view, kvc_uniform_elements, NULL, kvc_uniform_check, NULL, 0};
+    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0};

@@ -12,6 +12,7 @@
 #define KVC_METHODS_H
 
 #include "kvc/kvc_stream.h"
+#include "rows.h"
 
 /* A tunable parameter: its public description, and where it lives in
  * kvc_stream_config (or a setter for parameters that span fields). */
@@ -21,6 +22,14 @@ typedef struct kvc_method_param {
     const uint32_t *choice_values;                              /* CHOICE: value of each word */
     kvc_status (*set)(kvc_stream_config *c, const char *text); /* NULL: generic by type and offset */
 } kvc_method_param;
+
+/* What a method's update receives besides its state: the kernel table (every
+ * touch of a cached row goes through it) and the stream's validated plan
+ * (dimensions, storage type). */
+typedef struct kvc_method_ctx {
+    const kvc_kernels *kern;
+    const kvc_stream_plan *plan;
+} kvc_method_ctx;
 
 /* What the stream wrapper needs from a method, in one table per method (its
  * own file defines it). Entries a method does not need are NULL: no
@@ -40,8 +49,8 @@ typedef struct kvc_method_ops {
     uint64_t (*arena_size)(const kvc_stream_plan *p);
     void (*init)(void *st, const kvc_stream_plan *p, uint64_t seed);
     int (*can_accept)(const void *st);
-    void (*update)(void *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token);
-    size_t (*view)(const void *st, kvc_segment *seg); /* returns segments written */
+    void (*update)(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token);
+    size_t (*view)(const void *st, const kvc_stream_plan *p, kvc_segment *seg); /* returns segments written */
     uint64_t (*elements)(const void *st);
     void (*fill_stats)(const void *st, kvc_stream_stats *stats);
     int (*check)(const void *st, const kvc_stream_plan *p, uint64_t method_in);
@@ -63,11 +72,12 @@ extern const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS];
 /* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
 const char *kvc_balancekv_fields(const kvc_stream_config *c);
 
-/* A segment of n entries in both sets, all of weight `scale` (no per-entry weights). */
-static inline size_t kvc_segment_uniform(kvc_segment *seg, const float *keys, const float *values, size_t n,
-                                         double scale)
+/* Rows [first, first + n) of K and V as one segment in both sets, all of weight `scale`. */
+static inline size_t kvc_segment_rows_uniform(kvc_segment *seg, const kvc_rows *K, const kvc_rows *V, size_t first,
+                                              size_t n, double scale)
 {
-    seg->keys = keys, seg->values = values, seg->weights = NULL;
+    kvc_segment_rows(seg, K, V, first);
+    seg->weights = NULL;
     seg->scale = scale, seg->n = n, seg->role = KVC_SET_BOTH;
     return 1;
 }
@@ -75,65 +85,14 @@ static inline size_t kvc_segment_uniform(kvc_segment *seg, const float *keys, co
 /* The table of a method, NULL for an unknown value. */
 const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 
-/* ---- exact: every token, refuses when full ---- */
-uint64_t kvc_exact_arena_size(uint32_t d, uint32_t dv, uint32_t capacity);
-void kvc_exact_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity);
-int kvc_exact_can_accept(const void *st);
-void kvc_exact_update(void *st, const float *k, const float *v, uint64_t token);
-size_t kvc_exact_view(const void *st, kvc_segment *seg); /* returns segments written */
-uint64_t kvc_exact_elements(const void *st);
-int kvc_exact_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-
-/* ---- uniform: reservoir (Vitter R) of the method's tokens, weight seen/kept ---- */
-uint64_t kvc_uniform_arena_size(uint32_t d, uint32_t dv, uint32_t capacity);
-void kvc_uniform_init(void *arena, uint32_t d, uint32_t dv, uint32_t capacity, uint64_t seed);
-void kvc_uniform_update(void *st, const float *k, const float *v, uint64_t token);
-size_t kvc_uniform_view(const void *st, kvc_segment *seg);
-uint64_t kvc_uniform_elements(const void *st);
-int kvc_uniform_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-
-/* ---- subgen: clusters of keys (denominator) + value-norm reservoir (numerator) ---- */
-uint64_t kvc_subgen_arena_size(uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max);
-void kvc_subgen_init(void *arena, uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max,
-                     float delta0, uint64_t seed);
-void kvc_subgen_update(void *st, const kvc_kernels *kern, const float *k, const float *v,
-                       uint64_t token);
-size_t kvc_subgen_view(const void *st, kvc_segment *seg);
-uint64_t kvc_subgen_elements(const void *st);
-int kvc_subgen_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-void kvc_subgen_fill_stats(const void *st, kvc_stream_stats *stats);
-
-/* ---- balancekv: value-norm buckets of MergeAndReduce trees + a denominator tree ---- */
-uint64_t kvc_balancekv_arena_size(const kvc_stream_plan *p);
+/* ---- balancekv: the walk scratch in its arena (also Express's metadata count) ---- */
 uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p);
-void kvc_balancekv_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
-void kvc_balancekv_update(void *st, const float *k, const float *v, uint64_t token);
-size_t kvc_balancekv_view(const void *st, kvc_segment *seg);
-uint64_t kvc_balancekv_elements(const void *st);
-int kvc_balancekv_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-void kvc_balancekv_fill_stats(const void *st, kvc_stream_stats *stats);
 
-/* ---- balancekv-prefill: one MergeAndReduce tree over the prompt (top accumulates) + exact tail ---- */
+/* ---- balancekv-prefill: tokens its tree may hold for a prompt of m method tokens ---- */
 uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T);
-uint64_t kvc_bkv_prefill_arena_size(const kvc_stream_plan *p);
-void kvc_bkv_prefill_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
-int kvc_bkv_prefill_can_accept(const void *st);
-void kvc_bkv_prefill_update(void *st, const float *k, const float *v, uint64_t token);
-size_t kvc_bkv_prefill_view(const void *st, kvc_segment *seg);
-uint64_t kvc_bkv_prefill_elements(const void *st);
-int kvc_bkv_prefill_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-void kvc_bkv_prefill_fill_stats(const void *st, kvc_stream_stats *stats);
 
-/* ---- express: Thinformer Express (kernel halving, Compress2, Subsample) ---- */
-uint64_t kvc_express_arena_size(const kvc_stream_plan *p);
+/* ---- express: the halving scratch in its arena, and the worst cache of a known prompt ---- */
 uint64_t kvc_express_scratch_bytes(const kvc_stream_plan *p);
-void kvc_express_init(void *arena, const kvc_stream_plan *p, uint64_t seed);
-void kvc_express_update(void *st, const float *k, const float *v, uint64_t token);
-size_t kvc_express_view(const void *st, kvc_segment *seg);
-uint64_t kvc_express_elements(const void *st);
-int kvc_express_check(const void *st, const kvc_stream_plan *p, uint64_t method_in);
-void kvc_express_fill_stats(const void *st, kvc_stream_stats *stats);
-int kvc_express_can_accept(const void *st);
 uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c);
 
 #endif

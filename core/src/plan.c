@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "methods.h"
 #include "plan.h"
+#include "rows.h"
 
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
                                             uint64_t seed)
@@ -52,12 +53,14 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
 {
     const char *why = field_problem(c);
     if (why != NULL) return why;
-    if (c->dtype != KVC_DTYPE_F32) return "only f32 storage is implemented";
+    if (!kvc_dtype_implemented(c->dtype))
+        return "storage type not implemented in this build (f32, f16 and int8 are; q15 and kivi are planned)";
 
     kvc_stream_plan p;
     memset(&p, 0, sizeof p);
     const uint64_t tok = (uint64_t)c->d + c->dv;
     p.method = c->method;
+    p.dtype = (uint32_t)c->dtype;
     p.d = c->d;
     p.dv = c->dv;
     p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
@@ -97,9 +100,10 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *pla
 {
     kvc_stream_plan p;
     if (c == NULL || plan == NULL) return KVC_E_ARG;
-    if (plan_build(c, &p) != NULL) return c->dtype != KVC_DTYPE_F32 && field_problem(c) == NULL
-                                               ? KVC_E_UNSUPPORTED
-                                               : KVC_E_ARG;
+    if (plan_build(c, &p) != NULL)
+        return field_problem(c) == NULL && (unsigned)c->dtype < KVC_DTYPE_COUNT && !kvc_dtype_implemented(c->dtype)
+                   ? KVC_E_UNSUPPORTED
+                   : KVC_E_ARG;
     *plan = p;
     return KVC_OK;
 }
@@ -113,12 +117,14 @@ uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p)
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)kvc_stream_header_bytes());
-    lay->off_sink_k = kvc_carve(&cur, (uint64_t)p->n_sink * p->d * sizeof(float));
-    lay->off_sink_v = kvc_carve(&cur, (uint64_t)p->n_sink * p->dv * sizeof(float));
-    lay->off_win_k = kvc_carve(&cur, (uint64_t)p->n_window * p->d * sizeof(float));
-    lay->off_win_v = kvc_carve(&cur, (uint64_t)p->n_window * p->dv * sizeof(float));
+    lay->off_sink_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_sink, p->d));
+    lay->off_sink_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_sink, p->dv));
+    lay->off_win_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_window, p->d));
+    lay->off_win_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_window, p->dv));
+    /* the pending token in f32; a quantised type adds the f32 staging row (d + dv) after it */
+    const uint64_t stage = p->dtype == KVC_DTYPE_F32 ? 0u : (uint64_t)p->d + p->dv;
     lay->off_pend_k = kvc_carve(&cur, (uint64_t)p->d * sizeof(float));
-    lay->off_pend_v = kvc_carve(&cur, (uint64_t)p->dv * sizeof(float));
+    lay->off_pend_v = kvc_carve(&cur, ((uint64_t)p->dv + stage) * sizeof(float));
     lay->off_method = kvc_carve(&cur, method_bytes);
     lay->method_bytes = method_bytes;
     return cur;

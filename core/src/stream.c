@@ -7,7 +7,13 @@
  *                             pending token takes its slot;
  *   the new token becomes pending.
  * Every check happens before the first write, so a rejected append leaves the
- * arena byte-identical (the method's RNG included). */
+ * arena byte-identical (the method's RNG included).
+ *
+ * Storage: sinks and window hold rows of the stream's storage type (stored by
+ * the table's `store` kernel); the pending token stays f32 (it is the
+ * current token, attended at full precision), and with a quantised type a
+ * staging row beside it receives the window's oldest token, dequantised,
+ * on its way to the method. */
 #include <math.h>
 #include <stdint.h>
 
@@ -15,6 +21,7 @@
 #include "kvc/kvc_attend.h"
 #include "methods.h"
 #include "plan.h"
+#include "rows.h"
 
 struct kvc_stream {
     uint32_t magic;          /* KVC_MAGIC_STREAM, written last by init */
@@ -146,8 +153,14 @@ static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *
                           uint64_t token)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
-    if (o->update) o->update(method_of(st), kern, k, v, token); /* none: StreamingLLM drops the middle */
+    const kvc_method_ctx cx = {kern, &st->plan};
+    if (o->update) o->update(method_of(st), &cx, k, v, token); /* none: StreamingLLM drops the middle */
     st->method_in++;
+}
+
+static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, const kvc_kernels *kern)
+{
+    return kvc_rows_at(st, off, dim, st->plan.dtype, kern);
 }
 
 /* Would committing the pending token push a token into the method? */
@@ -163,8 +176,10 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
     float *pv = KVC_AT(st, st->lay.off_pend_v, float);
     const uint64_t pend_token = st->n_seen - 1u;
     if (st->sink_used < p->n_sink) {
-        memcpy(KVC_AT(st, st->lay.off_sink_k, float) + (size_t)st->sink_used * p->d, pk, p->d * sizeof(float));
-        memcpy(KVC_AT(st, st->lay.off_sink_v, float) + (size_t)st->sink_used * p->dv, pv, p->dv * sizeof(float));
+        const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, kern);
+        const kvc_rows sv = exact_rows(st, st->lay.off_sink_v, p->dv, kern);
+        kvc_row_store(&sk, st->sink_used, pk);
+        kvc_row_store(&sv, st->sink_used, pv);
         st->sink_used++;
         return;
     }
@@ -172,8 +187,8 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
         method_update(st, kern, pk, pv, pend_token);
         return;
     }
-    float *wk = KVC_AT(st, st->lay.off_win_k, float);
-    float *wv = KVC_AT(st, st->lay.off_win_v, float);
+    const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, kern);
+    const kvc_rows wv = exact_rows(st, st->lay.off_win_v, p->dv, kern);
     uint32_t slot;
     if (st->win_count < p->n_window) {
         slot = st->win_head + st->win_count;
@@ -182,11 +197,18 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
     } else {
         slot = st->win_head;
         const uint64_t oldest = st->n_seen - 1u - st->win_count;
-        method_update(st, kern, wk + (size_t)slot * p->d, wv + (size_t)slot * p->dv, oldest);
+        if (p->dtype == KVC_DTYPE_F32) {
+            method_update(st, kern, (const float *)kvc_row(&wk, slot), (const float *)kvc_row(&wv, slot), oldest);
+        } else { /* the oldest row, dequantised into the staging row after the pending value */
+            float *stage_k = pv + p->dv, *stage_v = stage_k + p->d;
+            wk.rk->load(kvc_row(&wk, slot), stage_k, p->d);
+            wv.rk->load(kvc_row(&wv, slot), stage_v, p->dv);
+            method_update(st, kern, stage_k, stage_v, oldest);
+        }
         st->win_head = slot + 1u == p->n_window ? 0u : slot + 1u;
     }
-    memcpy(wk + (size_t)slot * p->d, pk, p->d * sizeof(float));
-    memcpy(wv + (size_t)slot * p->dv, pv, p->dv * sizeof(float));
+    kvc_row_store(&wk, slot, pk);
+    kvc_row_store(&wv, slot, pv);
 }
 
 kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
@@ -200,7 +222,8 @@ kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern,
 {
     if (k == NULL || v == NULL) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
-    if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL) return KVC_E_BACKEND;
+    if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL || kern->dot_f32 == NULL) return KVC_E_BACKEND;
+    if (!kvc_kernels_support(kern, st->plan.dtype)) return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     const kvc_method_ops *ops = kvc_method_ops_of(st->plan.method);
@@ -216,11 +239,11 @@ kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern,
     return KVC_OK;
 }
 
-static void put_segment(kvc_view *view, const float *k, const float *v, size_t n)
+/* An exact segment: rows [first, first + n) of keys and values, weight 1. */
+static void put_segment(kvc_view *view, const kvc_rows *k, const kvc_rows *v, size_t first, size_t n)
 {
     kvc_segment *s = &view->seg[view->n_seg++];
-    s->keys = k;
-    s->values = v;
+    kvc_segment_rows(s, k, v, first);
     s->weights = NULL;
     s->scale = 1.0;
     s->n = n;
@@ -246,18 +269,19 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     view->d = p->d;
     view->dv = p->dv;
     view->beta = p->beta;
-    put_segment(view, KVC_AT_C(st, st->lay.off_sink_k, float), KVC_AT_C(st, st->lay.off_sink_v, float),
-                st->sink_used);
+    const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, NULL), sv = exact_rows(st, st->lay.off_sink_v, p->dv, NULL);
+    put_segment(view, &sk, &sv, 0, st->sink_used);
     /* the window ring in two pieces: [head, end) then [0, wrap) */
-    const float *wk = KVC_AT_C(st, st->lay.off_win_k, float);
-    const float *wv = KVC_AT_C(st, st->lay.off_win_v, float);
+    const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, NULL), wv = exact_rows(st, st->lay.off_win_v, p->dv, NULL);
     const uint32_t first = st->win_count < p->n_window - st->win_head ? st->win_count : p->n_window - st->win_head;
-    put_segment(view, wk + (size_t)st->win_head * p->d, wv + (size_t)st->win_head * p->dv, first);
-    put_segment(view, wk, wv, st->win_count - first);
-    put_segment(view, KVC_AT_C(st, st->lay.off_pend_k, float), KVC_AT_C(st, st->lay.off_pend_v, float),
-                st->has_pending);
+    put_segment(view, &wk, &wv, st->win_head, first);
+    put_segment(view, &wk, &wv, 0, st->win_count - first);
+    /* the pending token is f32 whatever the storage type */
+    const kvc_rows pk = kvc_rows_at(st, st->lay.off_pend_k, p->d, KVC_DTYPE_F32, NULL);
+    const kvc_rows pv = kvc_rows_at(st, st->lay.off_pend_v, p->dv, KVC_DTYPE_F32, NULL);
+    put_segment(view, &pk, &pv, 0, st->has_pending);
     const kvc_method_ops *o = kvc_method_ops_of(p->method);
-    if (o->view) view->n_seg += o->view(method_of_c(st), &view->seg[view->n_seg]);
+    if (o->view) view->n_seg += o->view(method_of_c(st), p, &view->seg[view->n_seg]);
 }
 
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,

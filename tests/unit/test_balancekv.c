@@ -12,6 +12,12 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 
+/* f32 rows read through the reference row kernels. */
+static kvc_rows f32_rows(const float *x, size_t dim)
+{
+    return kvc_rows_at(x, 0, dim, KVC_DTYPE_F32, kvc_kernels_ref());
+}
+
 static kvc_stream_config bkv_cfg(uint32_t d, uint32_t t, uint32_t levels, uint32_t b_max, uint64_t seed)
 {
     kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 1, seed);
@@ -137,7 +143,7 @@ static int halving_balance_error(void)
     size_t below = 0, queries = 0;
     for (int mode = 0; mode < 2; mode++) { /* 0: practical walk, 1: random halving (gamma -> 0) */
         for (int rep = 0; rep < 50; rep++) {
-            kvc_balance_io io = {k, v, d, dv, 0, S, 0, 0, beta, 0.0, KVC_BALANCE_PRACTICAL, mode ? 1e-300 : 4.0, 0.01,
+            kvc_balance_io io = {f32_rows(k, d), f32_rows(v, dv), d, dv, 0, S, 0, 0, beta, 0.0, KVC_BALANCE_PRACTICAL, mode ? 1e-300 : 4.0, 0.01,
                                  scratch, keep, &r, 0};
             CHECK(kvc_balance_select(&io) == S / 2);
             for (size_t i = 0; i < S / 2; i++) CHECK(keep[2 * i] + keep[2 * i + 1] == 1);
@@ -188,7 +194,7 @@ static int each_point_kept_half_the_time(void)
     double scratch[4 + 64], count[32] = {0};
     uint8_t keep[32];
     for (size_t rep = 0; rep < reps; rep++) {
-        kvc_balance_io io = {k, v, d, dv, 0, S, 0, 0, 0.5, 0.0, KVC_BALANCE_PRACTICAL, 4.0, 0.01, scratch, keep, &r, 0};
+        kvc_balance_io io = {f32_rows(k, d), f32_rows(v, dv), d, dv, 0, S, 0, 0, 0.5, 0.0, KVC_BALANCE_PRACTICAL, 4.0, 0.01, scratch, keep, &r, 0};
         kvc_balance_select(&io);
         for (size_t i = 0; i < S; i++) count[i] += keep[i];
     }

@@ -13,12 +13,18 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 
+/* f32 rows read through the reference row kernels. */
+static kvc_rows f32_rows(const float *x, size_t dim)
+{
+    return kvc_rows_at(x, 0, dim, KVC_DTYPE_F32, kvc_kernels_ref());
+}
+
 enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 }; /* as in core/src/method_express.c */
 
 static kvc_kh_io kh_io(const float *k, const float *v, size_t d, size_t dv, size_t S, double L, uint64_t key,
                        double *scratch, uint8_t *keep)
 {
-    kvc_kh_io io = {k, v, d, dv, 0, S, 1.0 / sqrt((double)d), 1, L, key, scratch, keep};
+    kvc_kh_io io = {f32_rows(k, d), f32_rows(v, dv), d, dv, 0, S, 1.0 / sqrt((double)d), 1, L, key, scratch, keep};
     return io;
 }
 
@@ -240,7 +246,7 @@ static size_t oe_halve(oe_ctx *o, uint32_t *ids, size_t n, double L, uint64_t ke
         memcpy(o->kb + i * o->d, o->K + (size_t)ids[i] * o->d, o->d * sizeof(float));
         memcpy(o->vb + i * o->d, o->V + (size_t)ids[i] * o->d, o->d * sizeof(float));
     }
-    kvc_kh_io io = {o->kb, o->vb, o->d, o->d, 0, n, 1.0 / sqrt((double)o->d), 1, L, key, o->scratch, o->keep};
+    kvc_kh_io io = {f32_rows(o->kb, o->d), f32_rows(o->vb, o->d), o->d, o->d, 0, n, 1.0 / sqrt((double)o->d), 1, L, key, o->scratch, o->keep};
     kvc_kh_select(&io);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)

@@ -261,8 +261,14 @@ static int init_checks_arena_and_config(void)
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
     bad = cfg, bad.subgen.t = 5000;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
-    bad = cfg, bad.dtype = KVC_DTYPE_F16;
+    bad = cfg, bad.dtype = KVC_DTYPE_Q15; /* has its slot, not implemented yet */
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_UNSUPPORTED);
+    bad = cfg, bad.dtype = KVC_DTYPE_KIVI4;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_UNSUPPORTED);
+    bad = cfg, bad.dtype = (kvc_dtype)KVC_DTYPE_COUNT;
+    CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
+    bad = cfg, bad.dtype = KVC_DTYPE_F16; /* implemented: a smaller arena */
+    CHECK(kvc_stream_arena_size(&bad) > 0 && kvc_stream_arena_size(&bad) < kvc_stream_arena_size(&cfg));
     CHECK(kvc_stream_config_problem(&cfg) == NULL);
     free(a);
     return 0;

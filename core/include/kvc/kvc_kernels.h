@@ -12,6 +12,12 @@
  * computed stably as an online softmax over s_i + ln w_i (weight 0 = excluded),
  * subtracting the running maximum over N u D, so weights that grow like
  * n/budget cannot overflow.
+ *
+ * Storage: a segment's rows are f32 (`keys`, `values`) or another storage
+ * type (`keys_q`, `values_q`, rows of kvc_row_bytes(dtype, dim) bytes). Method
+ * code never reads or writes a cached element itself: it goes through the
+ * row kernels of the table (store on append, dot / distance / accumulate on
+ * use), so a new storage type or a SIMD backend touches no method.
  */
 #ifndef KVC_KERNELS_H
 #define KVC_KERNELS_H
@@ -22,6 +28,8 @@
 extern "C" {
 #endif
 
+struct kvc_kernels;
+
 /** Which set(s) of the weighted query a segment belongs to (bit mask). */
 enum {
     KVC_SET_NUM = 1u,  /**< numerator set N (needs values) */
@@ -29,19 +37,36 @@ enum {
     KVC_SET_BOTH = 3u  /**< same entry, same weight, in N and in D */
 };
 
-/** Largest number of segments one view can hold. */
-#define KVC_VIEW_MAX_SEGMENTS 8u
-
 /** One block of cache entries with a common role. Pointers are transient:
  *  they are rebuilt from arena offsets each time a view is taken. */
 typedef struct kvc_segment {
-    const float *keys;    /**< n rows of d floats, row-major */
-    const float *values;  /**< n rows of dv floats; may be NULL iff role == KVC_SET_DEN */
+    const float *keys;    /**< f32 storage: n rows of d floats, row-major (NULL otherwise) */
+    const float *values;  /**< f32 storage: n rows of dv floats; may be NULL iff role == KVC_SET_DEN */
     const float *weights; /**< n per-entry multipliers >= 0, or NULL for all 1 */
     double scale;         /**< common multiplier > 0 applied to every entry */
     size_t n;             /**< number of entries (0 allowed) */
     unsigned role;        /**< KVC_SET_NUM, KVC_SET_DEN or KVC_SET_BOTH */
+    unsigned dtype;       /**< kvc_dtype of the rows; KVC_DTYPE_F32 uses keys/values */
+    const void *keys_q;   /**< other storage types: n rows of kvc_row_bytes(dtype, d) bytes */
+    const void *values_q; /**< other storage types: n rows of kvc_row_bytes(dtype, dv) bytes */
 } kvc_segment;
+
+/** Bytes of one stored row of @p dim elements of type @p t (0 for a type
+ *  that is not stored row by row). Every row size is a multiple of 4, so
+ *  the f32 scale of an int8 row is aligned. */
+static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim)
+{
+    switch (t) {
+    case KVC_DTYPE_F32: return 4u * dim;
+    case KVC_DTYPE_F16: return (2u * dim + 3u) & ~(uint64_t)3u;
+    case KVC_DTYPE_I8: return 4u + ((dim + 3u) & ~(uint64_t)3u);
+    case KVC_DTYPE_Q15: return 4u + ((2u * dim + 3u) & ~(uint64_t)3u);
+    default: return 0;
+    }
+}
+
+/** Largest number of segments one view can hold. */
+#define KVC_VIEW_MAX_SEGMENTS 8u
 
 /** A method's cache as the attend kernel sees it. */
 typedef struct kvc_view {
@@ -55,6 +80,7 @@ typedef struct kvc_view {
 /*@ predicate kvc_segment_ok(kvc_segment *s, integer d, integer dv) =
       \valid_read(s) &&
       0 <= s->n <= 16777216 &&
+      s->dtype == 0 &&
       (s->role == 1 || s->role == 2 || s->role == 3) &&
       // scale: finite and > 0, as documented and as kvc_attend() checks
       \is_finite(s->scale) && s->scale > 0.0 &&
@@ -70,8 +96,9 @@ typedef struct kvc_view {
 */
 
 /**
- * @brief Signature of an attend kernel: answer @p n_q queries (all query heads
- *        of one kv-head group, GQA) against one weighted view.
+ * @brief Signature of the one-position f32 attend kernel: answer @p n_q
+ *        queries (all query heads of one kv-head group, GQA) against a view
+ *        whose segments are all f32.
  * @param view  the cache; d, dv in 1..KVC_MAX_HEAD_DIM, beta > 0.
  * @param q     n_q rows of view->d floats (finite).
  * @param n_q   1 .. KVC_MAX_QUERY_HEADS.
@@ -81,14 +108,96 @@ typedef struct kvc_view {
 typedef kvc_status (*kvc_attend_fn)(const kvc_view *view, const float *q, size_t n_q,
                                     float *out);
 
+/** A batched attend request: n_pos positions x n_q query heads of one
+ *  kv-head group against one view, any storage type. */
+typedef struct kvc_attend_batch {
+    const float *q;      /**< n_pos * n_q rows of d floats: position-major, then head */
+    size_t n_pos;        /**< 1 .. KVC_MAX_BATCH_POSITIONS */
+    size_t n_q;          /**< 1 .. KVC_MAX_QUERY_HEADS */
+    /** Causal mask: the first `causal_segs` segments hold their entries in
+     *  token order, the last of them being the n_pos positions themselves;
+     *  position p does not see the last n_pos-1-p of those entries. 0: no mask. */
+    size_t causal_segs;
+    float *out;          /**< n_pos * n_q rows of dv floats */
+    double *mass;        /**< NULL, or one double per entry of the view (segment order):
+                              receives the sum over queries of the attention each
+                              entry got, w_i e^{s_i} / sum_D (added to what is there) */
+} kvc_attend_batch;
+
+/** Largest number of positions of one batched attend. */
+#define KVC_MAX_BATCH_POSITIONS 4096u
+
+/** Workspace bytes kvc_attend_batch_fn needs for n_pos x n_q queries of value dim dv. */
+static inline uint64_t kvc_attend_work_bytes(uint64_t n_pos, uint64_t n_q, uint64_t dv)
+{
+    return n_pos * n_q * (dv + 3u) * sizeof(double);
+}
+
+/**
+ * @brief Signature of the batched attend kernel. It reads every cached row
+ *        once per call (entries outer, queries inner; one online-softmax state
+ *        per query lives in @p work), and a second time only when `mass` is
+ *        asked for. ln(scale) + ln(w_i) is taken once per entry per call.
+ * @param work  kvc_attend_work_bytes(n_pos, n_q, dv) bytes, 8-aligned (caller memory).
+ * @return KVC_OK; KVC_E_ARG for bad dimensions, a NULL pointer, a short
+ *         workspace, a causal mask the view cannot hold, or a storage type
+ *         this table has no row kernels for.
+ */
+typedef kvc_status (*kvc_attend_batch_fn)(const struct kvc_kernels *kern, const kvc_view *view,
+                                          const kvc_attend_batch *b, void *work, size_t work_bytes);
+
+/** Row kernels of one storage type. `row` points at one stored row of
+ *  kvc_row_bytes(type, dim) bytes; f32 vectors are plain floats; every
+ *  reduction accumulates in double, in index order (the reference order). */
+typedef struct kvc_row_kernels {
+    /** Quantise the finite vector x into a row (the `store` of an append). */
+    void (*store)(void *row, const float *x, size_t dim);
+    /** Dequantise a row. */
+    void (*load)(const void *row, float *x, size_t dim);
+    /** <row, x>. */
+    double (*dot_f32)(const void *row, const float *x, size_t dim);
+    /** <row, x> with x in double (centres, means). */
+    double (*dot_f64)(const void *row, const double *x, size_t dim);
+    /** <a - mu, b - mu> of two rows; mu NULL means 0. The pair-Gram entries of
+     *  the balancing and halving walks. */
+    double (*dot_rows)(const void *a, const void *b, const double *mu, size_t dim);
+    /** ||row - x||^2. */
+    double (*sqdist_f32)(const void *row, const float *x, size_t dim);
+    /** acc += p * row (values, means). */
+    void (*axpy)(double *acc, double p, const void *row, size_t dim);
+    /** max_c |row_c|. */
+    double (*absmax)(const void *row, size_t dim);
+} kvc_row_kernels;
+
 /** Version of ::kvc_kernels; bumped whenever an entry is added or changed. */
-#define KVC_KERNELS_VERSION 1u
+#define KVC_KERNELS_VERSION 2u
+
+/** Capability bits of a table: the storage types it has row kernels for, and what its attend does. */
+enum {
+    KVC_CAP_F32 = 1u << KVC_DTYPE_F32,
+    KVC_CAP_F16 = 1u << KVC_DTYPE_F16,
+    KVC_CAP_I8 = 1u << KVC_DTYPE_I8,
+    KVC_CAP_Q15 = 1u << KVC_DTYPE_Q15,
+    KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
+    KVC_CAP_MASS = 1u << 17   /**< attend_batch returns per-entry attention mass */
+};
+
+/** CPU features a backend may need (kvc_cpu_features()). */
+enum {
+    KVC_CPU_AVX2 = 1u << 0,    /**< x86 AVX2 + FMA */
+    KVC_CPU_AVX512 = 1u << 1,  /**< x86 AVX-512F */
+    KVC_CPU_NEON = 1u << 2     /**< Arm Advanced SIMD */
+};
 
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */
 typedef struct kvc_kernels {
     uint32_t version;   /**< KVC_KERNELS_VERSION */
+    uint32_t caps;      /**< KVC_CAP_* bits */
+    uint32_t needs;     /**< KVC_CPU_* bits this table requires */
     const char *name;   /**< "ref", "avx2", "cuda", ... */
-    kvc_attend_fn attend_f32;
+    kvc_attend_fn attend_f32;         /**< one position, f32 views (the proved kernel in ref) */
+    kvc_attend_batch_fn attend_batch; /**< any storage type, batched, causal, optional mass */
+    kvc_row_kernels rows[KVC_DTYPE_COUNT]; /**< per storage type; all-NULL = not supported */
     /** <a, b> over n floats, accumulated in double. */
     double (*dot_f32)(const float *a, const float *b, size_t n);
     /** ||a - b||^2 over n floats, accumulated in double. */
@@ -98,9 +207,26 @@ typedef struct kvc_kernels {
 /** The scalar reference kernels (ground truth). Never NULL. */
 const kvc_kernels *kvc_kernels_ref(void);
 
-/** The best table available on this machine (the reference one when no
- *  accelerated backend is built in). Never NULL. */
+/** Number of tables built into this library (the reference one is index 0). */
+size_t kvc_kernels_count(void);
+
+/** The @p i-th built-in table, NULL past the end. */
+const kvc_kernels *kvc_kernels_at(size_t i);
+
+/** The built-in table named @p name ("ref", "avx2", ...), NULL if none. */
+const kvc_kernels *kvc_kernels_by_name(const char *name);
+
+/** KVC_CPU_* bits of the running CPU (the one run-time detection of the
+ *  project: the decoder's GEMM and the kernel tables both use it). */
+uint32_t kvc_cpu_features(void);
+
+/** The best table this machine can run: the last built-in table whose
+ *  `needs` the CPU has (the reference one when no accelerated backend is
+ *  built in). Never NULL. */
 const kvc_kernels *kvc_kernels_best(void);
+
+/** 1 when @p kern is usable for storage type @p t (right version, row kernels present). */
+int kvc_kernels_support(const kvc_kernels *kern, unsigned t);
 
 /* ---- reference kernels (core/src/ref), proved with Frama-C/WP ---- */
 

@@ -111,7 +111,7 @@ typedef struct kvc_stream_plan {
     uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
     uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */
     kvc_express_params xp;     /**< Express, every field resolved */
-    uint32_t reserved_;        /**< 0; keeps the 64-bit fields 8-aligned on every ABI */
+    uint32_t dtype;            /**< kvc_dtype of every cached row (also keeps the 64-bit fields 8-aligned) */
     uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;  /**< budget * (d + dv) */
     uint64_t metadata_bytes;   /**< per-entry weights / counters / ids, worst case */

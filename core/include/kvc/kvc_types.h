@@ -45,13 +45,59 @@ typedef enum kvc_status {
  */
 const char *kvc_status_str(kvc_status s);
 
-/** Storage type of cached keys and values. Only ::KVC_DTYPE_F32 is implemented. */
+/** Storage type of cached keys and values (one per stream). Implemented:
+ *  f32, f16 and int8 with one scale per row. Q15 has its slot (the
+ *  microcontroller backend implements it); the KIVI group-wise types are
+ *  described by ::kvc_storage_desc so that a later backend can implement them
+ *  without a format change. A configuration naming an unimplemented type is
+ *  refused with ::KVC_E_UNSUPPORTED. */
 typedef enum kvc_dtype {
-    KVC_DTYPE_F32 = 0,
-    KVC_DTYPE_F16 = 1,
-    KVC_DTYPE_I8 = 2,
-    KVC_DTYPE_Q15 = 3
+    KVC_DTYPE_F32 = 0,   /**< IEEE binary32, 4 bytes per element */
+    KVC_DTYPE_F16 = 1,   /**< IEEE binary16 (round to nearest even), 2 bytes per element */
+    KVC_DTYPE_I8 = 2,    /**< int8 per row, symmetric: x = scale * q, scale = max|x| / 127 (f32) */
+    KVC_DTYPE_Q15 = 3,   /**< Q15 fixed point per row (slot only: microcontroller issue) */
+    KVC_DTYPE_KIVI4 = 4, /**< KIVI int4: keys per channel over token blocks, values per token in
+                              groups, each group a scale and a minimum (described, not implemented) */
+    KVC_DTYPE_KIVI2 = 5  /**< KIVI int2, same grouping (described, not implemented) */
 } kvc_dtype;
+
+/** Number of ::kvc_dtype values (the size of per-type tables). */
+#define KVC_DTYPE_COUNT 6u
+
+/** Along which axis a storage type groups elements under one scale. */
+typedef enum kvc_group_axis {
+    KVC_GROUP_NONE = 0,    /**< no scale (f32, f16) */
+    KVC_GROUP_ROW = 1,     /**< one group = one row, or `group` consecutive elements of a row */
+    KVC_GROUP_CHANNEL = 2  /**< one group = one channel over `block` consecutive tokens (KIVI keys) */
+} kvc_group_axis;
+
+/** How a storage type lays out one tensor (keys or values) of a stream. */
+typedef struct kvc_storage_desc {
+    kvc_dtype dtype;
+    uint32_t bits;            /**< bits per element: 32, 16, 8, 16 (Q15), 4, 2 */
+    kvc_group_axis axis;      /**< grouping of the scales */
+    uint32_t group;           /**< elements per group along the axis (0 = the whole row) */
+    uint32_t block;           /**< KVC_GROUP_CHANNEL: tokens per block; the open block stays f16 */
+    uint32_t has_scale;       /**< 1: each group stores an f32 scale */
+    uint32_t has_min;         /**< 1: each group stores an f32 minimum (asymmetric) */
+    uint32_t implemented;     /**< 1: this build stores and reads it */
+    uint64_t row_bytes;       /**< bytes of one stored row of `dim` elements (row-grouped types; 0 otherwise) */
+} kvc_storage_desc;
+
+/**
+ * @brief Describe storage type @p t for rows of @p dim elements (keys: is_key 1).
+ * @return KVC_OK; KVC_E_ARG for an unknown type or dim outside 1..KVC_MAX_HEAD_DIM.
+ */
+kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_storage_desc *out);
+
+/** Name of a storage type ("f32", "f16", "int8", "q15", "kivi4", "kivi2"), NULL if unknown. */
+const char *kvc_dtype_name(kvc_dtype t);
+
+/** 1 when this build stores and reads type @p t (f32, f16, int8), else 0. */
+int kvc_dtype_implemented(kvc_dtype t);
+
+/** Parse a storage type name; KVC_E_ARG for an unknown one. */
+kvc_status kvc_dtype_parse(const char *name, kvc_dtype *out);
 
 /** Alignment (bytes) every arena must have. */
 #define KVC_ARENA_ALIGN 64u
