@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvc/kvc.h"
+
 #include "bench.h"
 #include "demo.h"
 #include "eval.h"
@@ -27,6 +29,7 @@ static void usage(FILE *f)
             "  logits  a model's logits over token ids (.bin or .gguf), as .npy\n"
             "  bench   recall | ppl | decode: every method x budget on a real model\n"
             "  demo    synth + eval of every method at one budget, as a table\n"
+            "  methods list the library's methods (name, then what it keeps), and its storage types\n"
             "  version print the version\n");
 }
 
@@ -47,6 +50,15 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "logits")) return kvc_cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return kvc_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return kvc_cmd_demo(argc - 1, argv + 1);
+    if (!strcmp(cmd, "methods")) { /* the registry, for scripts: first column = the --method name */
+        for (size_t i = 0; i < kvc_method_count(); i++)
+            printf("%-18s %s\n", kvc_method_name(kvc_method_at(i)), kvc_method_summary(kvc_method_at(i)));
+        printf("# storage types (--dtype):");
+        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+            if (kvc_dtype_implemented((kvc_dtype)t)) printf(" %s", kvc_dtype_name((kvc_dtype)t));
+        printf("\n");
+        return 0;
+    }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kvc %s\n", KVC_VERSION_STRING);
         return 0;

@@ -411,4 +411,4 @@ const kvc_method_ops kvc_method_ops_balancekv = {
     KVC_METHOD_BALANCEKV, "balancekv",
     "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
     kvc_balancekv_fields, ops_plan, bkv_arena_size, bkv_init, NULL, bkv_update, bkv_view, bkv_elements,
-    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS};
+    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL};

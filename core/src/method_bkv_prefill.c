@@ -245,4 +245,4 @@ const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
     ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
     bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
-    KVC_BALANCEKV_N_PARAMS};
+    KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL};

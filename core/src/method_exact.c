@@ -90,4 +90,4 @@ static const char *exact_plan(const kvc_stream_config *c, kvc_stream_plan *p, ui
 const kvc_method_ops kvc_method_ops_exact = {
     KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full", 0, NULL, exact_plan,
     exact_arena_size, exact_init, exact_can_accept, exact_update, exact_view, exact_elements, NULL,
-    exact_check, NULL, 0};
+    exact_check, NULL, 0, 0, NULL, NULL};

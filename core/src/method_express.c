@@ -532,9 +532,9 @@ static const kvc_method_param params[] = {
 const kvc_method_ops kvc_method_ops_express = {
     KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0]};
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};
 const kvc_method_ops kvc_method_ops_express_prefill = {
     KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
     "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0]};
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};

@@ -444,4 +444,4 @@ static const kvc_method_param params[] = {
 const kvc_method_ops kvc_method_ops_subgen = {
     KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
     ops_fields, ops_plan, subgen_arena_size, subgen_init, NULL, subgen_update, subgen_view, subgen_elements,
-    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0]};
+    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};

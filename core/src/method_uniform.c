@@ -116,4 +116,4 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 }
 const kvc_method_ops kvc_method_ops_uniform = {
     KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
-    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0};
+    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0, 0, NULL, NULL};

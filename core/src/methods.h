@@ -56,6 +56,17 @@ typedef struct kvc_method_ops {
     int (*check)(const void *st, const kvc_stream_plan *p, uint64_t method_in);
     const kvc_method_param *params; /* tunable parameters (may be NULL) */
     size_t n_params;
+    /* 1 when which entries are kept, or their weights, depend on the values of
+       keys or values (norms, distances, walks): the tokens a method receives
+       come out of the quantised window, so a storage type changes such a
+       method's choices, not only its numbers (tests/unit/test_dtype.c) */
+    unsigned choices_read_values;
+    /* query-aware hooks (NULL: not used). observe: the attention mass each
+       entry of the method's own view segments received over one batched
+       attend (view order, `n` entries). prefill_queries: the prompt's last
+       queries, n_rows rows of d floats (SnapKV's observation window). */
+    void (*observe)(void *st, const kvc_method_ctx *cx, const double *mass, size_t n);
+    void (*prefill_queries)(void *st, const kvc_method_ctx *cx, const float *q, size_t n_rows);
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, doc) extern const kvc_method_ops kvc_method_ops_##ident;

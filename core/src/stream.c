@@ -337,3 +337,91 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
     if (o->fill_stats) o->fill_stats(method_of_c(st), stats);
     return KVC_OK;
 }
+
+/* ---- batched attend and the query-aware hooks ---- */
+
+static size_t view_entries(const kvc_view *v, size_t from)
+{
+    size_t n = 0;
+    for (size_t i = from; i < v->n_seg; i++) n += v->seg[i].n;
+    return n;
+}
+
+size_t kvc_stream_view_entries(const kvc_stream *st)
+{
+    kvc_view v;
+    if (stream_check(st) != KVC_OK) return 0;
+    view_fill(st, &v);
+    return view_entries(&v, 0);
+}
+
+size_t kvc_stream_attend_work_bytes(const kvc_stream *st, size_t n_pos, size_t n_q)
+{
+    if (stream_check(st) != KVC_OK || n_pos > KVC_MAX_BATCH_POSITIONS || n_q > KVC_MAX_QUERY_HEADS) return 0;
+    return (size_t)kvc_attend_work_bytes(n_pos, n_q, st->plan.dv);
+}
+
+kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_pos,
+                                   size_t n_q, float *out, double *mass, void *work, size_t work_bytes)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (q == NULL || out == NULL || work == NULL || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS || n_pos < 1 ||
+        n_pos > KVC_MAX_BATCH_POSITIONS)
+        return KVC_E_ARG;
+    if (!st->has_pending) return KVC_E_STATE;
+    /* the positions must be the last tokens of the exact block (in token order) */
+    const uint64_t recent = st->method_in == 0 ? st->n_seen : (uint64_t)st->win_count + 1u;
+    if (n_pos > recent) return KVC_E_ARG;
+    if (kern == NULL) kern = kvc_kernels_ref();
+    if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
+    if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
+        return KVC_E_UNSUPPORTED;
+    if (!kvc_all_finite(q, n_pos * n_q * st->plan.d)) return KVC_E_NONFINITE;
+    kvc_view view;
+    view_fill(st, &view);
+    if (mass != NULL)
+        for (size_t i = 0, n = view_entries(&view, 0); i < n; i++) mass[i] = 0.0;
+    kvc_attend_batch b = {q, n_pos, n_q, KVC_STREAM_EXACT_SEGMENTS, out, mass};
+    const kvc_status rc = kern->attend_batch(kern, &view, &b, work, work_bytes);
+    if (rc != KVC_OK) return rc;
+    if (!kvc_all_finite(out, n_pos * n_q * st->plan.dv)) {
+        for (size_t i = 0; i < n_pos * n_q * st->plan.dv; i++) out[i] = 0.0f;
+        return KVC_E_RANGE;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const double *mass, size_t n_entries)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    kvc_view view;
+    view_fill(st, &view);
+    if (mass == NULL || n_entries != view_entries(&view, 0)) return KVC_E_ARG;
+    for (size_t i = 0; i < n_entries; i++) {
+        if (!isfinite(mass[i])) return KVC_E_NONFINITE;
+        if (mass[i] < 0.0) return KVC_E_ARG;
+    }
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    if (o->observe == NULL) return KVC_OK;
+    if (kern == NULL) kern = kvc_kernels_ref();
+    const kvc_method_ctx cx = {kern, &st->plan};
+    const size_t exact = view_entries(&view, 0) - view_entries(&view, KVC_STREAM_EXACT_SEGMENTS);
+    o->observe(method_of(st), &cx, mass + exact, n_entries - exact);
+    return KVC_OK;
+}
+
+kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (q == NULL || n_rows < 1 || n_rows > KVC_MAX_BATCH_POSITIONS) return KVC_E_ARG;
+    if (!kvc_all_finite(q, n_rows * st->plan.d)) return KVC_E_NONFINITE;
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    if (o->prefill_queries == NULL) return KVC_OK;
+    if (kern == NULL) kern = kvc_kernels_ref();
+    const kvc_method_ctx cx = {kern, &st->plan};
+    o->prefill_queries(method_of(st), &cx, q, n_rows);
+    return KVC_OK;
+}

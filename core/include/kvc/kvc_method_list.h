@@ -14,6 +14,12 @@
 #ifndef KVC_METHOD_LIST_H
 #define KVC_METHOD_LIST_H
 
+/* A build may append methods of its own (tests/unit/test_hooks.c adds a toy
+ * query-aware one): define KVC_EXTRA_METHODS(X) for the whole build. */
+#ifndef KVC_EXTRA_METHODS
+#define KVC_EXTRA_METHODS(X)
+#endif
+
 #define KVC_METHOD_LIST(X)                                                                                     \
     X(exact, EXACT, 1, "keep everything; refuses (KVC_E_CAPACITY) when full")                                 \
     X(sink_window, SINK_WINDOW, 2, "StreamingLLM: sinks + FIFO window, drop the middle")                      \
@@ -25,6 +31,7 @@
     X(express, EXPRESS, 7, "Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md)")            \
     X(express_prefill, EXPRESS_PREFILL, 8,                                                                     \
       "Express over a known prompt (equal to Offline-Express on it), then an exact tail")                     \
-    X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")
+    X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")       \
+    KVC_EXTRA_METHODS(X)
 
 #endif

@@ -233,6 +233,50 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
                              size_t n_q, float *out);
 
+/** @brief Entries of the stream's view now (the length of a mass array); 0 for a bad handle. */
+size_t kvc_stream_view_entries(const kvc_stream *st);
+
+/** @brief Workspace bytes kvc_stream_attend_batch needs for @p n_pos x @p n_q queries (0 for a bad handle). */
+size_t kvc_stream_attend_work_bytes(const kvc_stream *st, size_t n_pos, size_t n_q);
+
+/**
+ * @brief Batched causal attend: the last @p n_pos appended tokens are the
+ *        positions; position p sees everything appended up to itself. Every
+ *        cached row is read once per call (kvc_attend_batch_fn).
+ * @param q      n_pos x n_q x d finite floats (position-major, then head).
+ * @param n_pos  1 .. KVC_MAX_BATCH_POSITIONS, and the positions must still be
+ *               exact: n_pos <= the window's tokens + 1 (or every token seen,
+ *               while nothing has reached the method).
+ * @param out    n_pos x n_q x dv floats.
+ * @param mass   NULL, or kvc_stream_view_entries(st) doubles: overwritten with
+ *               the attention each view entry received, summed over the queries
+ *               (the input of kvc_stream_observe; view order).
+ * @param work   kvc_stream_attend_work_bytes(st, n_pos, n_q) bytes of caller
+ *               memory, 8-aligned; nothing is kept in it after the call.
+ * @return KVC_OK; KVC_E_ARG (sizes, pointers, short workspace); KVC_E_STATE
+ *         before the first append; KVC_E_NONFINITE; KVC_E_UNSUPPORTED (the
+ *         table lacks the storage type); KVC_E_RANGE (out zeroed); KVC_E_CORRUPT.
+ */
+kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_pos,
+                                   size_t n_q, float *out, double *mass, void *work, size_t work_bytes);
+
+/**
+ * @brief Query-aware methods: hand the method the attention mass its entries
+ *        received (from kvc_stream_attend_batch). Methods without the hook
+ *        ignore it.
+ * @param mass       kvc_stream_view_entries(st) finite doubles >= 0.
+ * @return KVC_OK; KVC_E_ARG (wrong count, negative); KVC_E_NONFINITE; KVC_E_CORRUPT.
+ */
+kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const double *mass, size_t n_entries);
+
+/**
+ * @brief Query-aware methods: the prompt's last queries (SnapKV's observation
+ *        window), typically given once before the prompt is appended.
+ * @param q       n_rows x d finite floats.  @param n_rows 1 .. KVC_MAX_BATCH_POSITIONS.
+ * @return KVC_OK (also for methods without the hook); KVC_E_ARG; KVC_E_NONFINITE; KVC_E_CORRUPT.
+ */
+kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
+
 /** Number of leading segments of a stream's view that are its exact regions
  *  (sinks, the window ring in two pieces, the current token); the method's
  *  own segments follow them. */

@@ -1,0 +1,220 @@
+/* Storage types, for every registered method (iterated from the registry):
+ *  - a method whose choices do not depend on the values of keys and values
+ *    (methods.h: choices_read_values == 0) keeps, with f16 or int8 storage, exactly the
+ *    entries and weights it keeps with f32, and its output moves by no more
+ *    than what the rows' quantisation errors allow. With every score moved by
+ *    at most delta = max_i beta |<q, k'_i - k_i>| and values by Dv_i:
+ *      |z' - z| <= [(e^delta - 1)(e^delta + 1) A + e^{2 delta} Dv] / D + rounding,
+ *    A = sum_N a_i e^{s_i} |v_i|, Dv = sum_N a_i e^{s_i} |Dv_i|, D = sum_D b_i e^{s_i}
+ *    (N and D may differ, as in SubGen; the bound needs only fixed weights);
+ *  - every method: arenas validate, are smaller than f32's, are deterministic,
+ *    and outputs are finite (or KVC_E_RANGE with zeros).
+ * Row kernels themselves: f16 round trip exact on representable values and
+ * within 2^-11 relative otherwise; int8 within scale/2 per element. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc/kvc.h"
+#include "kvc_test.h"
+#include "kvc_testutil.h"
+#include "methods.h"
+
+#define D ((size_t)16)
+#define NQ ((size_t)2)
+
+static const kvc_row_kernels *rk(unsigned t) { return &kvc_kernels_ref()->rows[t]; }
+
+static int row_kernels_round_trip(void)
+{
+    kvc_rng r;
+    kvc_rng_seed(&r, 21);
+    printf("seed 21\n");
+    unsigned char row[4 * 256 + 8];
+    float x[256], y[256];
+    double worst16 = 0.0, worst8 = 0.0;
+    for (int rep = 0; rep < 2000; rep++) {
+        const size_t dim = 1 + kvc_rng_below(&r, 256);
+        const double scale = ldexp(1.0, (int)kvc_rng_below(&r, 32) - 20); /* |x| well below 65504 */
+        for (size_t c = 0; c < dim; c++) x[c] = (float)(kvc_rng_normal(&r) * scale);
+        rk(KVC_DTYPE_F16)->store(row, x, dim);
+        rk(KVC_DTYPE_F16)->load(row, y, dim);
+        for (size_t c = 0; c < dim; c++) {
+            /* normal halves: relative 2^-11; subnormal halves: absolute 2^-25 */
+            const double err = fabs((double)y[c] - x[c]), tol = fmax(fabs((double)x[c]) * 0x1p-11, 0x1p-25);
+            CHECK_MSG(err <= tol, "f16 %g -> %g", x[c], y[c]);
+            if (fabs((double)x[c]) > 1e-4 && err / fabs((double)x[c]) > worst16) worst16 = err / fabs((double)x[c]);
+        }
+        rk(KVC_DTYPE_F16)->store(row, y, dim); /* idempotent */
+        rk(KVC_DTYPE_F16)->load(row, x, dim);
+        CHECK(memcmp(x, y, dim * sizeof(float)) == 0);
+        for (size_t c = 0; c < dim; c++) x[c] = (float)(kvc_rng_normal(&r) * scale);
+        rk(KVC_DTYPE_I8)->store(row, x, dim);
+        rk(KVC_DTYPE_I8)->load(row, y, dim);
+        const double amax = rk(KVC_DTYPE_I8)->absmax(row, dim);
+        double xmax = 0.0;
+        for (size_t c = 0; c < dim; c++) xmax = fmax(xmax, fabs((double)x[c]));
+        for (size_t c = 0; c < dim; c++) {
+            /* half a step of max|x|/127, plus the float roundings of scale and product */
+            const double err = fabs((double)y[c] - x[c]), tol = xmax / 254.0 * (1.0 + 1e-6) + xmax * 0x1p-23;
+            CHECK_MSG(err <= tol, "int8 %g -> %g (max %g)", x[c], y[c], xmax);
+            if (err / xmax > worst8) worst8 = err / xmax;
+        }
+        CHECK(fabs(amax - xmax) <= xmax * 0x1p-22);
+        /* the reductions agree with the loaded floats to rounding */
+        double want = 0.0;
+        for (size_t c = 0; c < dim; c++) want += (double)y[c] * (double)x[c];
+        double mag = 0.0;
+        for (size_t c = 0; c < dim; c++) mag += fabs((double)y[c] * x[c]);
+        CHECK(fabs(rk(KVC_DTYPE_I8)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
+    }
+    /* f16 extremes: saturation at 65504, NaN stays NaN, the smallest subnormal */
+    float big[3] = {1e6f, -7e4f, 6e-8f};
+    rk(KVC_DTYPE_F16)->store(row, big, 3);
+    rk(KVC_DTYPE_F16)->load(row, y, 3);
+    CHECK(y[0] == 65504.0f && y[1] == -65504.0f && y[2] == 0x1p-24f);
+    printf("f16: worst relative error %.3g (bound 2^-11 = %.3g); int8: worst error / max|x| %.3g (bound 1/254 = %.3g)\n",
+           worst16, 0x1p-11, worst8, 1.0 / 254);
+    return 0;
+}
+
+/* The quantisation bound for one query against two views with the same entries and weights. */
+static int check_bound(const kvc_view *vf, const kvc_view *vq, const float *q, const float *zf, const float *zq,
+                       double *worst_ratio)
+{
+    const double beta = (double)vf->beta;
+    size_t n = 0;
+    double M = -INFINITY;
+    for (size_t s = 0; s < vf->n_seg; s++)
+        for (size_t i = 0; i < vf->seg[s].n; i++) {
+            const double x = beta * kvc_kernels_ref()->dot_f32(q, vf->seg[s].keys + i * D, D);
+            if (x > M) M = x;
+            n++;
+        }
+    double delta = 0.0;
+    double A[D], Dv[D], den = 0.0;
+    memset(A, 0, sizeof A), memset(Dv, 0, sizeof Dv);
+    float vq_row[D];
+    for (size_t s = 0; s < vf->n_seg; s++) {
+        const kvc_segment *f = &vf->seg[s], *g = &vq->seg[s];
+        const size_t kb = (size_t)kvc_row_bytes(g->dtype, D);
+        for (size_t i = 0; i < f->n; i++) {
+            const double w = f->scale * (f->weights ? (double)f->weights[i] : 1.0);
+            if (!(w > 0.0)) continue;
+            const float *kf = f->keys + i * D;
+            const double sf = beta * kvc_kernels_ref()->dot_f32(q, kf, D);
+            const double sq = g->dtype == KVC_DTYPE_F32
+                                  ? beta * kvc_kernels_ref()->dot_f32(q, g->keys + i * D, D)
+                                  : beta * rk(g->dtype)->dot_f32((const unsigned char *)g->keys_q + i * kb, q, D);
+            if (fabs(sq - sf) > delta) delta = fabs(sq - sf);
+            const double e = w * exp(sf - M);
+            if (f->role & KVC_SET_DEN) den += e;
+            if (f->role & KVC_SET_NUM) {
+                if (g->dtype == KVC_DTYPE_F32) memcpy(vq_row, g->values + i * D, sizeof vq_row);
+                else rk(g->dtype)->load((const unsigned char *)g->values_q + i * (size_t)kvc_row_bytes(g->dtype, D), vq_row, D);
+                for (size_t c = 0; c < D; c++) {
+                    A[c] += e * fabs((double)f->values[i * D + c]);
+                    Dv[c] += e * fabs((double)vq_row[c] - f->values[i * D + c]);
+                }
+            }
+        }
+    }
+    if (!(den > 0.0)) return 1;
+    const double ed = exp(delta);
+    for (size_t c = 0; c < D; c++) {
+        /* rounding: n-term double sums (n eps relative to A/D) and the float outputs (2^-24 each) */
+        const double round = 4.0 * (double)n * 2.3e-16 * (A[c] / den + fabs((double)zf[c])) +
+                             0x1p-24 * (fabs((double)zf[c]) + fabs((double)zq[c])) +
+                             A[c] / den * 0x1p-22; /* the int8 kernels scale once per row (dot, axpy) */
+        const double bound = ((ed - 1.0) * (ed + 1.0) * A[c] + ed * ed * Dv[c]) / den + round;
+        const double err = fabs((double)zq[c] - zf[c]);
+        if (bound > 0 && err / bound > *worst_ratio) *worst_ratio = err / bound;
+        if (err > bound) {
+            fprintf(stderr, "channel %zu: |z' - z| = %.3g > bound %.3g (delta %.3g)\n", c, err, bound, delta);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int same_structure(const kvc_view *a, const kvc_view *b)
+{
+    if (a->n_seg != b->n_seg) return 0;
+    for (size_t s = 0; s < a->n_seg; s++) {
+        const kvc_segment *x = &a->seg[s], *y = &b->seg[s];
+        if (x->n != y->n || x->role != y->role || x->scale != y->scale || (x->weights == NULL) != (y->weights == NULL))
+            return 0;
+        if (x->weights && x->n && memcmp(x->weights, y->weights, x->n * sizeof(float)) != 0) return 0;
+    }
+    return 1;
+}
+
+static int every_method_every_dtype(void)
+{
+    const size_t n = 400;
+    kvc_rng r;
+    kvc_rng_seed(&r, 22);
+    printf("seed 22, n %zu, d %zu\n", n, D);
+    float *k = tu_normal(&r, n, D, 1.0), *v = tu_normal(&r, n, D, 1.0), *q = tu_normal(&r, n * NQ, D, 1.0);
+    for (size_t j = 0; j < n; j++) { /* per-token scales over a decade */
+        const float s = (float)(0.3 + 2.7 * kvc_rng_unit(&r));
+        for (size_t c = 0; c < D; c++) k[j * D + c] *= s, v[j * D + c] *= s;
+    }
+    for (size_t mi = 0; mi < kvc_method_count(); mi++) {
+        const kvc_method m = kvc_method_at(mi);
+        const kvc_method_ops *ops = kvc_method_ops_of(m);
+        for (unsigned t = 1; t < KVC_DTYPE_COUNT; t++) {
+            if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
+            kvc_stream_config cf = kvc_stream_config_default(m, D, D, m == KVC_METHOD_EXACT ? 512 : 128, 5);
+            cf.n_sink = 8, cf.n_window = 16, cf.prefix_len = (uint32_t)n;
+            kvc_stream_config cq = cf;
+            cq.dtype = (kvc_dtype)t;
+            kvc_stream *sf = tu_stream(&cf), *sq = tu_stream(&cq), *sq2 = tu_stream(&cq);
+            const size_t bq = kvc_stream_arena_size(&cq);
+            CHECK(bq < kvc_stream_arena_size(&cf));
+            double worst = 0.0;
+            size_t bounded = 0;
+            for (size_t j = 0; j < n; j++) {
+                CHECK(kvc_stream_append(sf, NULL, k + j * D, v + j * D) == KVC_OK);
+                CHECK(kvc_stream_append(sq, NULL, k + j * D, v + j * D) == KVC_OK);
+                CHECK(kvc_stream_append(sq2, NULL, k + j * D, v + j * D) == KVC_OK);
+                if (j % 7 != 0 && j != n - 1) continue;
+                float zf[NQ * D], zq[NQ * D];
+                const kvc_status rf = kvc_stream_attend(sf, NULL, q + j * NQ * D, NQ, zf);
+                const kvc_status rq = kvc_stream_attend(sq, NULL, q + j * NQ * D, NQ, zq);
+                CHECK(rq == KVC_OK || rq == KVC_E_RANGE);
+                for (size_t i = 0; i < NQ * D; i++) CHECK(isfinite(zq[i]));
+                kvc_view vf, vq;
+                CHECK(kvc_stream_view(sf, &vf) == KVC_OK && kvc_stream_view(sq, &vq) == KVC_OK);
+                if (ops->choices_read_values) continue;
+                CHECK_MSG(same_structure(&vf, &vq), "%s %s token %zu: entries or weights differ", ops->name,
+                          kvc_dtype_name((kvc_dtype)t), j);
+                if (rf != KVC_OK || rq != KVC_OK) continue;
+                for (size_t h = 0; h < NQ; h++)
+                    CHECK_MSG(check_bound(&vf, &vq, q + (j * NQ + h) * D, zf + h * D, zq + h * D, &worst), "%s %s token %zu",
+                              ops->name, kvc_dtype_name((kvc_dtype)t), j);
+                bounded++;
+            }
+            CHECK(kvc_stream_validate(sq, bq) == KVC_OK);
+            CHECK(memcmp(sq, sq2, bq) == 0); /* deterministic */
+            if (ops->choices_read_values)
+                printf("%-18s %-5s arena %6zu B (f32 %6zu): valid, deterministic, finite (choices read values)\n", ops->name,
+                       kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf));
+            else
+                printf("%-18s %-5s arena %6zu B (f32 %6zu): same entries and weights; %zu queries within the bound "
+                       "(largest error / bound %.3f)\n",
+                       ops->name, kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf), bounded * NQ, worst);
+            free(sf), free(sq), free(sq2);
+        }
+    }
+    free(k), free(v), free(q);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const kvc_test_case cases[] = {{"row_kernels_round_trip", row_kernels_round_trip},
+                                          {"every_method_every_dtype", every_method_every_dtype}};
+    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
