@@ -20,6 +20,7 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 #include "methods.h"
+#include "ref/rows_typed.h"
 
 #define D ((size_t)16)
 #define NQ ((size_t)2)
@@ -69,6 +70,10 @@ static int row_kernels_round_trip(void)
         for (size_t c = 0; c < dim; c++) mag += fabs((double)y[c] * x[c]);
         CHECK(fabs(rk(KVC_DTYPE_I8)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
     }
+    /* the trusted rounding contract: half away from zero, clamped to [-127, 127] */
+    static const double in[] = {0.5, -0.5, 1.49999, 126.5, 127.4, 1e30, -1e30, -126.5, 0.0, -0.49};
+    static const int want_q[] = {1, -1, 1, 127, 127, 127, -127, -127, 0, 0};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) CHECK_MSG(kvc_round_clamp127(in[i]) == want_q[i], "%g", in[i]);
     /* f16 extremes: saturation at 65504, NaN stays NaN, the smallest subnormal */
     float big[3] = {1e6f, -7e4f, 6e-8f};
     rk(KVC_DTYPE_F16)->store(row, big, 3);

@@ -6,9 +6,8 @@
 
 extern const kvc_kernels kvc_kernels_ref_table;
 
-/* IEEE binary16 round-to-nearest-even; finite inputs saturate at +-65504. */
-uint16_t kvc_f32_to_f16(float f);
-float kvc_f16_to_f32(uint16_t h);
+/* IEEE binary16 round-to-nearest-even (finite inputs saturate at +-65504): rows_typed.h */
+#include "rows_typed.h"
 
 kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
                                    void *work, size_t work_bytes);

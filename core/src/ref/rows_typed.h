@@ -1,0 +1,170 @@
+/* The reference row kernels on typed pointers, with the ACSL contracts WP
+ * proves (verify/, job wp_rows): every read and write inside the row and the
+ * vector, nothing else assigned. rows_ref.c wraps them into the table's
+ * `void *row` entries (an int8 row is [f32 scale][dim int8][padding]).
+ * dim is a head dimension: 1 .. KVC_MAX_HEAD_DIM (256). */
+#ifndef KVC_ROWS_TYPED_H
+#define KVC_ROWS_TYPED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- f32 ---- */
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(r + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    requires \separated(r + (0 .. dim - 1), x + (0 .. dim - 1));
+    assigns r[0 .. dim - 1];
+*/
+void kvc_k_f32_copy__ref(float *r, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f32_dot_f64__ref(const float *r, const double *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(a + (0 .. dim - 1)) && \valid_read(b + (0 .. dim - 1));
+    requires mu == \null || \valid_read(mu + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f32_dot_rows__ref(const float *a, const float *b, const double *mu, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(acc + (0 .. dim - 1)) && \valid_read(r + (0 .. dim - 1));
+    requires \separated(acc + (0 .. dim - 1), r + (0 .. dim - 1));
+    assigns acc[0 .. dim - 1];
+*/
+void kvc_k_f32_axpy__ref(double *acc, double p, const float *r, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f32_absmax__ref(const float *r, size_t dim);
+
+/* ---- f16 (binary16 bits); the conversions are trusted like the libm
+   wrappers (bit casts WP does not model) and checked by tests/unit/test_dtype ---- */
+
+/*@ assigns \nothing; */
+uint16_t kvc_f32_to_f16(float f);
+
+/*@ assigns \nothing; */
+float kvc_f16_to_f32(uint16_t h);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(r + (0 .. dim + dim % 2 - 1)) && \valid_read(x + (0 .. dim - 1));
+    requires \separated(r + (0 .. dim + dim % 2 - 1), x + (0 .. dim - 1));
+    assigns r[0 .. dim + dim % 2 - 1];
+*/
+void kvc_k_f16_store__ref(uint16_t *r, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1)) && \valid(x + (0 .. dim - 1));
+    requires \separated(r + (0 .. dim - 1), x + (0 .. dim - 1));
+    assigns x[0 .. dim - 1];
+*/
+void kvc_k_f16_load__ref(const uint16_t *r, float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f16_dot_f32__ref(const uint16_t *r, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f16_dot_f64__ref(const uint16_t *r, const double *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(a + (0 .. dim - 1)) && \valid_read(b + (0 .. dim - 1));
+    requires mu == \null || \valid_read(mu + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f16_dot_rows__ref(const uint16_t *a, const uint16_t *b, const double *mu, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f16_sqdist_f32__ref(const uint16_t *r, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(acc + (0 .. dim - 1)) && \valid_read(r + (0 .. dim - 1));
+    requires \separated(acc + (0 .. dim - 1), r + (0 .. dim - 1));
+    assigns acc[0 .. dim - 1];
+*/
+void kvc_k_f16_axpy__ref(double *acc, double p, const uint16_t *r, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(r + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_f16_absmax__ref(const uint16_t *r, size_t dim);
+
+/* t rounded half away from zero and clamped to [-127, 127] (trusted like the
+   f16 conversions: float-to-int rounding is beyond the provers; the unit
+   tests check the contract). */
+/*@ assigns \nothing;
+    ensures -127 <= \result <= 127;
+*/
+int kvc_round_clamp127(double t);
+
+/* ---- int8: q holds dim values padded with zeros to a multiple of 4; s is the row's scale ---- */
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(q + (0 .. (dim + 3) / 4 * 4 - 1)) && \valid_read(x + (0 .. dim - 1));
+    requires \separated(q + (0 .. (dim + 3) / 4 * 4 - 1), x + (0 .. dim - 1));
+    assigns q[0 .. (dim + 3) / 4 * 4 - 1];
+*/
+float kvc_k_i8_quantise__ref(int8_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid(x + (0 .. dim - 1));
+    requires \separated(q + (0 .. dim - 1), x + (0 .. dim - 1));
+    assigns x[0 .. dim - 1];
+*/
+void kvc_k_i8_load__ref(float s, const int8_t *q, float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_i8_dot_f32__ref(float s, const int8_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_i8_dot_f64__ref(float s, const int8_t *q, const double *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(qa + (0 .. dim - 1)) && \valid_read(qb + (0 .. dim - 1));
+    requires mu == \null || \valid_read(mu + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_i8_dot_rows__ref(float sa, const int8_t *qa, float sb, const int8_t *qb, const double *mu, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_i8_sqdist_f32__ref(float s, const int8_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(acc + (0 .. dim - 1)) && \valid_read(q + (0 .. dim - 1));
+    requires \separated(acc + (0 .. dim - 1), q + (0 .. dim - 1));
+    assigns acc[0 .. dim - 1];
+*/
+void kvc_k_i8_axpy__ref(double *acc, double p, float s, const int8_t *q, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_i8_absmax__ref(float s, const int8_t *q, size_t dim);
+
+#endif
