@@ -158,15 +158,15 @@ int kvc_bench_decode(int argc, char **argv)
         dec *x = &d[g];
         if (x->status == 1) {
             uint64_t el, peak;
-            kvc_cache_usage(x->cache, &el, &peak);
+            kvc_cache_usage_bytes(x->cache, &el, &peak);
             double ratio[64], tps[64];
             for (int r = 0; r < (int)rounds; r++) ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];
             const double mt = median(tps, (int)rounds), mr = median(ratio, (int)rounds);
             printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s,
-                   peak * (uint64_t)sizeof(float));
+                   peak);
             if (csv)
                 fprintf(csv, "%s,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
-                        o.cfg[g].pct, N, (int)steps, (int)rounds, mt, mr, x->build_s, peak * (uint64_t)sizeof(float));
+                        o.cfg[g].pct, N, (int)steps, (int)rounds, mt, mr, x->build_s, peak);
         } else {
             printf("%-26s %10s\n", o.cfg[g].label, x->status == -1 ? "n/a" : "error");
             if (x->status == -1) printf("  n/a: %s\n", x->why);

@@ -63,8 +63,8 @@ static void run_cfg(void *vctx, int g, int wid)
     r->seconds = kvc_bench_now() - t0;
     if (st == KVC_OK) {
         uint64_t el, peak;
-        kvc_cache_usage(cache, &el, &peak);
-        r->peak_bytes = peak * sizeof(float);
+        kvc_cache_usage_bytes(cache, &el, &peak);
+        r->peak_bytes = peak;
         r->status = 1;
     } else {
         fprintf(stderr, "\nkvc bench ppl: %s failed in tokens %d..%d: %s\n", o->cfg[g].label, r->done,

@@ -23,13 +23,9 @@
 
 static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed, const char *dir)
 {
-    char sn[32], sd[32], ss[32];
-    snprintf(sn, sizeof sn, "%" PRIu64, n);
-    snprintf(sd, sizeof sd, "%" PRIu64, d);
-    snprintf(ss, sizeof ss, "%" PRIu64, seed);
-    char *synth_argv[] = {"synth", "--kind", "clustered", "--n", sn, "--d", sd, "--seed", ss, "--out", (char *)dir, NULL};
-    printf("$ kvc synth --kind clustered --n %s --d %s --seed %s --out %s\n", sn, sd, ss, dir);
-    if (kvc_cmd_synth(11, synth_argv) != 0) return 1;
+    const kvc_synth_params sp = {"clustered", n, d, 0, seed, 0, 0, dir};
+    printf("$ kvc synth --kind clustered --n %" PRIu64 " --d %" PRIu64 " --seed %" PRIu64 " --out %s\n", n, d, seed, dir);
+    if (kvc_synth_run(&sp) != 0) return 1;
     kvc_trace tr;
     if (kvc_trace_load(dir, 0, &tr)) return 1;
     printf("\n%-18s %8s %12s %12s %12s %10s %12s\n", "method", "budget", "mean_rel", "p99_rel", "mean_norm",
@@ -55,16 +51,16 @@ static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed
 
 static int model_demo(const char *model, const char *tok, const char *text, int ctx, uint64_t seed)
 {
-    char quarter[32], steps[32], ss[32];
-    snprintf(quarter, sizeof quarter, "%d", ctx / 4);
-    snprintf(steps, sizeof steps, "%d", ctx / 2);
-    snprintf(ss, sizeof ss, "%" PRIu64, seed);
     const char *methods[2] = {"exact", "subgen"};
     for (int i = 0; i < 2; i++) {
-        printf("$ kvc generate --method %s%s%s --steps %s\n", methods[i], i ? " --budget " : "", i ? quarter : "", steps);
-        char *argv[] = {"generate", "--model", (char *)model, "--tokenizer", (char *)tok, "--method", (char *)methods[i],
-                        "--steps", steps, "--seed", ss, i ? "--budget" : NULL, quarter, NULL};
-        if (kvc_cmd_generate(i ? 13 : 11, argv) != 0) return 1;
+        if (i) printf("$ kvc generate --method %s --budget %d --steps %d\n", methods[i], ctx / 4, ctx / 2);
+        else printf("$ kvc generate --method %s --steps %d\n", methods[i], ctx / 2);
+        kvc_generate_params gp;
+        memset(&gp, 0, sizeof gp);
+        gp.model = model, gp.tokenizer = tok, gp.method = methods[i], gp.prompt = "";
+        gp.steps = (uint64_t)(ctx / 2), gp.seed = seed, gp.sink = 32, gp.window = 32;
+        gp.budget = i ? (uint64_t)(ctx / 4) : 0;
+        if (kvc_generate_run(&gp, NULL) != 0) return 1;
         printf("\n");
     }
     printf("$ kvc ppl --text %s --method M --budget B   (context %d; budgets 25%% and 50%%)\n", text, ctx);
@@ -88,45 +84,33 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
     return 0;
 }
 
+static void demo_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc demo [--model M.bin --tokenizer T.bin] [--text FILE] [--synthetic]\n"
+               "                [--n N] [--d D] [--budget B] [--seed S] [--dir DIR]\n"
+               "  With the stories260K model: generation and a perplexity table on FILE (default\n"
+               "  tests/data/story.txt). Otherwise, or with --synthetic: a clustered synthetic trace\n"
+               "  (defaults --n 8192 --d 64 --budget 512 --seed 1 --dir out/demo-trace).\n");
+}
+
 int kvc_cmd_demo(int argc, char **argv)
 {
-    uint64_t n = 8192, d = 64, budget = 512, seed = 1;
-    const char *dir = "out/demo-trace", *model = NULL, *tok = NULL, *text = "tests/data/story.txt";
+    uint64_t n = 8192, d = 64;
+    const char *dir = "out/demo-trace", *text = "tests/data/story.txt";
     int synthetic = 0;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc demo [--model M.bin --tokenizer T.bin] [--text FILE] [--synthetic]\n"
-                   "                [--n N] [--d D] [--budget B] [--seed S] [--dir DIR]\n"
-                   "  With the stories260K model: generation and a perplexity table on FILE (default\n"
-                   "  tests/data/story.txt). Otherwise, or with --synthetic: a clustered synthetic trace\n"
-                   "  (defaults --n 8192 --d 64 --budget 512 --seed 1 --dir out/demo-trace).\n");
-            return 0;
-        }
-        if (!strcmp(a, "--synthetic")) {
-            synthetic = 1;
-            i--;
-            continue;
-        }
-        if (!val) {
-            fprintf(stderr, "kvc demo: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--n")) bad = kvc_cli_u64(a, val, 2, 1u << 20, &n);
-        else if (!strcmp(a, "--d")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_HEAD_DIM, &d);
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
-        else if (!strcmp(a, "--seed")) bad = kvc_cli_u64(a, val, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "--dir")) dir = val;
-        else if (!strcmp(a, "--model")) model = val;
-        else if (!strcmp(a, "--tokenizer")) tok = val;
-        else if (!strcmp(a, "--text")) text = val;
-        else {
-            fprintf(stderr, "kvc demo: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (bad) return 2;
-    }
+    kvc_common_flags cf = kvc_common_flags_default();
+    cf.budget = 512;
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "mtbs", fl, 0);
+    fl[nf++] = (kvc_flag){"--text", 's', &text, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--synthetic", 'b', &synthetic, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--n", 'u', &n, 2, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--d", 'u', &d, 1, KVC_MAX_HEAD_DIM, NULL};
+    fl[nf++] = (kvc_flag){"--dir", 's', &dir, 0, 0, NULL};
+    const int prc = kvc_cli_parse("demo", argc, argv, fl, nf, NULL, demo_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model = cf.model, *tok = cf.tokenizer;
+    const uint64_t budget = cf.budget, seed = cf.seed;
     if (!synthetic) {
         kvc_model_paths(&model, &tok);
         FILE *f = fopen(model, "rb");

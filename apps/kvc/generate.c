@@ -166,23 +166,32 @@ static void generate_usage(FILE *f)
 
 int kvc_cmd_generate(int argc, char **argv)
 {
-    const char *prompt = "";
-    uint64_t steps = 256;
-    double temp = 0.0;
+    kvc_generate_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = "", p.steps = 256, p.temp = 0.0;
     kvc_common_flags cf = kvc_common_flags_default();
     cf.method = "exact";
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtMbskw", fl, 0);
-    fl[nf++] = (kvc_flag){"--prompt", 's', &prompt, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--temp", 'f', &temp, 0.0, 100.0, NULL};
+    fl[nf++] = (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &p.steps, 1, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--temp", 'f', &p.temp, 0.0, 100.0, NULL};
     const int prc = kvc_cli_parse("generate", argc, argv, fl, nf, &mo, generate_usage);
     if (prc) return prc == 1 ? 0 : 2;
-    const char *model_path = cf.model, *tok_path = cf.tokenizer, *method_name = cf.method;
-    uint64_t budget = cf.budget;
-    const uint64_t seed = cf.seed, sink = cf.sink, window = cf.window;
+    p.model = cf.model, p.tokenizer = cf.tokenizer, p.method = cf.method;
+    p.budget = cf.budget, p.seed = cf.seed, p.sink = cf.sink, p.window = cf.window;
+    return kvc_generate_run(&p, &mo);
+}
+
+int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
+{
+    const char *model_path = p->model, *tok_path = p->tokenizer, *method_name = p->method ? p->method : "exact";
+    const char *prompt = p->prompt ? p->prompt : "";
+    uint64_t budget = p->budget, steps = p->steps ? p->steps : 256;
+    const uint64_t seed = p->seed, sink = p->sink, window = p->window;
+    const double temp = p->temp;
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
         char names[512];
@@ -209,7 +218,7 @@ int kvc_cmd_generate(int argc, char **argv)
     budget = kvc_cli_clamp_budget("generate", budget, usable, "model's context length");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
     sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
-    kvc_method_opts_apply(&mo, &sc);
+    if (mo) kvc_method_opts_apply(mo, &sc);
     if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
@@ -269,13 +278,13 @@ int kvc_cmd_generate(int argc, char **argv)
     (void)prev;
     double dt = now_s() - t0;
     uint64_t el, peak;
-    kvc_cache_usage(cache, &el, &peak);
+    kvc_cache_usage_bytes(cache, &el, &peak);
     const double exact_bytes = (double)pos * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * sizeof(float);
     printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s, budget %" PRIu64
            " tokens/stream; cache holds %.0f B of k/v (peak %.0f B) vs %.0f B for the exact cache"
            " of %d tokens; arena %zu B\n",
-           pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el * 4.0,
-           (double)peak * 4.0, exact_bytes, pos, bytes);
+           pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el,
+           (double)peak, exact_bytes, pos, bytes);
     rc = 0;
 done:
     free(arena), free(ptoks);

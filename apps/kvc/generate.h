@@ -2,6 +2,20 @@
 #define KVC_APP_GENERATE_H
 /** `kvc generate`: text from a llama2.c model on a compressed cache. */
 int kvc_cmd_generate(int argc, char **argv);
+
+#include <stdint.h>
+
+/** What `kvc generate` runs (paths as kvc_model_paths fills them when NULL;
+ *  budget 0 = the model's context; steps 0 = 256; temp 0 = greedy). */
+typedef struct kvc_generate_params {
+    const char *model, *tokenizer, *prompt, *method;
+    uint64_t steps, budget, seed, sink, window;
+    double temp;
+} kvc_generate_params;
+
+struct kvc_method_opts;
+/** Generate and print; @p mo (may be NULL) holds method flags and --dtype. 0 ok, 1 failure, 2 usage. */
+int kvc_generate_run(const kvc_generate_params *p, const struct kvc_method_opts *mo);
 /** Fill unset model/tokenizer paths from $KVC_MODEL, $KVC_TOKENIZER, $KVC_MODEL_DIR
  *  (default ../shared/models/stories260K). */
 int kvc_model_paths(const char **model, const char **tok);

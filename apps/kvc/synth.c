@@ -129,7 +129,7 @@ typedef struct synth_opts {
     size_t n, d, dv, clusters, rank;
     uint64_t seed;
     const char *out;
-    int have_kind, have_n, have_d, have_dv, have_seed, have_out, have_clusters, have_rank;
+    int have_clusters, have_rank;
 } synth_opts;
 
 typedef struct synth_stats {
@@ -171,170 +171,43 @@ static void synth_usage(FILE *f)
             SYNTH_DEF_RANK, SYNTH_SAMPLE_QUERIES);
 }
 
-/* Decimal digits only (no sign, blanks or prefixes); 0 on success. */
-static int parse_u64(const char *s, uint64_t *out)
+/* The checked parameters of a run, into the generator's options; 0 on success, 2 (message printed) otherwise. */
+static int synth_resolve(const kvc_synth_params *p, synth_opts *o)
 {
-    uint64_t v = 0;
-    if (s == NULL || *s == '\0') return -1;
-    for (; *s != '\0'; s++) {
-        unsigned digit;
-        if (*s < '0' || *s > '9') return -1;
-        digit = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - digit) / 10u) return -1;
-        v = v * 10u + digit;
-    }
-    *out = v;
-    return 0;
-}
-
-/* Parse an integer flag value into [lo, hi]; prints the error itself. */
-static int parse_range(const char *flag, const char *val, uint64_t lo, uint64_t hi,
-                       const char *range_text, size_t *out)
-{
-    uint64_t v = 0;
-    if (parse_u64(val, &v) != 0 || v < lo || v > hi) {
-        fprintf(stderr, "kvc synth: %s must be an integer in %s (got '%s')\n", flag, range_text,
-                val);
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
-static int seen_twice(const char *flag, int *have)
-{
-    if (*have) {
-        fprintf(stderr, "kvc synth: %s given more than once\n", flag);
-        return -1;
-    }
-    *have = 1;
-    return 0;
-}
-
-/* Returns 0 to go on, 2 on a usage error, 3 when --help was handled. */
-static int synth_parse(int argc, char **argv, synth_opts *o)
-{
-    char range_n[32], range_dim[32], range_cl[32];
-    snprintf(range_n, sizeof range_n, "1..%u", SYNTH_MAX_N);
-    snprintf(range_dim, sizeof range_dim, "1..%u", SYNTH_MAX_DIM);
-    snprintf(range_cl, sizeof range_cl, "1..%u", SYNTH_MAX_CLUSTERS);
-
     memset(o, 0, sizeof *o);
-    o->clusters = SYNTH_DEF_CLUSTERS;
-    o->rank = SYNTH_DEF_RANK;
-
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        char name[32];
-        const char *val = NULL;
-        const char *eq;
-        size_t len;
-
-        if (arg == NULL) continue;
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            synth_usage(stdout);
-            return 3;
-        }
-        if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, "kvc synth: unexpected argument '%s' (see kvc synth --help)\n", arg);
-            return 2;
-        }
-        eq = strchr(arg, '=');
-        len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-        if (len >= sizeof name) {
-            fprintf(stderr, "kvc synth: unknown flag '%s' (see kvc synth --help)\n", arg);
-            return 2;
-        }
-        memcpy(name, arg, len);
-        name[len] = '\0';
-
-        if (strcmp(name, "--kind") != 0 && strcmp(name, "--n") != 0 && strcmp(name, "--d") != 0 &&
-            strcmp(name, "--dv") != 0 && strcmp(name, "--seed") != 0 &&
-            strcmp(name, "--out") != 0 && strcmp(name, "--clusters") != 0 &&
-            strcmp(name, "--rank") != 0) {
-            fprintf(stderr, "kvc synth: unknown flag '%s' (see kvc synth --help)\n", name);
-            return 2;
-        }
-        if (eq != NULL) {
-            val = eq + 1;
-        } else if (i + 1 < argc && argv[i + 1] != NULL) {
-            val = argv[++i];
-        } else {
-            fprintf(stderr, "kvc synth: %s needs a value\n", name);
-            return 2;
-        }
-
-        if (strcmp(name, "--kind") == 0) {
-            size_t k;
-            if (seen_twice(name, &o->have_kind)) return 2;
-            for (k = 0; k < sizeof synth_kind_names / sizeof synth_kind_names[0]; k++)
-                if (strcmp(val, synth_kind_names[k]) == 0) break;
-            if (k == sizeof synth_kind_names / sizeof synth_kind_names[0]) {
-                fprintf(stderr,
-                        "kvc synth: --kind must be one of clustered, gaussian, heavy-values, "
-                        "lowrank (got '%s')\n",
-                        val);
-                return 2;
-            }
-            o->kind = (synth_kind)k;
-        } else if (strcmp(name, "--n") == 0) {
-            if (seen_twice(name, &o->have_n)) return 2;
-            if (parse_range(name, val, 1, SYNTH_MAX_N, range_n, &o->n)) return 2;
-        } else if (strcmp(name, "--d") == 0) {
-            if (seen_twice(name, &o->have_d)) return 2;
-            if (parse_range(name, val, 1, SYNTH_MAX_DIM, range_dim, &o->d)) return 2;
-        } else if (strcmp(name, "--dv") == 0) {
-            if (seen_twice(name, &o->have_dv)) return 2;
-            if (parse_range(name, val, 1, SYNTH_MAX_DIM, range_dim, &o->dv)) return 2;
-        } else if (strcmp(name, "--seed") == 0) {
-            if (seen_twice(name, &o->have_seed)) return 2;
-            if (parse_u64(val, &o->seed) != 0) {
-                fprintf(stderr,
-                        "kvc synth: --seed must be a decimal integer in 0..%llu (got '%s')\n",
-                        (unsigned long long)UINT64_MAX, val);
-                return 2;
-            }
-        } else if (strcmp(name, "--out") == 0) {
-            if (seen_twice(name, &o->have_out)) return 2;
-            if (*val == '\0') {
-                fprintf(stderr, "kvc synth: --out must be a non-empty directory path\n");
-                return 2;
-            }
-            o->out = val;
-        } else if (strcmp(name, "--clusters") == 0) {
-            if (seen_twice(name, &o->have_clusters)) return 2;
-            if (parse_range(name, val, 1, SYNTH_MAX_CLUSTERS, range_cl, &o->clusters)) return 2;
-        } else { /* --rank: its upper bound D is checked once D is known */
-            if (seen_twice(name, &o->have_rank)) return 2;
-            if (parse_range(name, val, 1, SYNTH_MAX_DIM, "1..D (the --d value)", &o->rank))
-                return 2;
-        }
+    size_t k = 0;
+    if (p->kind != NULL)
+        for (; k < sizeof synth_kind_names / sizeof synth_kind_names[0]; k++)
+            if (strcmp(p->kind, synth_kind_names[k]) == 0) break;
+    if (p->kind == NULL || k == sizeof synth_kind_names / sizeof synth_kind_names[0]) {
+        fprintf(stderr, "kvc synth: --kind must be one of clustered, gaussian, heavy-values, lowrank (got '%s')\n",
+                p->kind ? p->kind : "");
+        return 2;
     }
-
-    {
-        static const char *const req[] = {"--kind", "--n", "--d", "--seed", "--out"};
-        const int have[] = {o->have_kind, o->have_n, o->have_d, o->have_seed, o->have_out};
-        for (size_t r = 0; r < sizeof req / sizeof req[0]; r++) {
-            if (!have[r]) {
-                fprintf(stderr, "kvc synth: missing required flag %s (see kvc synth --help)\n",
-                        req[r]);
-                return 2;
-            }
-        }
+    if (p->out == NULL || *p->out == '\0') {
+        fprintf(stderr, "kvc synth: --out must be a non-empty directory path\n");
+        return 2;
     }
-    if (!o->have_dv) o->dv = o->d;
-    if (!o->have_rank && o->rank > o->d) o->rank = o->d; /* default min(4, D) */
+    if (p->n < 1 || p->n > SYNTH_MAX_N || p->d < 1 || p->d > SYNTH_MAX_DIM || p->dv > SYNTH_MAX_DIM ||
+        p->clusters > SYNTH_MAX_CLUSTERS) {
+        fprintf(stderr, "kvc synth: n must be in 1..%u, d and dv in 1..%u, clusters in 1..%u\n", SYNTH_MAX_N,
+                SYNTH_MAX_DIM, SYNTH_MAX_CLUSTERS);
+        return 2;
+    }
+    o->kind = (synth_kind)k;
+    o->n = (size_t)p->n, o->d = (size_t)p->d, o->dv = p->dv ? (size_t)p->dv : (size_t)p->d;
+    o->seed = p->seed, o->out = p->out;
+    o->clusters = p->clusters ? (size_t)p->clusters : SYNTH_DEF_CLUSTERS;
+    o->have_clusters = p->clusters != 0, o->have_rank = p->rank != 0;
+    o->rank = p->rank ? (size_t)p->rank : (SYNTH_DEF_RANK < o->d ? SYNTH_DEF_RANK : o->d); /* default min(4, D) */
     if (o->rank > o->d) {
-        fprintf(stderr, "kvc synth: --rank must be an integer in 1..%zu (= --d) (got %zu)\n", o->d,
-                o->rank);
+        fprintf(stderr, "kvc synth: --rank must be an integer in 1..%zu (= --d) (got %zu)\n", o->d, o->rank);
         return 2;
     }
     if (o->have_clusters && o->kind != SYNTH_CLUSTERED)
-        fprintf(stderr, "kvc synth: note: --clusters is ignored for --kind %s\n",
-                synth_kind_names[o->kind]);
+        fprintf(stderr, "kvc synth: note: --clusters is ignored for --kind %s\n", synth_kind_names[o->kind]);
     if (o->have_rank && o->kind != SYNTH_LOWRANK)
-        fprintf(stderr, "kvc synth: note: --rank is ignored for --kind %s\n",
-                synth_kind_names[o->kind]);
+        fprintf(stderr, "kvc synth: note: --rank is ignored for --kind %s\n", synth_kind_names[o->kind]);
     return 0;
 }
 
@@ -697,15 +570,40 @@ static int save_one(const char *dir, const char *file, const float *data, size_t
 
 int kvc_cmd_synth(int argc, char **argv)
 {
+    kvc_synth_params p;
+    memset(&p, 0, sizeof p);
+    int have_kind = 0, have_n = 0, have_d = 0, have_seed = 0, have_out = 0;
+    const kvc_flag fl[] = {
+        {"--kind", 's', &p.kind, 0, 0, &have_kind},
+        {"--n", 'u', &p.n, 1, SYNTH_MAX_N, &have_n},
+        {"--d", 'u', &p.d, 1, SYNTH_MAX_DIM, &have_d},
+        {"--dv", 'u', &p.dv, 1, SYNTH_MAX_DIM, NULL},
+        {"--seed", 'u', &p.seed, 0, 18446744073709551615.0, &have_seed},
+        {"--out", 's', &p.out, 0, 0, &have_out},
+        {"--clusters", 'u', &p.clusters, 1, SYNTH_MAX_CLUSTERS, NULL},
+        {"--rank", 'u', &p.rank, 1, SYNTH_MAX_DIM, NULL},
+    };
+    const int prc = kvc_cli_parse("synth", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, synth_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    static const char *const req[] = {"--kind", "--n", "--d", "--seed", "--out"};
+    const int have[] = {have_kind, have_n, have_d, have_seed, have_out};
+    for (size_t r = 0; r < sizeof req / sizeof req[0]; r++)
+        if (!have[r]) {
+            fprintf(stderr, "kvc synth: missing required flag %s (see kvc synth --help)\n", req[r]);
+            return 2;
+        }
+    return kvc_synth_run(&p);
+}
+
+int kvc_synth_run(const kvc_synth_params *p)
+{
     synth_opts o;
     synth_stats st;
     float *q = NULL, *k = NULL, *v = NULL;
     double *mu = NULL;
     int rc, ret = 1;
 
-    rc = synth_parse(argc, argv, &o);
-    if (rc == 3) return 0;
-    if (rc != 0) return 2;
+    if (synth_resolve(p, &o) != 0) return 2;
 
     if (o.n > SIZE_MAX / sizeof(float) / SYNTH_MAX_DIM) {
         fprintf(stderr, "kvc synth: --n %zu is too large for this platform\n", o.n);

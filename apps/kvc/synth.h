@@ -31,6 +31,19 @@ extern "C" {
  */
 int kvc_cmd_synth(int argc, char **argv);
 
+#include <stdint.h>
+
+/** What `kvc synth` writes: 0 in dv, clusters, rank means the default (dv = d,
+ *  32 clusters, rank min(4, d)). */
+typedef struct kvc_synth_params {
+    const char *kind; /**< clustered | gaussian | heavy-values | lowrank */
+    uint64_t n, d, dv, seed, clusters, rank;
+    const char *out;  /**< directory (created with its parents) */
+} kvc_synth_params;
+
+/** Write the trace and print its summary line; same return codes as kvc_cmd_synth. */
+int kvc_synth_run(const kvc_synth_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -275,3 +275,14 @@ kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *pea
     if (peak_elements) *peak_elements = p;
     return KVC_OK;
 }
+
+kvc_status kvc_cache_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes)
+{
+    uint64_t e, p;
+    const kvc_status rc = kvc_cache_usage(c, &e, &p);
+    if (rc != KVC_OK) return rc;
+    const double per = kvc_element_bytes(c->cfg.stream.dtype, c->cfg.head_dim);
+    if (bytes) *bytes = (uint64_t)((double)e * per + 0.5);
+    if (peak_bytes) *peak_bytes = (uint64_t)((double)p * per + 0.5);
+    return KVC_OK;
+}

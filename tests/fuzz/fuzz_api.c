@@ -12,8 +12,12 @@
  *    outputs, arena bytes);
  *  - a corrupted copy gives a status or succeeds, never a crash (ASan);
  *  - outputs are finite, and inside the hull of the appended values (within
- *    rounding) for the methods whose estimator is a convex combination:
- *    exact, sink-window, uniform, express, express-prefill, balancekv-prefill.
+ *    rounding and the storage type's quantisation) whenever the view is a
+ *    convex combination (every segment in both sets: read from the view,
+ *    not from a list of methods);
+ *  - the batched attend of one position gives kvc_stream_attend's bits, its
+ *    masses are >= 0 and sum to one per query over the denominator set, and
+ *    observe / prefill_queries accept them (storage types f32, f16, int8).
  * The seed corpus (corpus/api, make_api_corpus.py) is replayed under ctest. */
 #include <math.h>
 #include <stdint.h>
@@ -63,10 +67,15 @@ static int method_at(uint8_t b)
     return want < kvc_method_count() ? (int)kvc_method_at(want) : 200;
 }
 
-static int convex(kvc_method m)
+/* The estimator is a convex combination of cached values when every segment
+ * of the view is in both sets (numerator weights = denominator weights). */
+static int convex(const kvc_stream *st)
 {
-    return m == KVC_METHOD_EXACT || m == KVC_METHOD_SINK_WINDOW || m == KVC_METHOD_UNIFORM ||
-           m == KVC_METHOD_EXPRESS || m == KVC_METHOD_EXPRESS_PREFILL || m == KVC_METHOD_BALANCEKV_PREFILL;
+    kvc_view v;
+    if (kvc_stream_view(st, &v) != KVC_OK) return 0;
+    for (size_t i = 0; i < v.n_seg; i++)
+        if (v.seg[i].n > 0 && v.seg[i].role != KVC_SET_BOTH) return 0;
+    return 1;
 }
 
 static kvc_stream_config read_config(reader *r)
@@ -82,7 +91,7 @@ static kvc_stream_config read_config(reader *r)
     kvc_stream_config c = kvc_stream_config_default((kvc_method)method, d, dv, budget, seed);
     c.n_sink = u8(r) % 40;
     c.n_window = u8(r) % 40;
-    if (u8(r) % 4 == 0) c.dtype = (kvc_dtype)(u8(r) % 4);
+    if (u8(r) % 4 == 0) c.dtype = (kvc_dtype)(u8(r) % (KVC_DTYPE_COUNT + 1)); /* + one unknown value */
     if (u8(r) % 4 == 0) c.beta = small_float(r, fparams, 11);
     c.prefix_len = u16(r) % 700;
     const uint8_t which = u8(r);
@@ -159,6 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const size_t d = plan.d, dv = plan.dv;
     float k[MAXD], v[MAXD], q[3 * MAXD], za[3 * MAXD], zb[3 * MAXD], lo[MAXD], hi[MAXD];
     for (size_t c = 0; c < MAXD; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
+    float vmax = 0.0f; /* largest |value| appended: int8 rows quantise with steps of max|row| / 127 */
+    size_t last_nq = 0;
     unsigned char *before = malloc(bytes);
     uint32_t appended = 0;
     for (uint32_t op = 0; op < MAX_OPS && r.at < r.n; op++) {
@@ -189,7 +200,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 REQUIRE(memcmp(before, a.arena, bytes) == 0);
             } else {
                 appended++;
-                for (size_t c = 0; c < dv; c++) lo[c] = fminf(lo[c], v[c]), hi[c] = fmaxf(hi[c], v[c]);
+                for (size_t c = 0; c < dv; c++) {
+                    lo[c] = fminf(lo[c], v[c]), hi[c] = fmaxf(hi[c], v[c]);
+                    vmax = fmaxf(vmax, fabsf(v[c]));
+                }
             }
             break;
         }
@@ -201,9 +215,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 finite &= isfinite(q[c]) != 0;
             }
             const kvc_status ra = kvc_stream_attend(a.st, NULL, q, nq, za);
+            const int cvx = convex(a.st);
+            if (finite) last_nq = nq;
             if (appended == 0) REQUIRE(ra == KVC_E_STATE);
             else if (!finite) REQUIRE(ra == KVC_E_NONFINITE);
-            else REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !convex(cfg.method)));
+            else REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !cvx));
             if (b.st) {
                 REQUIRE(kvc_stream_attend(b.st, NULL, q, nq, zb) == ra);
                 if (ra == KVC_OK) REQUIRE(memcmp(za, zb, nq * dv * sizeof(float)) == 0);
@@ -213,9 +229,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     for (size_t c = 0; c < dv; c++) {
                         const float z = za[i * dv + c];
                         REQUIRE(isfinite(z));
-                        if (convex(cfg.method)) {
+                        if (cvx) {
                             const double mag = fmax(fabs((double)lo[c]), fabs((double)hi[c]));
-                            const double tol = 1e-4 * mag + 1e-30; /* n eps |v| with n <= MAX_OPS */
+                            /* n eps |v| with n <= MAX_OPS, plus the storage's quantisation:
+                               f16 2^-11 relative (2^-25 absolute below its normals), int8 half
+                               a step of the row's largest value */
+                            const double quant = cfg.dtype == KVC_DTYPE_F16  ? mag * 0x1p-11 + 0x1p-24
+                                                 : cfg.dtype == KVC_DTYPE_I8 ? (double)vmax / 254.0 * 1.001
+                                                                             : 0.0;
+                            const double tol = 1e-4 * mag + 1e-30 + quant;
                             REQUIRE((double)z >= (double)lo[c] - tol && (double)z <= (double)hi[c] + tol);
                         }
                     }
@@ -231,6 +253,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(kvc_stream_view(a.st, &view) == KVC_OK);
             REQUIRE(kvc_stream_validate(a.arena, bytes) == KVC_OK);
             REQUIRE(kvc_stream_checksum(a.st) != 0);
+            /* the batched attend of the last finite query group: attend's bits, masses that sum to one */
+            if (appended > 0 && last_nq > 0) {
+                double work[3 * (MAXD + 3)];
+                const size_t E = kvc_stream_view_entries(a.st);
+                double *mass = malloc((E ? E : 1) * sizeof(double));
+                REQUIRE(kvc_stream_attend_work_bytes(a.st, 1, last_nq) <= sizeof work);
+                const kvc_status r1 = kvc_stream_attend(a.st, NULL, q, last_nq, za);
+                const kvc_status r2 = kvc_stream_attend_batch(a.st, NULL, q, 1, last_nq, zb, mass, work, sizeof work);
+                REQUIRE(r1 == r2);
+                if (r1 == KVC_OK) {
+                    REQUIRE(memcmp(za, zb, last_nq * dv * sizeof(float)) == 0);
+                    double den = 0.0;
+                    size_t e = 0;
+                    for (size_t sgi = 0; sgi < view.n_seg; sgi++)
+                        for (size_t i = 0; i < view.seg[sgi].n; i++, e++) {
+                            REQUIRE(mass[e] >= 0.0 && isfinite(mass[e]));
+                            if (view.seg[sgi].role & KVC_SET_DEN) den += mass[e];
+                        }
+                    REQUIRE(e == E);
+                    /* one per query whose denominator is positive (a query whose every
+                       score underflows or is excluded has none): an integer in 0..nq */
+                    REQUIRE(den <= (double)last_nq * (1.0 + 1e-9) && fabs(den - nearbyint(den)) <= 1e-9 * (double)last_nq);
+                    memcpy(before, a.arena, bytes);
+                    REQUIRE(kvc_stream_observe(a.st, NULL, mass, E) == KVC_OK);
+                    REQUIRE(kvc_stream_prefill_queries(a.st, NULL, q, last_nq) == KVC_OK);
+                    if (b.st) {
+                        REQUIRE(kvc_stream_observe(b.st, NULL, mass, E) == KVC_OK);
+                        REQUIRE(kvc_stream_prefill_queries(b.st, NULL, q, last_nq) == KVC_OK);
+                    }
+                }
+                free(mass);
+            }
             break;
         }
         case 5: { /* snapshot to another address; both continue in lockstep */
@@ -276,6 +330,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(kvc_stream_attend(a.st, NULL, NULL, 1, za) == KVC_E_ARG);
             REQUIRE(kvc_stream_view(a.st, NULL) == KVC_E_ARG);
             REQUIRE(kvc_stream_get_stats(a.st, NULL) == KVC_E_ARG);
+            double w8[8];
+            REQUIRE(kvc_stream_attend_batch(a.st, NULL, q, 0, 1, za, NULL, w8, sizeof w8) == KVC_E_ARG);
+            REQUIRE(kvc_stream_attend_batch(a.st, NULL, q, 1, 1, za, NULL, NULL, 0) == KVC_E_ARG);
+            REQUIRE(kvc_stream_observe(a.st, NULL, NULL, 0) == KVC_E_ARG);
+            REQUIRE(kvc_stream_prefill_queries(a.st, NULL, NULL, 1) == KVC_E_ARG);
             REQUIRE(memcmp(before, a.arena, bytes) == 0);
             break;
         }

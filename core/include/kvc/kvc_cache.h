@@ -96,6 +96,10 @@ const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t 
 /** @brief Cache elements held now / at peak, summed over every stream. */
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
 
+/** @brief The same in bytes of the storage type (elements x kvc_element_bytes(dtype, head_dim);
+ *  the current token of each stream, kept in f32, is counted at the storage type's cost). */
+kvc_status kvc_cache_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes);
+
 /**
  * @brief Full validation of a cache arena (e.g. restored from a snapshot):
  *        the header, the offset table recomputed entry by entry, and every

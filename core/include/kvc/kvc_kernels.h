@@ -65,6 +65,13 @@ static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim)
     }
 }
 
+/** Bytes one cached element costs in rows of @p dim elements of type @p t
+ *  (the int8 row scale and padding spread over the row). */
+static inline double kvc_element_bytes(unsigned t, uint64_t dim)
+{
+    return dim ? (double)kvc_row_bytes(t, dim) / (double)dim : 0.0;
+}
+
 /** Largest number of segments one view can hold. */
 #define KVC_VIEW_MAX_SEGMENTS 8u
 
