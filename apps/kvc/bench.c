@@ -97,43 +97,28 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
     tok_path_opt = NULL;
 }
 
-int kvc_bench_take(kvc_bench_opts *o, const char *a, const char *val, int *used)
+size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n)
 {
-    *used = 2;
-    if (!strcmp(a, "--quiet")) {
-        o->quiet = 1, *used = 1;
-        return 1;
-    }
-    int known = !strcmp(a, "--model") || !strcmp(a, "--tokenizer") || !strcmp(a, "--csv") || !strcmp(a, "--seed") ||
-                !strcmp(a, "--threads") || !strcmp(a, "--methods") || !strcmp(a, "--budgets");
-    if (!known) {
-        int r = val ? kvc_method_opts_take(&o->mo, a, val) : 0;
-        return r;
-    }
-    if (!val) {
-        fprintf(stderr, "kvc bench %s: %s needs a value\n", o->cmd, a);
-        return -1;
-    }
-    uint64_t u;
-    if (!strcmp(a, "--model")) o->model_path = val;
-    else if (!strcmp(a, "--tokenizer")) tok_path_opt = val;
-    else if (!strcmp(a, "--csv")) o->csv_path = val;
-    else if (!strcmp(a, "--seed")) {
-        if (kvc_cli_u64(a, val, 0, UINT64_MAX, &o->seed)) return -1;
-    } else if (!strcmp(a, "--threads")) {
-        if (kvc_cli_u64(a, val, 1, 64, &u)) return -1;
-        o->threads = (int)u;
-    } else if (!strcmp(a, "--methods")) {
-        if (parse_methods(o, val)) return -1;
-    } else {
-        o->n_pct = kvc_bench_int_list(a, val, 1, 100, o->pcts, KVC_BENCH_MAX_LIST);
-        if (o->n_pct < 0) return -1;
-    }
-    return 1;
+    fl[n++] = (kvc_flag){"--model", 's', &o->model_path, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--tokenizer", 's', &o->tokenizer_path, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--csv", 's', &o->csv_path, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--seed", 'u', &o->seed, 0, 18446744073709551615.0, NULL};
+    fl[n++] = (kvc_flag){"--threads", 'u', &o->threads_flag, 1, 64, NULL};
+    fl[n++] = (kvc_flag){"--quiet", 'b', &o->quiet, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--budgets", 's', &o->budgets_text, 0, 0, NULL};
+    return n;
 }
 
 int kvc_bench_finish(kvc_bench_opts *o)
 {
+    if (o->threads_flag) o->threads = (int)o->threads_flag;
+    if (o->methods_text && parse_methods(o, o->methods_text)) return 1;
+    if (o->budgets_text) {
+        o->n_pct = kvc_bench_int_list("--budgets", o->budgets_text, 1, 100, o->pcts, KVC_BENCH_MAX_LIST);
+        if (o->n_pct < 0) return 1;
+    }
+    tok_path_opt = o->tokenizer_path;
     o->n_cfg = 0;
     kvc_bench_cfg *g = &o->cfg[o->n_cfg++];
     g->method = KVC_METHOD_EXACT, g->pct = 100;

@@ -37,21 +37,23 @@ typedef struct kvc_bench_opts {
     kvc_method methods[KVC_BENCH_MAX_LIST];
     int n_methods;
     kvc_method_opts mo;
+    /* as given on the command line, turned into the fields above by kvc_bench_finish */
+    const char *tokenizer_path, *methods_text, *budgets_text;
+    uint64_t threads_flag; /* 0: not given */
 } kvc_bench_opts;
 
 /** Default methods and budgets; seed 1, threads = online CPUs. */
 void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd);
 
-/**
- * @brief Take a shared flag: --model --csv --seed --threads --quiet(no value)
- *        --methods a,b,.. --budgets p,q,.. (percent of the context) and the
- *        method tuning flags.
- * @return 1 taken (consumes flag and value; *used tells how many args), 0 not
- *         a shared flag, -1 bad value (a message was printed).
- */
-int kvc_bench_take(kvc_bench_opts *o, const char *flag, const char *val, int *used);
+#include "cli.h"
 
-/** Build o->cfg from the method and budget lists; prints why and returns 1 on failure. */
+/** Append the shared flags (--model --tokenizer --csv --seed --threads --quiet
+ *  --methods a,b,.. --budgets p,q,.. in percent of the context) to @p fl for
+ *  kvc_cli_parse, which also takes the method tuning flags into o->mo.
+ *  Returns the new count (8 more). */
+size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n);
+
+/** Turn the lists into o->cfg; prints why and returns 1 on failure. */
 int kvc_bench_finish(kvc_bench_opts *o);
 
 /** Usage lines of the shared flags. */

@@ -37,40 +37,33 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+static void decode_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvc bench decode [--context N] [--steps S] [--rounds R] [--text FILE] [shared options]\n"
+            "  Decode tokens per second after N context tokens (default: the model's context minus\n"
+            "  R*S) of FILE (default the GPL-3 text, repeated as needed), S greedy steps (default 32)\n"
+            "  per method per round, R rounds (default 5, at most 64); prints tokens/s, the median\n"
+            "  per-round ratio to exact, the time to fill each cache from the recorded context and\n"
+            "  its peak bytes. --threads is ignored (one decoder is timed).\n%s",
+            kvc_bench_shared_usage);
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_bench_decode(int argc, char **argv)
 {
     kvc_bench_opts o;
     kvc_bench_opts_init(&o, "decode");
     const char *text_path = "/usr/share/common-licenses/GPL-3";
     uint64_t context = 0, steps = 32, rounds = 5;
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc bench decode [--context N] [--steps S] [--rounds R] [--text FILE] [shared options]\n"
-                   "  Decode tokens per second after N context tokens (default: the model's context minus\n"
-                   "  R*S) of FILE (default the GPL-3 text, repeated as needed), S greedy steps (default 32)\n"
-                   "  per method per round, R rounds (default 5, at most 64); prints tokens/s, the median\n"
-                   "  per-round ratio to exact, the time to fill each cache from the recorded context and\n"
-                   "  its peak bytes. --threads is ignored (one decoder is timed).\n%s",
-                   kvc_bench_shared_usage);
-            return 0;
-        }
-        int used = 2, r = kvc_bench_take(&o, a, val, &used);
-        if (r < 0) return 2;
-        if (r == 0) {
-            int bad = 0;
-            if (val && !strcmp(a, "--context")) bad = kvc_cli_u64(a, val, 16, 1u << 20, &context);
-            else if (val && !strcmp(a, "--steps")) bad = kvc_cli_u64(a, val, 1, 4096, &steps);
-            else if (val && !strcmp(a, "--rounds")) bad = kvc_cli_u64(a, val, 1, 64, &rounds);
-            else if (val && !strcmp(a, "--text")) text_path = val;
-            else {
-                fprintf(stderr, "kvc bench decode: unknown argument '%s'\n", a);
-                return 2;
-            }
-            if (bad) return 2;
-        }
-        i += used;
-    }
+    kvc_flag fl[16];
+    size_t nf = kvc_bench_flags_add(&o, fl, 0);
+    fl[nf++] = (kvc_flag){"--context", 'u', &context, 16, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 4096, NULL};
+    fl[nf++] = (kvc_flag){"--rounds", 'u', &rounds, 1, 64, NULL};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
+    const int prc = kvc_cli_parse("bench decode", argc, argv, fl, nf, &o.mo, decode_usage);
+    if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;
     char *text = kvc_lm_read_text(text_path);
     if (!text) {

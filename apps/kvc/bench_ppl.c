@@ -75,36 +75,30 @@ static void run_cfg(void *vctx, int g, int wid)
     kvc_bench_progress_add(&pc->prog, 1.0 + o->cfg[g].pct / 25.0, o->cfg[g].label);
 }
 
+static void ppl_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvc bench ppl [--text FILE] [--max-tokens N] [shared options]\n"
+            "  Teacher-forced perplexity of FILE (default /usr/share/common-licenses/GPL-3, about\n"
+            "  8k tokens for SmolLM2), first N tokens (default: the model's context), every token\n"
+            "  through each method's cache; budgets are percent of N. Prints perplexity per method x\n"
+            "  budget and its ratio to exact; CSV: one row per configuration.\n%s",
+            kvc_bench_shared_usage);
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_bench_ppl(int argc, char **argv)
 {
     kvc_bench_opts o;
     kvc_bench_opts_init(&o, "ppl");
     const char *text_path = "/usr/share/common-licenses/GPL-3";
     uint64_t max_tokens = 0;
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc bench ppl [--text FILE] [--max-tokens N] [shared options]\n"
-                   "  Teacher-forced perplexity of FILE (default /usr/share/common-licenses/GPL-3, about\n"
-                   "  8k tokens for SmolLM2), first N tokens (default: the model's context), every token\n"
-                   "  through each method's cache; budgets are percent of N. Prints perplexity per method x\n"
-                   "  budget and its ratio to exact; CSV: one row per configuration.\n%s",
-                   kvc_bench_shared_usage);
-            return 0;
-        }
-        int used = 2, r = kvc_bench_take(&o, a, val, &used);
-        if (r < 0) return 2;
-        if (r == 0) {
-            if (val && !strcmp(a, "--text")) text_path = val;
-            else if (val && !strcmp(a, "--max-tokens")) {
-                if (kvc_cli_u64(a, val, 2, 1u << 20, &max_tokens)) return 2;
-            } else {
-                fprintf(stderr, "kvc bench ppl: unknown argument '%s'\n", a);
-                return 2;
-            }
-        }
-        i += used;
-    }
+    kvc_flag fl[16];
+    size_t nf = kvc_bench_flags_add(&o, fl, 0);
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL};
+    const int prc = kvc_cli_parse("bench ppl", argc, argv, fl, nf, &o.mo, ppl_usage);
+    if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;
     char *text = kvc_lm_read_text(text_path);
     if (!text) {

@@ -188,6 +188,19 @@ static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
         }
 }
 
+static void recall_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90]\n"
+            "                        [--trials N] [--prefill exact|stream] [shared options]\n"
+            "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
+            "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
+            "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
+            "  method x budget x context; CSV: one row per answer.\n%s",
+            MAX_ANSWER, kvc_bench_shared_usage);
+    kvc_method_opts_usage_print(f);
+}
+
 int kvc_bench_recall(int argc, char **argv)
 {
     kvc_bench_opts o;
@@ -196,43 +209,25 @@ int kvc_bench_recall(int argc, char **argv)
     int depths[KVC_BENCH_MAX_LIST] = {10, 30, 50, 70, 90}, n_dep = 5;
     uint64_t trials = 1;
     int stream_prefill = 0;
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90]\n"
-                   "                        [--trials N] [--prefill exact|stream] [shared options]\n"
-                   "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
-                   "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
-                   "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
-                   "  method x budget x context; CSV: one row per answer.\n%s",
-                   MAX_ANSWER, kvc_bench_shared_usage);
-            return 0;
+    const char *contexts = NULL, *depth_list = NULL, *prefill = NULL;
+    kvc_flag fl[16];
+    size_t nf = kvc_bench_flags_add(&o, fl, 0);
+    fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--trials", 'u', &trials, 1, 1000, NULL};
+    fl[nf++] = (kvc_flag){"--prefill", 's', &prefill, 0, 0, NULL};
+    const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
+        return 2;
+    if (depth_list && (n_dep = kvc_bench_int_list("--depths", depth_list, 0, 100, depths, KVC_BENCH_MAX_LIST)) < 0)
+        return 2;
+    if (prefill) {
+        if (strcmp(prefill, "exact") && strcmp(prefill, "stream")) {
+            fprintf(stderr, "kvc bench recall: --prefill is exact or stream\n");
+            return 2;
         }
-        int used = 2, r = kvc_bench_take(&o, a, val, &used);
-        if (r < 0) return 2;
-        if (r == 0) {
-            if (!val) {
-                fprintf(stderr, "kvc bench recall: unknown argument '%s'\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--contexts")) {
-                if ((n_ctx = kvc_bench_int_list(a, val, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0) return 2;
-            } else if (!strcmp(a, "--depths")) {
-                if ((n_dep = kvc_bench_int_list(a, val, 0, 100, depths, KVC_BENCH_MAX_LIST)) < 0) return 2;
-            } else if (!strcmp(a, "--trials")) {
-                if (kvc_cli_u64(a, val, 1, 1000, &trials)) return 2;
-            } else if (!strcmp(a, "--prefill")) {
-                if (strcmp(val, "exact") && strcmp(val, "stream")) {
-                    fprintf(stderr, "kvc bench recall: --prefill is exact or stream\n");
-                    return 2;
-                }
-                stream_prefill = !strcmp(val, "stream");
-            } else {
-                fprintf(stderr, "kvc bench recall: unknown argument '%s'\n", a);
-                return 2;
-            }
-        }
-        i += used;
+        stream_prefill = !strcmp(prefill, "stream");
     }
     if (kvc_bench_finish(&o)) return 2;
     kvc_lm lm;

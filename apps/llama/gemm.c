@@ -1,8 +1,10 @@
 /* Panel packing, the scalar product and the run-time choice of implementation. */
 #define _POSIX_C_SOURCE 200809L
 #include "gemm.h"
+#include "kvc/kvc_kernels.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,11 +55,14 @@ static struct {
 } g_impl = {"scalar", kvc_gemm__scalar};
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* The project's one run-time CPU detection (kvc_cpu_features, which also
+ * picks the attention kernel table). */
 static int have(const char *name)
 {
 #if KVC_GEMM_X86
-    if (!strcmp(name, "avx512")) return __builtin_cpu_supports("avx512f");
-    if (!strcmp(name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const uint32_t f = kvc_cpu_features();
+    if (!strcmp(name, "avx512")) return (f & KVC_CPU_AVX512) != 0;
+    if (!strcmp(name, "avx2")) return (f & KVC_CPU_AVX2) != 0;
 #endif
     return !strcmp(name, "scalar");
 }

@@ -54,19 +54,25 @@ typedef struct kvc_segment {
 /** Bytes of one stored row of @p dim elements of type @p t (0 for a type
  *  that is not stored row by row). Every row size is a multiple of 4, so
  *  the f32 scale of an int8 row is aligned. */
+/*@ requires dim <= 16777216;
+    assigns \nothing;
+*/
 static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim)
 {
     switch (t) {
     case KVC_DTYPE_F32: return 4u * dim;
-    case KVC_DTYPE_F16: return (2u * dim + 3u) & ~(uint64_t)3u;
-    case KVC_DTYPE_I8: return 4u + ((dim + 3u) & ~(uint64_t)3u);
-    case KVC_DTYPE_Q15: return 4u + ((2u * dim + 3u) & ~(uint64_t)3u);
+    case KVC_DTYPE_F16: return (2u * dim + 3u) / 4u * 4u;
+    case KVC_DTYPE_I8: return 4u + (dim + 3u) / 4u * 4u;
+    case KVC_DTYPE_Q15: return 4u + (2u * dim + 3u) / 4u * 4u;
     default: return 0;
     }
 }
 
 /** Bytes one cached element costs in rows of @p dim elements of type @p t
  *  (the int8 row scale and padding spread over the row). */
+/*@ requires 1 <= dim <= 16777216;
+    assigns \nothing;
+*/
 static inline double kvc_element_bytes(unsigned t, uint64_t dim)
 {
     return dim ? (double)kvc_row_bytes(t, dim) / (double)dim : 0.0;
@@ -135,6 +141,9 @@ typedef struct kvc_attend_batch {
 #define KVC_MAX_BATCH_POSITIONS 4096u
 
 /** Workspace bytes kvc_attend_batch_fn needs for n_pos x n_q queries of value dim dv. */
+/*@ requires n_pos <= 4096 && n_q <= 64 && dv <= 256;
+    assigns \nothing;
+*/
 static inline uint64_t kvc_attend_work_bytes(uint64_t n_pos, uint64_t n_q, uint64_t dv)
 {
     return n_pos * n_q * (dv + 3u) * sizeof(double);
