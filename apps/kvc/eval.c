@@ -161,26 +161,9 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
                label, n, d, dv, head, kvc_method_name(cfg->method), cfg->budget, cfg->seed);
         printf("  plan: n_sink=%" PRIu32 " n_window=%" PRIu32 " method_tokens=%" PRIu32, plan.n_sink,
                plan.n_window, plan.method_tokens);
-        if (plan.method == KVC_METHOD_EXACT || plan.method == KVC_METHOD_UNIFORM)
-            printf(" capacity=%" PRIu32, plan.capacity);
-        if (plan.method == KVC_METHOD_SUBGEN)
-            printf(" t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", plan.t, plan.s, plan.m_max,
-                   (double)plan.delta0);
-        if (plan.method == KVC_METHOD_EXPRESS_PREFILL)
-            printf(" prefix=%" PRIu32 " tail=%" PRIu32, cfg->prefix_len, plan.tail_capacity);
-        if (plan.method == KVC_METHOD_EXPRESS || plan.method == KVC_METHOD_EXPRESS_PREFILL)
-            printf(" s=%" PRIu32 " c=%" PRIu32 " L=%s%g center=%s", plan.xp.s, plan.xp.c,
-                   plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? "theory,delta=" : "", plan.xp.l_mode == KVC_EXPRESS_L_THEORY ? (double)plan.xp.delta : (double)plan.xp.L,
-                   plan.xp.center == 1 ? "on" : "off");
-        if (plan.method == KVC_METHOD_BALANCEKV_PREFILL)
-            printf(" prefix=%" PRIu32 " (method %" PRIu32 ") tail=%" PRIu32 " kappa=%g", cfg->prefix_len,
-                   plan.prefix_method_tokens, plan.tail_capacity, (double)plan.bkv.kappa);
-        if (plan.method == KVC_METHOD_BALANCEKV || plan.method == KVC_METHOD_BALANCEKV_PREFILL)
-            printf(" t=%" PRIu32 " levels=%" PRIu32 " b_max=%" PRIu32 " mode=%s gamma=%g rho=%g", plan.bkv.t,
-                   plan.bkv.levels, plan.bkv.b_max,
-                   plan.bkv.mode == KVC_BALANCE_THEORY ? "theory"
-                   : plan.bkv.mode == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
-                   (double)plan.bkv.gamma, (double)plan.bkv.rho);
+        char desc[512];
+        kvc_stream_plan_describe(cfg, &plan, desc, sizeof desc);
+        fputs(desc, stdout);
         printf(" beta=%g\n", (double)plan.beta);
         printf("  reference: %s\n", use_mp ? "MPFR 160-bit exact attention, correctly rounded to double"
                                              : "two-pass double exact attention");
@@ -261,12 +244,8 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
                gram ? "op" : "F");
         printf("  cache: peak %" PRIu64 " elements = %" PRIu64 " tokens of budget %" PRIu32 "\n",
                stats.peak_elements, out->max_tokens, cfg->budget);
-        if (cfg->method == KVC_METHOD_BALANCEKV || cfg->method == KVC_METHOD_BALANCEKV_PREFILL)
-            printf("  balancekv: buckets=%" PRIu32 " halvings=%" PRIu64 " clip_events=%" PRIu64 " dropped=%" PRIu64 "\n",
-                   stats.buckets, stats.halvings, stats.clip_events, stats.dropped);
-        if (cfg->method == KVC_METHOD_SUBGEN)
-            printf("  subgen: clusters=%" PRIu32 " doublings=%" PRIu32 " merges=%" PRIu32 " delta=%.4g\n",
-                   stats.clusters, stats.doublings, stats.merges, stats.delta);
+        char line[256];
+        if (kvc_stream_stats_describe(cfg->method, &stats, line, sizeof line) > 0) printf("  %s\n", line);
         printf("mean_rel_error=%.6g p99_rel_error=%.6g mean_norm_error=%.6g max_tokens=%" PRIu64
                " arena_bytes=%zu\n",
                out->mean_rel, out->p99_rel, out->mean_norm, out->max_tokens, out->arena_bytes);

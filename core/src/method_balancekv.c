@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <inttypes.h>
+
 #include "arena.h"
 #include "kvc/kvc_balancekv.h"
 #include "merge_reduce.h"
@@ -407,8 +409,23 @@ const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
 _Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_table[0] == KVC_BALANCEKV_N_PARAMS,
                "KVC_BALANCEKV_N_PARAMS counts the table");
 
+void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    (void)c;
+    const uint32_t m = p->bkv.mode;
+    kvc_text_add(out, " t=%" PRIu32 " levels=%" PRIu32 " b_max=%" PRIu32 " mode=%s gamma=%g rho=%g", p->bkv.t,
+                 p->bkv.levels, p->bkv.b_max,
+                 m == KVC_BALANCE_THEORY ? "theory" : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
+                 (double)p->bkv.gamma, (double)p->bkv.rho);
+}
+void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
+{
+    kvc_text_add(out, "balancekv: buckets=%" PRIu32 " halvings=%" PRIu64 " clip_events=%" PRIu64 " dropped=%" PRIu64,
+                 s->buckets, s->halvings, s->clip_events, s->dropped);
+}
+
 const kvc_method_ops kvc_method_ops_balancekv = {
     KVC_METHOD_BALANCEKV, "balancekv",
     "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
     kvc_balancekv_fields, ops_plan, bkv_arena_size, bkv_init, NULL, bkv_update, bkv_view, bkv_elements,
-    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL};
+    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL, kvc_balancekv_describe, kvc_balancekv_describe_stats};

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <inttypes.h>
+
 #include "arena.h"
 #include "merge_reduce.h"
 #include "methods.h"
@@ -240,9 +242,16 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
                        ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
     return NULL;
 }
+static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    kvc_text_add(out, " prefix=%" PRIu32 " (method %" PRIu32 ") tail=%" PRIu32 " kappa=%g", c->prefix_len,
+                 p->prefix_method_tokens, p->tail_capacity, (double)p->bkv.kappa);
+    kvc_balancekv_describe(c, p, out);
+}
+
 const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
     "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
     ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
     bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
-    KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL};
+    KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL, bkvp_describe, kvc_balancekv_describe_stats};

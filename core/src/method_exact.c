@@ -1,5 +1,7 @@
 /* exact: keeps every token handed to it, up to its capacity; then it refuses
  * (KVC_E_CAPACITY from the wrapper) instead of silently dropping. */
+#include <inttypes.h>
+
 #include "arena.h"
 #include "methods.h"
 #include "rows.h"
@@ -87,7 +89,13 @@ static const char *exact_plan(const kvc_stream_config *c, kvc_stream_plan *p, ui
     *method_worst = (uint64_t)p->capacity * tok;
     return NULL;
 }
+static void exact_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    (void)c;
+    kvc_text_add(out, " capacity=%" PRIu32, p->capacity);
+}
+
 const kvc_method_ops kvc_method_ops_exact = {
     KVC_METHOD_EXACT, "exact", "every token; refuses (KVC_E_CAPACITY) when the budget is full", 0, NULL, exact_plan,
     exact_arena_size, exact_init, exact_can_accept, exact_update, exact_view, exact_elements, NULL,
-    exact_check, NULL, 0, 0, NULL, NULL};
+    exact_check, NULL, 0, 0, NULL, NULL, exact_describe, NULL};

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <inttypes.h>
+
 #include "arena.h"
 #include "kernel_halving.h"
 #include "kvc/kvc_express.h"
@@ -529,12 +531,21 @@ static const kvc_method_param params[] = {
      offsetof(kvc_stream_config, express.center), center_values, NULL},
 };
 
+static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    if (p->method == KVC_METHOD_EXPRESS_PREFILL)
+        kvc_text_add(out, " prefix=%" PRIu32 " tail=%" PRIu32, c->prefix_len, p->tail_capacity);
+    const int theory = p->xp.l_mode == KVC_EXPRESS_L_THEORY;
+    kvc_text_add(out, " s=%" PRIu32 " c=%" PRIu32 " L=%s%g center=%s", p->xp.s, p->xp.c, theory ? "theory,delta=" : "",
+                 theory ? (double)p->xp.delta : (double)p->xp.L, p->xp.center == 1 ? "on" : "off");
+}
+
 const kvc_method_ops kvc_method_ops_express = {
     KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};
 const kvc_method_ops kvc_method_ops_express_prefill = {
     KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
     "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};
+    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};

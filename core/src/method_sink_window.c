@@ -10,6 +10,7 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
     return 1;
 }
 
+
 const kvc_method_ops kvc_method_ops_sink_window = {
     KVC_METHOD_SINK_WINDOW, "sink-window", "StreamingLLM: the first n_sink tokens and a FIFO of the most recent",
-    1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ops_check, NULL, 0, 0, NULL, NULL};
+    1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ops_check, NULL, 0, 0, NULL, NULL, NULL, NULL};

@@ -13,6 +13,8 @@
 #include <float.h>
 #include <math.h>
 
+#include <inttypes.h>
+
 #include "arena.h"
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_subgen.h"
@@ -441,7 +443,19 @@ static const kvc_method_param params[] = {
      offsetof(kvc_stream_config, subgen.delta0), NULL, NULL},
 };
 
+static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    (void)c;
+    kvc_text_add(out, " t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", p->t, p->s, p->m_max,
+                 (double)p->delta0);
+}
+static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
+{
+    kvc_text_add(out, "subgen: clusters=%" PRIu32 " doublings=%" PRIu32 " merges=%" PRIu32 " delta=%.4g", s->clusters,
+                 s->doublings, s->merges, s->delta);
+}
+
 const kvc_method_ops kvc_method_ops_subgen = {
     KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
     ops_fields, ops_plan, subgen_arena_size, subgen_init, NULL, subgen_update, subgen_view, subgen_elements,
-    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0], 1, NULL, NULL};
+    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, subgen_describe, subgen_describe_stats};

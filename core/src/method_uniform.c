@@ -1,6 +1,8 @@
 /* uniform: Vitter's Algorithm R over the tokens leaving the window. Each kept
  * token stands for seen/kept tokens in both sets, so numerator and
  * denominator are unbiased estimates of the full sums. */
+#include <inttypes.h>
+
 #include "arena.h"
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_uniform.h"
@@ -114,6 +116,12 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->metadata_bytes = (uint64_t)p->capacity * sizeof(uint32_t);
     return NULL;
 }
+static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
+{
+    (void)c;
+    kvc_text_add(out, " capacity=%" PRIu32, p->capacity);
+}
+
 const kvc_method_ops kvc_method_ops_uniform = {
     KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
-    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0, 0, NULL, NULL};
+    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0, 0, NULL, NULL, uniform_describe, NULL};

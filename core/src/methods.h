@@ -23,6 +23,18 @@ typedef struct kvc_method_param {
     kvc_status (*set)(kvc_stream_config *c, const char *text); /* NULL: generic by type and offset */
 } kvc_method_param;
 
+/* A bounded text buffer for describe(): appends never overflow, the text is
+ * always NUL-terminated, `len` counts what the whole text needs. */
+typedef struct kvc_text {
+    char *buf;
+    size_t cap, len;
+} kvc_text;
+void kvc_text_add(kvc_text *t, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* What a method's update receives besides its state: the kernel table (every
  * touch of a cached row goes through it) and the stream's validated plan
  * (dimensions, storage type). */
@@ -67,6 +79,10 @@ typedef struct kvc_method_ops {
        queries, n_rows rows of d floats (SnapKV's observation window). */
     void (*observe)(void *st, const kvc_method_ctx *cx, const double *mass, size_t n);
     void (*prefill_queries)(void *st, const kvc_method_ctx *cx, const float *q, size_t n_rows);
+    /* printing (NULL: nothing to add): the method's derived parameters as
+       " name=value" pairs, and its live counters as one line */
+    void (*describe)(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out);
+    void (*describe_stats)(const kvc_stream_stats *s, kvc_text *out);
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, doc) extern const kvc_method_ops kvc_method_ops_##ident;
@@ -79,6 +95,10 @@ kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p,
 /* BalanceKV's parameters, shared by its streaming and prefill forms. */
 #define KVC_BALANCEKV_N_PARAMS 9
 extern const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS];
+
+/* BalanceKV's printing, shared by its streaming and prefill forms. */
+void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out);
+void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out);
 
 /* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
 const char *kvc_balancekv_fields(const kvc_stream_config *c);

@@ -1,3 +1,5 @@
+#include <stdarg.h>
+#include <stdio.h>
 /* The method registry, generated from kvc_method_list.h: lookups by value, by
  * name and by position, for the library and for everything that iterates
  * over methods (command line, oracle, tests, scripts). */
@@ -127,4 +129,38 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
         return kvc_param_set_number(cfg, p, text);
     }
     return KVC_E_ARG;
+}
+
+void kvc_text_add(kvc_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const size_t room = t->len < t->cap ? t->cap - t->len : 0;
+    const int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+static size_t text_done(kvc_text *t)
+{
+    if (t->cap > 0 && t->len >= t->cap) t->buf[t->cap - 1] = '\0';
+    return t->len;
+}
+
+size_t kvc_stream_plan_describe(const kvc_stream_config *cfg, const kvc_stream_plan *plan, char *buf, size_t cap)
+{
+    kvc_text t = {buf, buf ? cap : 0, 0};
+    if (t.cap) buf[0] = '\0';
+    const kvc_method_ops *o = plan ? kvc_method_ops_of(plan->method) : NULL;
+    if (o && o->describe && cfg) o->describe(cfg, plan, &t);
+    return text_done(&t);
+}
+
+size_t kvc_stream_stats_describe(kvc_method m, const kvc_stream_stats *stats, char *buf, size_t cap)
+{
+    kvc_text t = {buf, buf ? cap : 0, 0};
+    if (t.cap) buf[0] = '\0';
+    const kvc_method_ops *o = kvc_method_ops_of(m);
+    if (o && o->describe_stats && stats) o->describe_stats(stats, &t);
+    return text_done(&t);
 }

@@ -112,7 +112,7 @@ static void toy_prefill_queries(void *st, const kvc_method_ctx *cx, const float 
 const kvc_method_ops kvc_method_ops_toy = {
     KVC_METHOD_TOY, "toy", "test only: evicts the entry with the least observed attention mass", 0, NULL, toy_plan,
     toy_arena_size, toy_init, NULL, toy_update, toy_view, toy_elements, NULL, toy_check, NULL, 0, 1, toy_observe,
-    toy_prefill_queries};
+    toy_prefill_queries, NULL, NULL};
 
 /* What the test reads back (the test includes no core header but this). */
 typedef struct toy_info {

@@ -342,6 +342,17 @@ typedef struct kvc_stream_stats {
 /** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
 kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
 
+/**
+ * @brief The method's derived parameters as " name=value" pairs (e.g. SubGen's
+ *        " t=8 s=188 m_max=41 delta0=0"), from the method's own describe.
+ * @return the length the whole text needs (as snprintf); @p buf (when cap > 0)
+ *         is NUL-terminated, "" for a method with nothing to add.
+ */
+size_t kvc_stream_plan_describe(const kvc_stream_config *cfg, const kvc_stream_plan *plan, char *buf, size_t cap);
+
+/** @brief One line of the method's live counters ("subgen: clusters=..."), "" when it has none; returns as above. */
+size_t kvc_stream_stats_describe(kvc_method m, const kvc_stream_stats *stats, char *buf, size_t cap);
+
 /** @brief The inner method's state (for introspection and tests), or NULL. */
 const void *kvc_stream_method_state(const kvc_stream *st);
 
