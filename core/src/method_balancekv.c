@@ -10,8 +10,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include <inttypes.h>
-
 #include "arena.h"
 #include "kvc/kvc_balancekv.h"
 #include "merge_reduce.h"
@@ -413,15 +411,15 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
 {
     (void)c;
     const uint32_t m = p->bkv.mode;
-    kvc_text_add(out, " t=%" PRIu32 " levels=%" PRIu32 " b_max=%" PRIu32 " mode=%s gamma=%g rho=%g", p->bkv.t,
-                 p->bkv.levels, p->bkv.b_max,
+    kvc_text_add(out, " t=%u levels=%u b_max=%u mode=%s gamma=%g rho=%g", (unsigned)p->bkv.t,
+                 (unsigned)p->bkv.levels, (unsigned)p->bkv.b_max,
                  m == KVC_BALANCE_THEORY ? "theory" : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
                  (double)p->bkv.gamma, (double)p->bkv.rho);
 }
 void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
-    kvc_text_add(out, "balancekv: buckets=%" PRIu32 " halvings=%" PRIu64 " clip_events=%" PRIu64 " dropped=%" PRIu64,
-                 s->buckets, s->halvings, s->clip_events, s->dropped);
+    kvc_text_add(out, "balancekv: buckets=%u halvings=%llu clip_events=%llu dropped=%llu", (unsigned)s->buckets,
+                 (unsigned long long)s->halvings, (unsigned long long)s->clip_events, (unsigned long long)s->dropped);
 }
 
 const kvc_method_ops kvc_method_ops_balancekv = {

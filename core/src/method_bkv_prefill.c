@@ -10,8 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <inttypes.h>
-
 #include "arena.h"
 #include "merge_reduce.h"
 #include "methods.h"
@@ -244,8 +242,8 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 }
 static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
-    kvc_text_add(out, " prefix=%" PRIu32 " (method %" PRIu32 ") tail=%" PRIu32 " kappa=%g", c->prefix_len,
-                 p->prefix_method_tokens, p->tail_capacity, (double)p->bkv.kappa);
+    kvc_text_add(out, " prefix=%u (method %u) tail=%u kappa=%g", (unsigned)c->prefix_len,
+                 (unsigned)p->prefix_method_tokens, (unsigned)p->tail_capacity, (double)p->bkv.kappa);
     kvc_balancekv_describe(c, p, out);
 }
 

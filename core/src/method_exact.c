@@ -1,7 +1,5 @@
 /* exact: keeps every token handed to it, up to its capacity; then it refuses
  * (KVC_E_CAPACITY from the wrapper) instead of silently dropping. */
-#include <inttypes.h>
-
 #include "arena.h"
 #include "methods.h"
 #include "rows.h"
@@ -92,7 +90,7 @@ static const char *exact_plan(const kvc_stream_config *c, kvc_stream_plan *p, ui
 static void exact_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     (void)c;
-    kvc_text_add(out, " capacity=%" PRIu32, p->capacity);
+    kvc_text_add(out, " capacity=%u", (unsigned)p->capacity);
 }
 
 const kvc_method_ops kvc_method_ops_exact = {

@@ -15,8 +15,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include <inttypes.h>
-
 #include "arena.h"
 #include "kernel_halving.h"
 #include "kvc/kvc_express.h"
@@ -534,10 +532,10 @@ static const kvc_method_param params[] = {
 static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     if (p->method == KVC_METHOD_EXPRESS_PREFILL)
-        kvc_text_add(out, " prefix=%" PRIu32 " tail=%" PRIu32, c->prefix_len, p->tail_capacity);
+        kvc_text_add(out, " prefix=%u tail=%u", (unsigned)c->prefix_len, (unsigned)p->tail_capacity);
     const int theory = p->xp.l_mode == KVC_EXPRESS_L_THEORY;
-    kvc_text_add(out, " s=%" PRIu32 " c=%" PRIu32 " L=%s%g center=%s", p->xp.s, p->xp.c, theory ? "theory,delta=" : "",
-                 theory ? (double)p->xp.delta : (double)p->xp.L, p->xp.center == 1 ? "on" : "off");
+    kvc_text_add(out, " s=%u c=%u L=%s%g center=%s", (unsigned)p->xp.s, (unsigned)p->xp.c, theory ? "theory,delta=" : "",
+                 theory ? (double)p->xp.delta : (double)p->xp.L, (unsigned)p->xp.center == 1 ? "on" : "off");
 }
 
 const kvc_method_ops kvc_method_ops_express = {

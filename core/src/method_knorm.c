@@ -10,8 +10,6 @@
  * Arrays: keys capacity x d, values capacity x dv, norms, heap (slot ids). */
 #include <math.h>
 
-#include <inttypes.h>
-
 #include "arena.h"
 #include "methods.h"
 #include "rows.h"

@@ -13,8 +13,6 @@
 #include <float.h>
 #include <math.h>
 
-#include <inttypes.h>
-
 #include "arena.h"
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_subgen.h"
@@ -446,13 +444,13 @@ static const kvc_method_param params[] = {
 static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     (void)c;
-    kvc_text_add(out, " t=%" PRIu32 " s=%" PRIu32 " m_max=%" PRIu32 " delta0=%g", p->t, p->s, p->m_max,
+    kvc_text_add(out, " t=%u s=%u m_max=%u delta0=%g", (unsigned)p->t, (unsigned)p->s, (unsigned)p->m_max,
                  (double)p->delta0);
 }
 static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
-    kvc_text_add(out, "subgen: clusters=%" PRIu32 " doublings=%" PRIu32 " merges=%" PRIu32 " delta=%.4g", s->clusters,
-                 s->doublings, s->merges, s->delta);
+    kvc_text_add(out, "subgen: clusters=%u doublings=%u merges=%u delta=%.4g", (unsigned)s->clusters,
+                 (unsigned)s->doublings, (unsigned)s->merges, s->delta);
 }
 
 const kvc_method_ops kvc_method_ops_subgen = {

@@ -1,8 +1,6 @@
 /* uniform: Vitter's Algorithm R over the tokens leaving the window. Each kept
  * token stands for seen/kept tokens in both sets, so numerator and
  * denominator are unbiased estimates of the full sums. */
-#include <inttypes.h>
-
 #include "arena.h"
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_uniform.h"
@@ -119,7 +117,7 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     (void)c;
-    kvc_text_add(out, " capacity=%" PRIu32, p->capacity);
+    kvc_text_add(out, " capacity=%u", (unsigned)p->capacity);
 }
 
 const kvc_method_ops kvc_method_ops_uniform = {
