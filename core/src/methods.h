@@ -12,7 +12,7 @@
 #define KVC_METHODS_H
 
 #include "kvc/kvc_stream.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 /* A tunable parameter: its public description, and where it lives in
  * kvc_stream_config (or a setter for parameters that span fields). */

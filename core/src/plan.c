@@ -8,7 +8,7 @@
 #include "arena.h"
 #include "methods.h"
 #include "plan.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
                                             uint64_t seed)

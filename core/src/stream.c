@@ -21,7 +21,7 @@
 #include "kvc/kvc_attend.h"
 #include "methods.h"
 #include "plan.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 struct kvc_stream {
     uint32_t magic;          /* KVC_MAGIC_STREAM, written last by init */

@@ -5,7 +5,7 @@
  * many rows it got and their sum. Built only into tests/unit/test_hooks. */
 #include "arena.h"
 #include "methods.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 #define KVC_MAGIC_TOY 0x4B565431u /* "KVT1" */
 

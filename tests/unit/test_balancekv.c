@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "balance.h"
+#include "shared/balance.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_bounds.h"
 #include "kvc_oracle/kvc_suite.h"

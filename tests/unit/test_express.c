@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kernel_halving.h"
+#include "shared/kernel_halving.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_bounds.h"
 #include "kvc_oracle/kvc_oracle.h"
@@ -19,7 +19,7 @@ static kvc_rows f32_rows(const float *x, size_t dim)
     return kvc_rows_at(x, 0, dim, KVC_DTYPE_F32, kvc_kernels_ref());
 }
 
-enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 }; /* as in core/src/method_express.c */
+enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 }; /* as in core/src/methods/express.c */
 
 static kvc_kh_io kh_io(const float *k, const float *v, size_t d, size_t dv, size_t S, double L, uint64_t key,
                        double *scratch, uint8_t *keep)

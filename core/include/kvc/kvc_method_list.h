@@ -5,7 +5,7 @@
  *        iteration over methods in the library, the command line, the oracle
  *        and the tests are generated from it.
  *
- * Adding a method: one line here, and a file core/src/method_<ident>.c that
+ * Adding a method: one line here, and a file core/src/methods/<ident>.c that
  * defines `const kvc_method_ops kvc_method_ops_<ident>` (see core/src/methods.h
  * and the README's "Adding a method").
  *

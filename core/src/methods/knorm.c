@@ -12,7 +12,7 @@
 
 #include "arena.h"
 #include "methods.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 #define KVC_MAGIC_KNORM 0x4B564E32u /* "KVN2" */
 

@@ -5,7 +5,7 @@
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_uniform.h"
 #include "methods.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 typedef struct uniform_state {
     uint32_t magic;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "arena.h"
-#include "kernel_halving.h"
+#include "shared/kernel_halving.h"
 #include "kvc/kvc_express.h"
 #include "kvc/kvc_rng.h"
 #include "methods.h"

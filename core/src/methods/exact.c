@@ -2,7 +2,7 @@
  * (KVC_E_CAPACITY from the wrapper) instead of silently dropping. */
 #include "arena.h"
 #include "methods.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 typedef struct exact_state {
     uint32_t magic;

@@ -12,7 +12,7 @@
 
 #include "arena.h"
 #include "kvc/kvc_balancekv.h"
-#include "merge_reduce.h"
+#include "shared/merge_reduce.h"
 #include "methods.h"
 
 #define KVC_MAGIC_BALANCEKV 0x4B564231u /* "KVB1" */

@@ -17,7 +17,7 @@
 #include "kvc/kvc_rng.h"
 #include "kvc/kvc_subgen.h"
 #include "methods.h"
-#include "rows.h"
+#include "shared/rows.h"
 
 typedef struct subgen_state {
     uint32_t magic;

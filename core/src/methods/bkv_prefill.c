@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "arena.h"
-#include "merge_reduce.h"
+#include "shared/merge_reduce.h"
 #include "methods.h"
 
 #define KVC_MAGIC_BKV_PREFILL 0x4B565031u /* "KVP1" */
