@@ -135,6 +135,17 @@ int kvc_cli_parse(const char *cmd, int argc, char **argv, const kvc_flag *fl, si
             if (usage) usage(stdout);
             return 1;
         }
+        /* a bare word: the command's positional argument (a flag named "" of type 's'), once */
+        if (strncmp(a, "-", 1) != 0) {
+            const kvc_flag *pos = NULL;
+            for (size_t j = 0; j < n && !pos; j++)
+                if (fl[j].name[0] == '\0' && fl[j].type == 's' && !(fl[j].seen && *fl[j].seen)) pos = &fl[j];
+            if (pos) {
+                *(const char **)pos->dst = a;
+                if (pos->seen) *pos->seen = 1;
+                continue;
+            }
+        }
         /* "--name=value" or "--name value" */
         char name[128];
         const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;

@@ -26,7 +26,8 @@ uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable,
 #include <stddef.h>
 #include <stdio.h>
 
-/** One command-line flag: "--name value" or "--name=value". */
+/** One command-line flag: "--name value" or "--name=value". An entry named ""
+ *  of type 's' with a `seen` pointer takes one bare word (a positional argument). */
 typedef struct kvc_flag {
     const char *name; /**< with the dashes, e.g. "--budget" */
     char type;        /**< 's' string, 'u' unsigned integer in [lo, hi], 'f' finite number in [lo, hi],

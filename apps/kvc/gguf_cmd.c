@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "gguf_cmd.h"
 #include "kvc_gguf.h"
 #include "kvc_npy.h"
@@ -16,21 +17,23 @@ static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen
     return kvc_read_regular_file(path, &b, len, err, errlen) == KVC_OK ? b : NULL;
 }
 
+static void gguf_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc gguf FILE.gguf [--dump TENSOR --out FILE.npy]\n"
+               "  Flags take --flag value or --flag=value.\n");
+}
+
 int kvc_cmd_gguf(int argc, char **argv)
 {
     const char *path = NULL, *dump = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvc gguf FILE.gguf [--dump TENSOR --out FILE.npy]\n");
-            return 0;
-        } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (argv[i][0] != '-' && !path) path = argv[i];
-        else {
-            fprintf(stderr, "kvc gguf: unknown argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    int have_path = 0;
+    const kvc_flag fl[] = {
+        {"", 's', &path, 0, 0, &have_path},
+        {"--dump", 's', &dump, 0, 0, NULL},
+        {"--out", 's', &out, 0, 0, NULL},
+    };
+    const int prc = kvc_cli_parse("gguf", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, gguf_usage);
+    if (prc) return prc == 1 ? 0 : 2;
     if (!path || (dump && !out)) {
         fprintf(stderr, "kvc gguf: a FILE (and --out with --dump) is required\n");
         return 2;
