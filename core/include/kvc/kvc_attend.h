@@ -15,12 +15,18 @@ extern "C" {
  * @brief Validate a view and answer @p n_q queries with @p kern's attend
  *        kernel (the reference kernel when @p kern is NULL).
  * @param view  d, dv in 1..KVC_MAX_HEAD_DIM; beta finite > 0; n_seg <= 8; every
- *              segment: role in {NUM, DEN, BOTH}, keys non-NULL when n > 0,
- *              values non-NULL when in N, scale finite > 0.
+ *              segment: role in {NUM, DEN, BOTH}, dtype < KVC_DTYPE_COUNT, keys
+ *              (f32) or keys_q (other types) non-NULL when n > 0, values /
+ *              values_q non-NULL when in N, scale finite > 0. An all-f32 view
+ *              takes @p kern's attend_f32 (the proved kernel in the reference
+ *              table); a view with another storage type takes attend_batch,
+ *              one head at a time (use kern->attend_batch directly to read the
+ *              rows once for every head and position).
  * @param q     n_q x d floats.  @param n_q 1..KVC_MAX_QUERY_HEADS.
  * @param out   n_q x dv floats.
  * @return KVC_OK; KVC_E_ARG for a malformed view or pointer; KVC_E_BACKEND
- *         when @p kern has no attend entry or the wrong version; KVC_E_RANGE
+ *         when @p kern has no attend entry or the wrong version;
+ *         KVC_E_UNSUPPORTED when it has no row kernels for a segment's type; KVC_E_RANGE
  *         (output zeroed) when a result is not a finite float, which only a
  *         view whose numerator and denominator sets differ can produce.
  */
