@@ -3,6 +3,7 @@
  * (cheap: a cpuid, or a constant), kvc_kernels_best() takes the last built-in
  * table whose needs the CPU meets. Accelerated tables (accel/) are appended
  * to `builtin` by their build option; this build ships the reference one. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kvc/kvc_kernels.h"
@@ -10,11 +11,31 @@
 
 static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
 
+#if defined(KVC_HAVE_AVX2)
+const kvc_kernels *kvc_kernels_avx2_table(void); /* accel/cpu_simd/avx2 */
+#endif
+
+/* The built-in tables, the reference first; kvc_kernels_best takes the last
+ * one the CPU can run. */
+static const kvc_kernels *builtin(size_t i)
+{
+    if (i == 0) return ref_table();
+#if defined(KVC_HAVE_AVX2)
+    if (i == 1) return kvc_kernels_avx2_table();
+#endif
+    return NULL;
+}
+
 const kvc_kernels *kvc_kernels_ref(void) { return ref_table(); }
 
-size_t kvc_kernels_count(void) { return 1u; }
+size_t kvc_kernels_count(void)
+{
+    size_t n = 0;
+    while (builtin(n) != NULL) n++;
+    return n;
+}
 
-const kvc_kernels *kvc_kernels_at(size_t i) { return i == 0 ? ref_table() : NULL; }
+const kvc_kernels *kvc_kernels_at(size_t i) { return builtin(i); }
 
 const kvc_kernels *kvc_kernels_by_name(const char *name)
 {
@@ -39,7 +60,13 @@ uint32_t kvc_cpu_features(void)
 
 const kvc_kernels *kvc_kernels_best(void)
 {
+    /* KVC_KERNELS=ref|avx2|... forces a table (when built in and runnable here) */
+    const char *want = getenv("KVC_KERNELS");
     const uint32_t have = kvc_cpu_features();
+    if (want != NULL && *want != '\0') {
+        const kvc_kernels *t = kvc_kernels_by_name(want);
+        if (t != NULL && (t->needs & have) == t->needs) return t;
+    }
     const kvc_kernels *best = ref_table();
     for (size_t i = 1; i < kvc_kernels_count(); i++) {
         const kvc_kernels *t = kvc_kernels_at(i);

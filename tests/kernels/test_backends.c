@@ -1,0 +1,221 @@
+/* Every built-in kernel table against the reference (ggml's test-backend-ops
+ * idea): for each table this CPU can run other than "ref", random and
+ * adversarial views (d, dv in 1..256 with odd sizes, n from 0 to 10^5,
+ * weights 0 and huge, score spreads up to 10^3, f32/f16/int8 rows, several
+ * segments with separate numerator and denominator sets, causal batches) go
+ * through both tables' batched and one-position attends and row kernels.
+ *
+ * Tolerance, derived per query and output channel from the data (u = 2^-24,
+ * the backend sums in f32 where the reference sums in double):
+ *   every score may move by delta_j <= beta sum_c |q_c k_jc| (d + 4) u
+ *        + |ln w_j| u + 2 (|s_j| + |M|) u + 4e-7 (the vector exp),
+ *   so with A = sum_N a_j e^{s_j - M} |v_j| and D = sum_D b_j e^{s_j - M}
+ *   |z' - z| <= (e^delta - 1)(e^delta + 1) A / D          (scores)
+ *             + 4 (n + 16) u A / D + 4 u |z|               (the f32 sums)
+ * (Higham's gamma_n for the numerator and the denominator sums, the rescales
+ * and the int8 scale products). Exits 77 when no table but the reference
+ * runs here. Seeds are printed; the test is deterministic. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc/kvc.h"
+#include "kvc_test.h"
+#include "kvc_testutil.h"
+#include "ref/rows_typed.h"
+
+#define U 0x1p-24
+
+typedef struct view_data {
+    kvc_view v;
+    unsigned char *rows[KVC_VIEW_MAX_SEGMENTS][2];
+    float *w[KVC_VIEW_MAX_SEGMENTS];
+} view_data;
+
+static void free_view(view_data *vd)
+{
+    for (size_t s = 0; s < KVC_VIEW_MAX_SEGMENTS; s++) free(vd->rows[s][0]), free(vd->rows[s][1]), free(vd->w[s]);
+}
+
+/* A random view: n_seg segments of storage type t (the first one f32, like a stream's current token). */
+static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_total, size_t n_seg, unsigned t,
+                      double key_scale, int weights, int split_sets)
+{
+    memset(vd, 0, sizeof *vd);
+    vd->v.d = d, vd->v.dv = dv, vd->v.beta = (float)(1.0 / sqrt((double)d)), vd->v.n_seg = n_seg;
+    float *x = malloc(256 * sizeof(float));
+    for (size_t s = 0; s < n_seg; s++) {
+        kvc_segment *g = &vd->v.seg[s];
+        const size_t n = s + 1 == n_seg ? n_total - (n_total / n_seg) * (n_seg - 1) : n_total / n_seg;
+        const unsigned ts = s == 0 ? KVC_DTYPE_F32 : t;
+        const size_t kb = (size_t)kvc_row_bytes(ts, d), vb = (size_t)kvc_row_bytes(ts, dv);
+        vd->rows[s][0] = malloc(n * kb + 1), vd->rows[s][1] = malloc(n * vb + 1);
+        const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[ts];
+        for (size_t i = 0; i < n; i++) {
+            for (size_t c = 0; c < d; c++) x[c] = (float)(kvc_rng_normal(r) * key_scale);
+            rk->store(vd->rows[s][0] + i * kb, x, d);
+            for (size_t c = 0; c < dv; c++) x[c] = (float)kvc_rng_normal(r);
+            rk->store(vd->rows[s][1] + i * vb, x, dv);
+        }
+        g->n = n, g->dtype = ts, g->scale = weights ? 0.5 + 3.0 * kvc_rng_unit(r) : 1.0;
+        g->role = split_sets ? (s % 3 == 1 ? KVC_SET_NUM : s % 3 == 2 ? KVC_SET_DEN : KVC_SET_BOTH) : KVC_SET_BOTH;
+        if (ts == KVC_DTYPE_F32) g->keys = (const float *)(void *)vd->rows[s][0], g->values = (const float *)(void *)vd->rows[s][1];
+        else g->keys_q = vd->rows[s][0], g->values_q = vd->rows[s][1];
+        if (weights && n) {
+            vd->w[s] = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++) {
+                const double u = kvc_rng_unit(r);
+                vd->w[s][i] = u < 0.1 ? 0.0f : u < 0.2 ? 1e30f : (float)(1.0 + 1000.0 * kvc_rng_unit(r));
+            }
+            g->weights = vd->w[s];
+        }
+    }
+    free(x);
+}
+
+/* The bound above for query q against the view (positions limited by `hidden` trailing causal entries). */
+static double bound_of(const kvc_view *v, const float *q, size_t c, float z, size_t skip_last_causal, size_t causal_segs)
+{
+    const double beta = (double)v->beta;
+    size_t n = 0, causal_total = 0;
+    for (size_t s = 0; s < causal_segs; s++) causal_total += v->seg[s].n;
+    double M = -INFINITY, delta = 0.0;
+    float row[256];
+    /* pass 1: scores, maximum, delta */
+    size_t e = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double A = 0.0, Dn = 0.0;
+        e = 0;
+        for (size_t s = 0; s < v->n_seg; s++) {
+            const kvc_segment *g = &v->seg[s];
+            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
+            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
+            const unsigned char *K = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->keys : g->keys_q;
+            const unsigned char *V = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->values : g->values_q;
+            for (size_t i = 0; i < g->n; i++) {
+                const size_t my = e;
+                if (s < causal_segs) e++;
+                if (s < causal_segs && my >= causal_total - skip_last_causal) continue;
+                const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
+                if (!(w > 0.0)) continue;
+                const double lw = log(w);
+                rk->load(K + i * kb, row, v->d);
+                double dot = 0.0, mag = 0.0;
+                for (size_t t = 0; t < v->d; t++) dot += (double)q[t] * row[t], mag += fabs((double)q[t] * row[t]);
+                const double x = lw + beta * dot;
+                if (pass == 0) {
+                    if (x > M) M = x;
+                    n++;
+                    continue;
+                }
+                const double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
+                if (dj > delta) delta = dj;
+                const double p = exp(x - M);
+                if (g->role & KVC_SET_DEN) Dn += p;
+                if (g->role & KVC_SET_NUM) {
+                    rk->load(V + i * vb, row, v->dv);
+                    A += p * fabs((double)row[c]);
+                }
+            }
+        }
+        if (pass == 1) {
+            if (!(Dn > 0.0)) return INFINITY; /* no denominator: both give 0 (checked exactly) */
+            const double ed = exp(delta);
+            return (ed - 1.0) * (ed + 1.0) * A / Dn + 4.0 * (double)(n + 16) * U * A / Dn + 4.0 * U * fabs((double)z);
+        }
+    }
+    return INFINITY;
+}
+
+static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double *worst_ratio)
+{
+    static const size_t dims[] = {1, 3, 7, 8, 16, 33, 64, 100, 128, 255, 256};
+    static const size_t ns[] = {0, 1, 5, 8, 9, 100, 1000, 20000, 100000};
+    for (size_t trial = 0; trial < 60; trial++) {
+        const size_t d = dims[kvc_rng_below(r, 11)], dv = dims[kvc_rng_below(r, 11)];
+        size_t n = ns[kvc_rng_below(r, 9)];
+        if (n * (d + dv) > 4000000) n = 4000000 / (d + dv); /* keep each case fast */
+        const unsigned dt = (unsigned)kvc_rng_below(r, 3);
+        const size_t n_seg = 1 + kvc_rng_below(r, 4);
+        const double spread = kvc_rng_unit(r) < 0.2 ? 30.0 : 1.0; /* scores up to ~10^3 apart */
+        const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3;
+        view_data vd;
+        make_view(r, &vd, d, dv, n, n_seg, dt, spread, weights, split);
+        const size_t n_pos = 1 + kvc_rng_below(r, 3), n_q = 1 + kvc_rng_below(r, 4);
+        const size_t causal = n_pos > 1 && vd.v.seg[0].n >= n_pos ? 1 : 0;
+        float *q = tu_normal(r, n_pos * n_q, d, 1.0);
+        float *za = malloc(n_pos * n_q * dv * sizeof(float)), *zb = malloc(n_pos * n_q * dv * sizeof(float));
+        const size_t wb = (size_t)kvc_attend_work_bytes(n_pos, n_q, dv);
+        double *work = malloc(wb);
+        kvc_attend_batch ba = {q, n_pos, n_q, causal, za, NULL}, bb = {q, n_pos, n_q, causal, zb, NULL};
+        const kvc_status ra = kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vd.v, &ba, work, wb);
+        const kvc_status rb = t->attend_batch(t, &vd.v, &bb, work, wb);
+        CHECK_MSG(ra == rb, "%s: status %d vs ref %d", t->name, (int)rb, (int)ra);
+        if (ra == KVC_OK) {
+            for (size_t p = 0; p < n_pos; p++)
+                for (size_t h = 0; h < n_q; h++)
+                    for (size_t c = 0; c < dv; c++) {
+                        const size_t o = (p * n_q + h) * dv + c;
+                        const double bd = bound_of(&vd.v, q + (p * n_q + h) * d, c, za[o], causal ? n_pos - 1 - p : 0, causal);
+                        const double err = fabs((double)za[o] - zb[o]);
+                        if (isfinite(bd) && bd > 0 && err / bd > *worst_ratio) *worst_ratio = err / bd;
+                        CHECK_MSG(isinf(bd) ? zb[o] == 0.0f && za[o] == 0.0f : err <= bd,
+                                  "%s: d %zu dv %zu n %zu dtype %u seg %zu weights %d split %d pos %zu head %zu ch %zu: "
+                                  "%.9g vs ref %.9g (bound %.3g)",
+                                  t->name, d, dv, n, dt, n_seg, weights, split, p, h, c, zb[o], za[o], bd);
+                    }
+            (*cases)++;
+        }
+        /* the row kernels the table overrides: the score dot of every storage type */
+        for (unsigned ty = 0; ty < 3; ty++) {
+            unsigned char row[4 * 256 + 8];
+            float x[256];
+            for (size_t c = 0; c < d; c++) x[c] = (float)kvc_rng_normal(r);
+            kvc_kernels_ref()->rows[ty].store(row, x, d);
+            const double a = kvc_kernels_ref()->rows[ty].dot_f32(row, q, d), b2 = t->rows[ty].dot_f32(row, q, d);
+            double mag = 0.0;
+            float lx[256];
+            kvc_kernels_ref()->rows[ty].load(row, lx, d);
+            for (size_t c = 0; c < d; c++) mag += fabs((double)lx[c] * q[c]);
+            CHECK_MSG(fabs(a - b2) <= (double)(d + 4) * U * mag * 2.0, "%s dot dtype %u d %zu: %.9g vs %.9g", t->name, ty, d, b2, a);
+        }
+        free(q), free(za), free(zb), free(work);
+        free_view(&vd);
+    }
+    return 0;
+}
+
+static int every_table_matches_reference(void)
+{
+    const uint32_t have = kvc_cpu_features();
+    size_t tested = 0;
+    for (size_t i = 0; i < kvc_kernels_count(); i++) {
+        const kvc_kernels *t = kvc_kernels_at(i);
+        if (strcmp(t->name, "ref") == 0) continue;
+        if ((t->needs & have) != t->needs) {
+            printf("table %s: not runnable on this CPU, skipped\n", t->name);
+            continue;
+        }
+        kvc_rng r;
+        kvc_rng_seed(&r, 31 + i);
+        printf("table %s: seed %zu\n", t->name, 31 + i);
+        size_t cases = 0;
+        double worst = 0.0;
+        if (compare_table(t, &r, &cases, &worst)) return 1;
+        printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name,
+               cases, worst);
+        tested++;
+    }
+    if (tested == 0) {
+        printf("no table but the reference runs here\n");
+        return KVC_TEST_SKIP;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference}};
+    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
