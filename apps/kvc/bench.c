@@ -275,15 +275,17 @@ int kvc_cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: kvc bench recall|ppl|decode [options]   (kvc bench <which> --help)\n"
+        fprintf(f, "usage: kvc bench recall|ppl|decode|kernels [options]   (kvc bench <which> --help)\n"
                    "  recall  passkey retrieval accuracy per method x budget x context length\n"
                    "  ppl     perplexity of a long text, every token through each method's cache\n"
-                   "  decode  decode tokens per second after a long context, ratio to exact\n");
+                   "  decode  decode tokens per second after a long context, ratio to exact\n"
+                   "  kernels attention GB/s per kernel table and storage type, ratio to the read bandwidth\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "recall")) return kvc_bench_recall(argc - 1, argv + 1);
     if (!strcmp(argv[1], "ppl")) return kvc_bench_ppl(argc - 1, argv + 1);
     if (!strcmp(argv[1], "decode")) return kvc_bench_decode(argc - 1, argv + 1);
-    fprintf(stderr, "kvc bench: unknown benchmark '%s' (recall, ppl or decode)\n", argv[1]);
+    if (!strcmp(argv[1], "kernels")) return kvc_bench_kernels(argc - 1, argv + 1);
+    fprintf(stderr, "kvc bench: unknown benchmark '%s' (recall, ppl, decode or kernels)\n", argv[1]);
     return 2;
 }

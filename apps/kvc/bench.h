@@ -10,8 +10,11 @@
 #include "generate.h"
 #include "method_opts.h"
 
-/** `kvc bench ...`: dispatch to recall, ppl or decode. */
+/** `kvc bench ...`: dispatch to recall, ppl, decode or kernels. */
 int kvc_cmd_bench(int argc, char **argv);
+
+/** `kvc bench kernels`: attention GB/s per kernel table and storage type, against the read bandwidth. */
+int kvc_bench_kernels(int argc, char **argv);
 
 #define KVC_BENCH_MAX_CFG 64
 #define KVC_BENCH_MAX_LIST 16

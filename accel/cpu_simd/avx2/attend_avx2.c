@@ -89,6 +89,69 @@ KVC_INLINE void axpy_row(unsigned t, float *acc, float p, const unsigned char *r
     for (; c < dv; c++) acc[c] += p * ld1(t, row, c);
 }
 
+/* The 8 scores <row_j, q>, j < nb (<= 8), as one vector: 8 accumulators
+ * over d, then one hadd tree instead of 8 horizontal sums. */
+KVC_INLINE __m256 dot8_rows(unsigned t, const unsigned char *K, size_t ks, size_t nb, const float *q, size_t d)
+{
+    __m256 a[BLK];
+    for (size_t j = 0; j < BLK; j++) a[j] = _mm256_setzero_ps();
+    size_t c = 0;
+    if (nb == BLK) {
+        for (; c + 8 <= d; c += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + c);
+            for (size_t j = 0; j < BLK; j++) a[j] = _mm256_fmadd_ps(ld8(t, K + j * ks, c), qv, a[j]);
+        }
+    } else {
+        for (; c + 8 <= d; c += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + c);
+            for (size_t j = 0; j < nb; j++) a[j] = _mm256_fmadd_ps(ld8(t, K + j * ks, c), qv, a[j]);
+        }
+    }
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    float tail[BLK] = {0}, scale[BLK];
+    for (size_t j = 0; j < BLK; j++) scale[j] = j < nb ? row_scale(t, K + j * ks) : 0.0f;
+    if (c < d)
+        for (size_t j = 0; j < nb; j++)
+            for (size_t cc = c; cc < d; cc++) tail[j] += ld1(t, K + j * ks, cc) * q[cc];
+    sum = _mm256_add_ps(sum, _mm256_loadu_ps(tail));
+    return _mm256_mul_ps(sum, _mm256_loadu_ps(scale));
+}
+
+/* acc += sum_j p_j row_j over the nb rows of a block, 64 channels at a time
+ * held in registers (the accumulators are read and written once per block). */
+KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
+{
+    float ps[BLK];
+    for (size_t j = 0; j < nb; j++) ps[j] = p[j] * row_scale(t, V + j * vs);
+    size_t c = 0;
+    for (; c + 64 <= dv; c += 64) {
+        __m256 a0 = _mm256_loadu_ps(acc + c), a1 = _mm256_loadu_ps(acc + c + 8), a2 = _mm256_loadu_ps(acc + c + 16),
+               a3 = _mm256_loadu_ps(acc + c + 24), a4 = _mm256_loadu_ps(acc + c + 32), a5 = _mm256_loadu_ps(acc + c + 40),
+               a6 = _mm256_loadu_ps(acc + c + 48), a7 = _mm256_loadu_ps(acc + c + 56);
+        for (size_t j = 0; j < nb; j++) {
+            const unsigned char *v = V + j * vs;
+            const __m256 pv = _mm256_set1_ps(ps[j]);
+            a0 = _mm256_fmadd_ps(pv, ld8(t, v, c), a0), a1 = _mm256_fmadd_ps(pv, ld8(t, v, c + 8), a1);
+            a2 = _mm256_fmadd_ps(pv, ld8(t, v, c + 16), a2), a3 = _mm256_fmadd_ps(pv, ld8(t, v, c + 24), a3);
+            a4 = _mm256_fmadd_ps(pv, ld8(t, v, c + 32), a4), a5 = _mm256_fmadd_ps(pv, ld8(t, v, c + 40), a5);
+            a6 = _mm256_fmadd_ps(pv, ld8(t, v, c + 48), a6), a7 = _mm256_fmadd_ps(pv, ld8(t, v, c + 56), a7);
+        }
+        _mm256_storeu_ps(acc + c, a0), _mm256_storeu_ps(acc + c + 8, a1), _mm256_storeu_ps(acc + c + 16, a2);
+        _mm256_storeu_ps(acc + c + 24, a3), _mm256_storeu_ps(acc + c + 32, a4), _mm256_storeu_ps(acc + c + 40, a5);
+        _mm256_storeu_ps(acc + c + 48, a6), _mm256_storeu_ps(acc + c + 56, a7);
+    }
+    for (; c + 8 <= dv; c += 8) {
+        __m256 a = _mm256_loadu_ps(acc + c);
+        for (size_t j = 0; j < nb; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(ps[j]), ld8(t, V + j * vs, c), a);
+        _mm256_storeu_ps(acc + c, a);
+    }
+    for (; c < dv; c++)
+        for (size_t j = 0; j < nb; j++) acc[c] += ps[j] * ld1(t, V + j * vs, c);
+}
+
 /* e^x for 8 lanes, x <= 0 (or -inf: 0): Cody-Waite reduction x = n ln2 + r,
  * |r| <= ln2/2, a degree-6 polynomial for e^r (relative error < 2e-7), and
  * 2^n through the exponent bits. Below -87.3 the result flushes to 0. */
@@ -133,7 +196,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
     const double ln_scale = kvc_log_pos(seg->scale);
     for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
-        float lw[BLK];
+        float lw[BLK] = {0};
         size_t p0[BLK];
         for (size_t j = 0; j < nb; j++) {
             double x = ln_scale;
@@ -153,13 +216,11 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             float *q_st = st + qi * W, *acc = q_st + 3;
             const size_t pos = qi / n_q;
             float s[BLK];
+            _mm256_storeu_ps(s, _mm256_fmadd_ps(_mm256_set1_ps(beta), dot8_rows(t, K + j0 * ks, ks, nb, b->q + qi * d, d),
+                                                _mm256_loadu_ps(lw)));
             float mb = -INFINITY;
             for (size_t j = 0; j < nb; j++) {
-                if (lw[j] == -INFINITY || pos < p0[j]) {
-                    s[j] = -INFINITY;
-                    continue;
-                }
-                s[j] = lw[j] + beta * dot_row(t, K + (j0 + j) * ks, b->q + qi * d, d);
+                if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
                 if (s[j] > mb) mb = s[j];
             }
             if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
@@ -177,9 +238,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             _mm256_storeu_ps(pj, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), _mm256_set1_ps(q_st[0]))));
             if (in_den)
                 for (size_t j = 0; j < nb; j++) q_st[2] += pj[j];
-            if (in_num)
-                for (size_t j = 0; j < nb; j++)
-                    if (pj[j] != 0.0f) axpy_row(t, acc, pj[j], V + (j0 + j) * vs, dv);
+            if (in_num) axpy_block(t, acc, pj, V + j0 * vs, vs, nb, dv);
         }
     }
 }
