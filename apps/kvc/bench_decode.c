@@ -102,8 +102,8 @@ int kvc_bench_decode(int argc, char **argv)
     if (kvc_bench_csv_open(&o, &csv) || kvc_kv_record_alloc(&rec, &m->cfg, N) ||
         kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s0) != KVC_OK)
         goto done;
-    printf("kvc bench decode: %d context tokens, %d rounds x %d steps, %d configurations\n", N, (int)rounds,
-           (int)steps, o.n_cfg);
+    printf("kvc bench decode: %d context tokens, %d rounds x %d steps, %d configurations, kernels %s\n", N, (int)rounds,
+           (int)steps, o.n_cfg, kvc_l2c_kernels()->name);
     fprintf(stderr, "[decode] prefilling %d tokens at full attention...\n", N);
     /* all but the last context token are recorded; the last one is each
      * method's first decode input, so every cache holds N-1 rows before timing */

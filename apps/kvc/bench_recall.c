@@ -252,8 +252,8 @@ int kvc_bench_recall(int argc, char **argv)
     rc.workers = calloc((size_t)o.threads, sizeof(worker));
     if (!rc.items || !rc.out || !rc.workers) goto done;
     if (kvc_bench_csv_open(&o, &csv)) goto done;
-    printf("kvc bench recall: seed %" PRIu64 ", %d contexts x %d depths x %d trials, %d configurations, %d threads\n",
-           o.seed, n_ctx, n_dep, (int)trials, o.n_cfg, o.threads);
+    printf("kvc bench recall: seed %" PRIu64 ", %d contexts x %d depths x %d trials, %d configurations, %d threads, kernels %s\n",
+           o.seed, n_ctx, n_dep, (int)trials, o.n_cfg, o.threads, kvc_l2c_kernels()->name);
     /* items, longest context first (they take longest), keys from the seed */
     uint64_t rng = o.seed;
     int k = 0;

@@ -282,9 +282,9 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     const double exact_bytes = (double)pos * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * sizeof(float);
     printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s, budget %" PRIu64
            " tokens/stream; cache holds %.0f B of k/v (peak %.0f B) vs %.0f B for the exact cache"
-           " of %d tokens; arena %zu B\n",
+           " of %d tokens; arena %zu B; kernels %s\n",
            pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el,
-           (double)peak, exact_bytes, pos, bytes);
+           (double)peak, exact_bytes, pos, bytes, kvc_l2c_kernels()->name);
     rc = 0;
 done:
     free(arena), free(ptoks);

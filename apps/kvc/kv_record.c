@@ -85,7 +85,7 @@ kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
     for (int p = 0; p < n; p++)
         for (int l = 0; l < r->n_layers; l++) {
             const size_t off = ((size_t)l * r->cap + p) * r->row;
-            kvc_status rc = kvc_cache_append(cache, NULL, (uint32_t)l, r->k + off, r->v + off);
+            kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, r->k + off, r->v + off);
             if (rc != KVC_OK) return rc;
         }
     return KVC_OK;

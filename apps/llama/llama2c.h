@@ -104,6 +104,9 @@ void kvc_l2c_state_free(kvc_l2c_state *s);
 kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream);
 
 /** The default attention hook: @p ctx is a kvc_cache*. */
+/** The kernel table the decoder's cache calls use: kvc_kernels_best() (KVC_KERNELS forces one). */
+const kvc_kernels *kvc_l2c_kernels(void);
+
 kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k,
                                    const float *v, float *out);
 

@@ -59,14 +59,22 @@ kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_
     return cc;
 }
 
+const kvc_kernels *kvc_l2c_kernels(void)
+{
+    /* the best table this CPU runs (KVC_KERNELS=ref|avx2 forces one); the
+       tables' method decisions are the same, only attention sums differ */
+    return kvc_kernels_best();
+}
+
 kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
                                    float *out)
 {
     kvc_cache *c = (kvc_cache *)ctx;
+    const kvc_kernels *kern = kvc_l2c_kernels();
     (void)pos;
-    kvc_status rc = kvc_cache_append(c, NULL, (uint32_t)layer, k, v);
+    kvc_status rc = kvc_cache_append(c, kern, (uint32_t)layer, k, v);
     if (rc != KVC_OK) return rc;
-    return kvc_cache_attend(c, NULL, (uint32_t)layer, q, out);
+    return kvc_cache_attend(c, kern, (uint32_t)layer, q, out);
 }
 
 static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
