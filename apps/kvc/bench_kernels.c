@@ -101,7 +101,7 @@ int kvc_bench_kernels(int argc, char **argv)
             view.seg[0].n = n, view.seg[0].dtype = t, view.seg[0].scale = 1.0, view.seg[0].role = KVC_SET_BOTH;
             if (t == KVC_DTYPE_F32) view.seg[0].keys = (const float *)(void *)k, view.seg[0].values = (const float *)(void *)v;
             else view.seg[0].keys_q = k, view.seg[0].values_q = v;
-            const kvc_attend_batch b = {q, 1, NQ, 0, out, NULL};
+            const kvc_attend_batch b = {q, 1, NQ, 0, out, NULL, NULL};
             double *tr = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double));
             for (uint64_t i = 0; i < reps; i++) tr[i] = read_pass(flat, bytes);
             const double t_read = median(tr, (int)reps);

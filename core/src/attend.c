@@ -29,7 +29,7 @@ static kvc_status attend_typed(const kvc_kernels *kern, const kvc_view *view, co
 {
     double work[KVC_MAX_HEAD_DIM + 3];
     for (size_t h = 0; h < n_q; h++) {
-        kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL};
+        kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL, NULL};
         const kvc_status rc = kern->attend_batch(kern, view, &b, work, sizeof work);
         if (rc != KVC_OK) return rc;
     }
@@ -66,6 +66,42 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
        separate estimates need not be: say so rather than hand out Inf/NaN */
     if (!kvc_all_finite(out, n_q * view->dv)) {
         for (size_t i = 0; i < n_q * view->dv; i++) out[i] = 0.0f;
+        return KVC_E_RANGE;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n_queries, size_t dv, float *out)
+{
+    if (parts == NULL || out == NULL || n_parts < 1 || n_parts > 1024 || n_queries < 1 ||
+        n_queries > (size_t)KVC_MAX_BATCH_POSITIONS * KVC_MAX_QUERY_HEADS || dv < 1 || dv > KVC_MAX_HEAD_DIM)
+        return KVC_E_ARG;
+    for (size_t i = 0; i < n_parts; i++)
+        if (parts[i] == NULL) return KVC_E_ARG;
+    const size_t W = KVC_ATTEND_STATE(dv);
+    int finite = 1;
+    for (size_t qi = 0; qi < n_queries; qi++) {
+        double M = -INFINITY;
+        for (size_t i = 0; i < n_parts; i++)
+            if (parts[i][qi * W] > M) M = parts[i][qi * W];
+        double den = 0.0, acc[KVC_MAX_HEAD_DIM];
+        for (size_t c = 0; c < dv; c++) acc[c] = 0.0;
+        if (M > -INFINITY)
+            for (size_t i = 0; i < n_parts; i++) {
+                const double *st = parts[i] + qi * W;
+                if (!(st[0] > -INFINITY)) continue; /* this part saw nothing */
+                const double r = kvc_exp_nonpos(st[0] - M > 0.0 ? 0.0 : st[0] - M);
+                den += st[1] * r;
+                for (size_t c = 0; c < dv; c++) acc[c] += st[2 + c] * r;
+            }
+        const double inv = den > 0.0 ? 1.0 / den : 0.0;
+        for (size_t c = 0; c < dv; c++) {
+            out[qi * dv + c] = (float)(acc[c] * inv);
+            finite &= isfinite(out[qi * dv + c]) != 0;
+        }
+    }
+    if (!finite) {
+        for (size_t i = 0; i < n_queries * dv; i++) out[i] = 0.0f;
         return KVC_E_RANGE;
     }
     return KVC_OK;

@@ -382,7 +382,7 @@ kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern
     view_fill(st, &view);
     if (mass != NULL)
         for (size_t i = 0, n = view_entries(&view, 0); i < n; i++) mass[i] = 0.0;
-    kvc_attend_batch b = {q, n_pos, n_q, KVC_STREAM_EXACT_SEGMENTS, out, mass};
+    kvc_attend_batch b = {q, n_pos, n_q, KVC_STREAM_EXACT_SEGMENTS, out, mass, NULL};
     const kvc_status rc = kern->attend_batch(kern, &view, &b, work, work_bytes);
     if (rc != KVC_OK) return rc;
     if (!kvc_all_finite(out, n_pos * n_q * st->plan.dv)) {
@@ -424,4 +424,68 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
     const kvc_method_ctx cx = {kern, &st->plan};
     o->prefill_queries(method_of(st), &cx, q, n_rows);
     return KVC_OK;
+}
+
+/* ---- split-K ---- */
+
+size_t kvc_stream_attend_part_work_bytes(const kvc_stream *st, size_t n_q)
+{
+    if (stream_check(st) != KVC_OK || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return 0;
+    return (size_t)kvc_attend_work_bytes(1, n_q, st->plan.dv) + n_q * st->plan.dv * sizeof(float);
+}
+
+/* Entries [first, first + count) of a view (in segment order), as a view. */
+static void view_slice(const kvc_view *in, size_t first, size_t count, kvc_view *out)
+{
+    *out = *in;
+    out->n_seg = 0;
+    size_t at = 0;
+    for (size_t s = 0; s < in->n_seg && count > 0; s++) {
+        const kvc_segment *g = &in->seg[s];
+        if (first >= at + g->n) {
+            at += g->n;
+            continue;
+        }
+        const size_t i0 = first > at ? first - at : 0, n = g->n - i0 < count ? g->n - i0 : count;
+        kvc_segment *o = &out->seg[out->n_seg++];
+        *o = *g;
+        o->n = n;
+        if (g->dtype == KVC_DTYPE_F32) {
+            o->keys = g->keys ? g->keys + i0 * in->d : NULL;
+            o->values = g->values ? g->values + i0 * in->dv : NULL;
+        } else {
+            o->keys_q = g->keys_q ? (const unsigned char *)g->keys_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->d) : NULL;
+            o->values_q =
+                g->values_q ? (const unsigned char *)g->values_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->dv) : NULL;
+        }
+        if (g->weights) o->weights = g->weights + i0;
+        first += n, count -= n;
+        at += g->n;
+    }
+}
+
+kvc_status kvc_stream_attend_part(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                  size_t part, size_t n_parts, double *state, void *work, size_t work_bytes)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (q == NULL || state == NULL || work == NULL || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS || n_parts < 1 ||
+        n_parts > 1024 || part >= n_parts || ((uintptr_t)work % sizeof(double)) != 0 ||
+        work_bytes < kvc_stream_attend_part_work_bytes(st, n_q))
+        return KVC_E_ARG;
+    if (!st->has_pending) return KVC_E_STATE;
+    if (kern == NULL) kern = kvc_kernels_ref();
+    if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
+    if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
+        return KVC_E_UNSUPPORTED;
+    if (!kvc_all_finite(q, n_q * st->plan.d)) return KVC_E_NONFINITE;
+    kvc_view view, sub;
+    view_fill(st, &view);
+    const size_t E = view_entries(&view, 0);
+    const size_t first = (size_t)((uint64_t)E * part / n_parts), last = (size_t)((uint64_t)E * (part + 1) / n_parts);
+    view_slice(&view, first, last - first, &sub);
+    const size_t kw = (size_t)kvc_attend_work_bytes(1, n_q, st->plan.dv);
+    float *out = (float *)(void *)((unsigned char *)work + kw);
+    kvc_attend_batch b = {q, 1, n_q, 0, out, NULL, state};
+    return kern->attend_batch(kern, &sub, &b, work, kw);
 }

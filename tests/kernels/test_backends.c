@@ -148,7 +148,7 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         float *za = malloc(n_pos * n_q * dv * sizeof(float)), *zb = malloc(n_pos * n_q * dv * sizeof(float));
         const size_t wb = (size_t)kvc_attend_work_bytes(n_pos, n_q, dv);
         double *work = malloc(wb);
-        kvc_attend_batch ba = {q, n_pos, n_q, causal, za, NULL}, bb = {q, n_pos, n_q, causal, zb, NULL};
+        kvc_attend_batch ba = {q, n_pos, n_q, causal, za, NULL, NULL}, bb = {q, n_pos, n_q, causal, zb, NULL, NULL};
         const kvc_status ra = kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vd.v, &ba, work, wb);
         const kvc_status rb = t->attend_batch(t, &vd.v, &bb, work, wb);
         CHECK_MSG(ra == rb, "%s: status %d vs ref %d", t->name, (int)rb, (int)ra);
@@ -218,8 +218,121 @@ static int every_table_matches_reference(void)
     return 0;
 }
 
+#define D ((size_t)8)
+#define NQ ((size_t)2)
+
+/* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q (reference rows). */
+static double a_over_d(const kvc_view *v, const float *q)
+{
+    double M = -INFINITY, A[256] = {0}, Dn = 0.0;
+    float row[256];
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t s = 0; s < v->n_seg; s++) {
+            const kvc_segment *g = &v->seg[s];
+            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
+            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
+            const unsigned char *K = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->keys : g->keys_q;
+            const unsigned char *V = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->values : g->values_q;
+            for (size_t i = 0; i < g->n; i++) {
+                const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
+                if (!(w > 0.0)) continue;
+                const double x = log(w) + (double)v->beta * rk->dot_f32(K + i * kb, q, v->d);
+                if (pass == 0) {
+                    if (x > M) M = x;
+                    continue;
+                }
+                const double p = exp(x - M);
+                if (g->role & KVC_SET_DEN) Dn += p;
+                if (g->role & KVC_SET_NUM) {
+                    rk->load(V + i * vb, row, v->dv);
+                    for (size_t c = 0; c < v->dv; c++) A[c] += p * fabs((double)row[c]);
+                }
+            }
+        }
+    double worst = 0.0;
+    for (size_t c = 0; c < v->dv; c++) worst = fmax(worst, Dn > 0.0 ? A[c] / Dn : 0.0);
+    return worst;
+}
+
+/* Split-K: the states of n parts, merged, give kvc_stream_attend's output
+ * (every method x storage type x the reference and the best table). The
+ * parts regroup the same terms: |difference| <= 4 (E + 16) u A/D + 4 u |z|,
+ * u = 2^-24 (the final float rounding bounds the reference's double sums
+ * too), plus 1e-6 A/D on a table with a vector exp (2e-7 relative per exp,
+ * taken in different places). */
+static int split_k_merges_to_attend(void)
+{
+    const size_t n = 260;
+    kvc_rng r;
+    kvc_rng_seed(&r, 15);
+    printf("seed 15, n %zu\n", n);
+    float *k = tu_normal(&r, n, D, 1.0), *v = tu_normal(&r, n, D, 1.0), *q = tu_normal(&r, NQ, D, 1.0);
+    const kvc_kernels *tables[2] = {kvc_kernels_ref(), kvc_kernels_best()};
+    printf("tables: ref and %s\n", tables[1]->name);
+    double worst = 0.0;
+    size_t checked = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const kvc_kernels *kt = tables[ti];
+        if (ti == 1 && kt == tables[0]) break;
+        for (size_t mi = 0; mi < kvc_method_count(); mi++) {
+            const kvc_method m = kvc_method_at(mi);
+            for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
+                if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
+                kvc_stream_config c = kvc_stream_config_default(m, D, D, m == KVC_METHOD_EXACT ? 300 : 64, 3);
+                c.n_sink = 4, c.n_window = 12, c.dtype = (kvc_dtype)t, c.prefix_len = (uint32_t)n;
+                kvc_stream *st = tu_stream(&c);
+                for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, kt, k + j * D, v + j * D) == KVC_OK);
+                float whole[NQ * D], split[NQ * D];
+                if (kvc_stream_attend(st, kt, q, NQ, whole) != KVC_OK) {
+                    free(st);
+                    continue; /* a collapsed estimate (KVC_E_RANGE): nothing to compare */
+                }
+                kvc_view view;
+                CHECK(kvc_stream_view(st, &view) == KVC_OK);
+                const size_t E = kvc_stream_view_entries(st), wb = kvc_stream_attend_part_work_bytes(st, NQ);
+                double *work = malloc(wb);
+                static const size_t parts_of[] = {1, 2, 3, 7};
+                for (size_t pi = 0; pi < 4; pi++) {
+                    const size_t P = parts_of[pi];
+                    double *states = malloc(P * NQ * KVC_ATTEND_STATE(D) * sizeof(double));
+                    const double *ptr[7];
+                    for (size_t p = 0; p < P; p++) {
+                        ptr[p] = states + p * NQ * KVC_ATTEND_STATE(D);
+                        CHECK(kvc_stream_attend_part(st, kt, q, NQ, p, P, states + p * NQ * KVC_ATTEND_STATE(D), work, wb) ==
+                              KVC_OK);
+                    }
+                    CHECK(kvc_attend_merge(ptr, P, NQ, D, split) == KVC_OK);
+                    for (size_t h = 0; h < NQ; h++) {
+                        const double ad = a_over_d(&view, q + h * D), u = 0x1p-24;
+                        for (size_t cc = 0; cc < D; cc++) {
+                            const double z = whole[h * D + cc], e = fabs((double)split[h * D + cc] - z);
+                            const double bound = 4.0 * (double)(E + 16) * u * ad + 4.0 * u * fabs(z) + (ti ? 1e-6 * ad : 0.0);
+                            if (bound > 0 && e / bound > worst) worst = e / bound;
+                            CHECK_MSG(e <= bound, "%s %s %s parts %zu head %zu ch %zu: %.9g vs %.9g (bound %.3g)", kt->name,
+                                      kvc_method_name(m), kvc_dtype_name((kvc_dtype)t), P, h, cc, split[h * D + cc], z, bound);
+                        }
+                    }
+                    checked++;
+                    free(states);
+                }
+                /* bad arguments */
+                CHECK(kvc_stream_attend_part(st, kt, q, NQ, 3, 3, (double *)work, work, wb) == KVC_E_ARG);
+                CHECK(kvc_stream_attend_part(st, kt, q, NQ, 0, 1, (double *)work, work, wb - 8) == KVC_E_ARG);
+                free(work), free(st);
+            }
+        }
+    }
+    const double *none = NULL;
+    CHECK(kvc_attend_merge(&none, 1, 1, D, (float[8]){0}) == KVC_E_ARG);
+    printf("%zu (method, dtype, table, parts) cases: merged parts == one attend within the bound (largest error / bound %.3g)\n",
+           checked, worst);
+    free(k), free(v), free(q);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference}};
+    static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference},
+                                          {"split_k_merges_to_attend", split_k_merges_to_attend}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -283,6 +283,14 @@ static kvc_status attend_batch_avx2(const kvc_kernels *kern, const kvc_view *vie
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;
         for (size_t c = 0; c < view->dv; c++) b->out[qi * view->dv + c] = q_st[3 + c] * inv;
     }
+    if (b->state != NULL) /* split-K: widen the state to doubles (written after the f32 one is read) */
+        for (size_t qi = Q; qi-- > 0;) {
+            const float *q_st = st + qi * W;
+            double *o = b->state + qi * KVC_ATTEND_STATE(view->dv);
+            const float m = q_st[0], have = q_st[1];
+            o[0] = have != 0.0f ? (double)m : -INFINITY;
+            for (size_t c = 0; c < view->dv + 1u; c++) o[1 + c] = (double)q_st[2 + c];
+        }
     return KVC_OK;
 }
 
@@ -292,7 +300,7 @@ static kvc_status attend_f32_avx2(const kvc_view *view, const float *q, size_t n
 {
     double work[KVC_MAX_HEAD_DIM + 3];
     for (size_t h = 0; h < n_q; h++) {
-        const kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL};
+        const kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL, NULL};
         const kvc_status rc = attend_batch_avx2(kvc_kernels_ref(), view, &b, work, sizeof work);
         if (rc != KVC_OK) return rc;
     }

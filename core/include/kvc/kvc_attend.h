@@ -33,6 +33,18 @@ extern "C" {
 kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q,
                       float *out);
 
+/**
+ * @brief Split-K: merge the states of @p n_parts attends over disjoint parts
+ *        of one cache (kvc_attend_batch.state, or kvc_stream_attend_part) into
+ *        the attention output, exactly as one pass would have combined them:
+ *        M = max m_i, den = sum den_i e^{m_i - M}, out = sum acc_i e^{m_i - M} / den.
+ * @param parts      n_parts pointers, each to n_queries states of KVC_ATTEND_STATE(dv) doubles.
+ * @param n_parts    1 .. 1024.  @param n_queries 1 .. KVC_MAX_BATCH_POSITIONS * KVC_MAX_QUERY_HEADS.
+ * @param out        n_queries rows of dv floats (zeros where no part saw a denominator entry).
+ * @return KVC_OK; KVC_E_ARG (NULL, sizes); KVC_E_RANGE when a result is not a finite float (out zeroed).
+ */
+kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n_queries, size_t dv, float *out);
+
 /** @brief 1 when all @p n floats are finite, else 0. */
 int kvc_all_finite(const float *x, size_t n);
 

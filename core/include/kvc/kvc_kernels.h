@@ -135,7 +135,13 @@ typedef struct kvc_attend_batch {
     double *mass;        /**< NULL, or one double per entry of the view (segment order):
                               receives the sum over queries of the attention each
                               entry got, w_i e^{s_i} / sum_D (added to what is there) */
+    double *state;       /**< NULL, or KVC_ATTEND_STATE(dv) doubles per query: the
+                              unnormalised online-softmax state {m, den, acc[dv]}
+                              (m = -inf: no entry seen), for split-K (kvc_attend_merge) */
 } kvc_attend_batch;
+
+/** Doubles of one query's split-K state: the running maximum, the denominator, dv accumulators. */
+#define KVC_ATTEND_STATE(dv) ((size_t)(dv) + 2u)
 
 /** Largest number of positions of one batched attend. */
 #define KVC_MAX_BATCH_POSITIONS 4096u

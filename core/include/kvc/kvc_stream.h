@@ -260,6 +260,25 @@ size_t kvc_stream_attend_work_bytes(const kvc_stream *st, size_t n_pos, size_t n
 kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_pos,
                                    size_t n_q, float *out, double *mass, void *work, size_t work_bytes);
 
+/** @brief Workspace bytes kvc_stream_attend_part needs for @p n_q heads (0 for a bad handle). */
+size_t kvc_stream_attend_part_work_bytes(const kvc_stream *st, size_t n_q);
+
+/**
+ * @brief Split-K decode attend: part @p part of @p n_parts of the cache (the
+ *        view's entries cut into equal consecutive ranges) for the current
+ *        position's @p n_q query heads; writes each head's unnormalised state
+ *        (KVC_ATTEND_STATE(dv) doubles) to @p state. Parts are independent and
+ *        read-only, so a caller's threads can run them at once;
+ *        kvc_attend_merge combines the states into what kvc_stream_attend
+ *        computes (to rounding). The library starts no threads.
+ * @param part     0 .. n_parts - 1.  @param n_parts 1 .. 1024.
+ * @param work     kvc_stream_attend_part_work_bytes(st, n_q) bytes, 8-aligned.
+ * @return KVC_OK; KVC_E_ARG; KVC_E_STATE before the first append; KVC_E_NONFINITE;
+ *         KVC_E_UNSUPPORTED; KVC_E_CORRUPT.
+ */
+kvc_status kvc_stream_attend_part(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                  size_t part, size_t n_parts, double *state, void *work, size_t work_bytes);
+
 /**
  * @brief Query-aware methods: hand the method the attention mass its entries
  *        received (from kvc_stream_attend_batch). Methods without the hook

@@ -114,6 +114,11 @@ kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view
         const double *q_st = st + qi * W;
         const double inv = q_st[2] > 0.0 ? 1.0 / q_st[2] : 0.0;
         for (size_t c = 0; c < dv; c++) b->out[qi * dv + c] = (float)(q_st[3 + c] * inv);
+        if (b->state != NULL) { /* split-K: the unnormalised state */
+            double *o = b->state + qi * KVC_ATTEND_STATE(dv);
+            o[0] = q_st[1] != 0.0 ? q_st[0] : -INFINITY;
+            for (size_t c = 0; c < dv + 1u; c++) o[1 + c] = q_st[2 + c];
+        }
     }
     if (b->mass == NULL) return KVC_OK;
 
