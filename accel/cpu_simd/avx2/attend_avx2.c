@@ -111,13 +111,18 @@ KVC_INLINE __m256 dot8_rows(unsigned t, const unsigned char *K, size_t ks, size_
     const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
     __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-    float tail[BLK] = {0}, scale[BLK];
-    for (size_t j = 0; j < BLK; j++) scale[j] = j < nb ? row_scale(t, K + j * ks) : 0.0f;
-    if (c < d)
+    if (c < d) { /* d not a multiple of 8: the last elements one by one */
+        float tail[BLK] = {0};
         for (size_t j = 0; j < nb; j++)
             for (size_t cc = c; cc < d; cc++) tail[j] += ld1(t, K + j * ks, cc) * q[cc];
-    sum = _mm256_add_ps(sum, _mm256_loadu_ps(tail));
-    return _mm256_mul_ps(sum, _mm256_loadu_ps(scale));
+        sum = _mm256_add_ps(sum, _mm256_loadu_ps(tail));
+    }
+    if (t == KVC_DTYPE_I8) { /* each row's scale */
+        float scale[BLK] = {0};
+        for (size_t j = 0; j < nb; j++) scale[j] = row_scale(t, K + j * ks);
+        sum = _mm256_mul_ps(sum, _mm256_loadu_ps(scale));
+    }
+    return sum;
 }
 
 /* acc += sum_j p_j row_j over the nb rows of a block, 64 channels at a time
@@ -125,7 +130,10 @@ KVC_INLINE __m256 dot8_rows(unsigned t, const unsigned char *K, size_t ks, size_
 KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
 {
     float ps[BLK];
-    for (size_t j = 0; j < nb; j++) ps[j] = p[j] * row_scale(t, V + j * vs);
+    if (t == KVC_DTYPE_I8)
+        for (size_t j = 0; j < nb; j++) ps[j] = p[j] * row_scale(t, V + j * vs);
+    else
+        memcpy(ps, p, nb * sizeof(float));
     size_t c = 0;
     for (; c + 64 <= dv; c += 64) {
         __m256 a0 = _mm256_loadu_ps(acc + c), a1 = _mm256_loadu_ps(acc + c + 8), a2 = _mm256_loadu_ps(acc + c + 16),
@@ -212,6 +220,8 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
                 p0[j] = 0;
             }
         }
+        int masked = causal;
+        for (size_t j = 0; j < nb; j++) masked |= lw[j] == -INFINITY;
         for (size_t qi = 0; qi < Q; qi++) {
             float *q_st = st + qi * W, *acc = q_st + 3;
             const size_t pos = qi / n_q;
@@ -219,9 +229,17 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             _mm256_storeu_ps(s, _mm256_fmadd_ps(_mm256_set1_ps(beta), dot8_rows(t, K + j0 * ks, ks, nb, b->q + qi * d, d),
                                                 _mm256_loadu_ps(lw)));
             float mb = -INFINITY;
-            for (size_t j = 0; j < nb; j++) {
-                if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
-                if (s[j] > mb) mb = s[j];
+            if (masked || nb < BLK) {
+                for (size_t j = 0; j < nb; j++) {
+                    if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
+                    if (s[j] > mb) mb = s[j];
+                }
+            } else { /* every entry seen: the block maximum in registers */
+                __m256 mx = _mm256_loadu_ps(s);
+                mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
+                mx = _mm256_max_ps(mx, _mm256_permute_ps(mx, 0x4E));
+                mx = _mm256_max_ps(mx, _mm256_permute_ps(mx, 0xB1));
+                mb = _mm256_cvtss_f32(mx);
             }
             if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
             if (q_st[1] == 0.0f || mb > q_st[0]) {
@@ -235,9 +253,9 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             }
             float pj[BLK];
             for (size_t j = nb; j < BLK; j++) s[j] = -INFINITY;
-            _mm256_storeu_ps(pj, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), _mm256_set1_ps(q_st[0]))));
-            if (in_den)
-                for (size_t j = 0; j < nb; j++) q_st[2] += pj[j];
+            const __m256 pv = exp8(_mm256_sub_ps(_mm256_loadu_ps(s), _mm256_set1_ps(q_st[0])));
+            _mm256_storeu_ps(pj, pv);
+            if (in_den) q_st[2] += hsum(pv);
             if (in_num) axpy_block(t, acc, pj, V + j0 * vs, vs, nb, dv);
         }
     }
