@@ -125,6 +125,43 @@ KVC_INLINE __m256 dot8_rows(unsigned t, const unsigned char *K, size_t ks, size_
     return sum;
 }
 
+/* Scores of 3 queries against a full block of 8 rows, each row chunk loaded
+ * (and converted) once for the three: 4 rows x 3 queries = 12 accumulators
+ * per half block. Results in s[3][8]; d must be a multiple of 8. */
+KVC_INLINE void dot8_rows_q3(unsigned t, const unsigned char *K, size_t ks, const float *q0, const float *q1,
+                             const float *q2, size_t d, __m256 out[3])
+{
+    __m128 half[2][3];
+    for (size_t h = 0; h < 2; h++) {
+        const unsigned char *R = K + 4 * h * ks;
+        __m256 a[3][4];
+        for (size_t x = 0; x < 3; x++)
+            for (size_t j = 0; j < 4; j++) a[x][j] = _mm256_setzero_ps();
+        for (size_t c = 0; c < d; c += 8) {
+            const __m256 v0 = _mm256_loadu_ps(q0 + c), v1 = _mm256_loadu_ps(q1 + c), v2 = _mm256_loadu_ps(q2 + c);
+            for (size_t j = 0; j < 4; j++) {
+                const __m256 r = ld8(t, R + j * ks, c);
+                a[0][j] = _mm256_fmadd_ps(r, v0, a[0][j]);
+                a[1][j] = _mm256_fmadd_ps(r, v1, a[1][j]);
+                a[2][j] = _mm256_fmadd_ps(r, v2, a[2][j]);
+            }
+        }
+        for (size_t x = 0; x < 3; x++) {
+            const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[x][0], a[x][1]), _mm256_hadd_ps(a[x][2], a[x][3]));
+            half[h][x] = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+        }
+    }
+    for (size_t x = 0; x < 3; x++) {
+        __m256 sum = _mm256_set_m128(half[1][x], half[0][x]);
+        if (t == KVC_DTYPE_I8) {
+            float scale[BLK];
+            for (size_t j = 0; j < BLK; j++) scale[j] = row_scale(t, K + j * ks);
+            sum = _mm256_mul_ps(sum, _mm256_loadu_ps(scale));
+        }
+        out[x] = sum;
+    }
+}
+
 /* acc += sum_j p_j row_j over the nb rows of a block, 64 channels at a time
  * held in registers (the accumulators are read and written once per block). */
 KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
@@ -222,12 +259,24 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
         }
         int masked = causal;
         for (size_t j = 0; j < nb; j++) masked |= lw[j] == -INFINITY;
+        __m256 sc3[3];
+        size_t sc3_first = (size_t)-1; /* the first query whose scores sc3 holds (three at a time) */
         for (size_t qi = 0; qi < Q; qi++) {
             float *q_st = st + qi * W, *acc = q_st + 3;
             const size_t pos = qi / n_q;
             float s[BLK];
-            _mm256_storeu_ps(s, _mm256_fmadd_ps(_mm256_set1_ps(beta), dot8_rows(t, K + j0 * ks, ks, nb, b->q + qi * d, d),
-                                                _mm256_loadu_ps(lw)));
+            __m256 dots;
+            const int cached = sc3_first != (size_t)-1 && qi - sc3_first < 3;
+            if (nb == BLK && d % 8 == 0 && (cached || (qi % 3 == 0 && qi + 3 <= Q))) {
+                if (!cached) {
+                    dot8_rows_q3(t, K + j0 * ks, ks, b->q + qi * d, b->q + (qi + 1) * d, b->q + (qi + 2) * d, d, sc3);
+                    sc3_first = qi;
+                }
+                dots = sc3[qi - sc3_first];
+            } else {
+                dots = dot8_rows(t, K + j0 * ks, ks, nb, b->q + qi * d, d);
+            }
+            _mm256_storeu_ps(s, _mm256_fmadd_ps(_mm256_set1_ps(beta), dots, _mm256_loadu_ps(lw)));
             float mb = -INFINITY;
             if (masked || nb < BLK) {
                 for (size_t j = 0; j < nb; j++) {
