@@ -6,6 +6,7 @@
 #include "arena.h"
 #include "methods.h"
 #include "shared/rows.h"
+#include "toy_method.h"
 
 #define KVC_MAGIC_TOY 0x4B565431u /* "KVT1" */
 
@@ -114,15 +115,6 @@ const kvc_method_ops kvc_method_ops_toy = {
     toy_arena_size, toy_init, NULL, toy_update, toy_view, toy_elements, NULL, toy_check, NULL, 0, 1, toy_observe,
     toy_prefill_queries, NULL, NULL};
 
-/* What the test reads back (the test includes no core header but this). */
-typedef struct toy_info {
-    uint32_t count;
-    uint64_t observes, prefill_rows;
-    double prefill_sum;
-    const uint32_t *tokens;
-    const double *score;
-} toy_info;
-int toy_get(const kvc_stream *st, toy_info *out);
 int toy_get(const kvc_stream *st, toy_info *out)
 {
     const toy_state *s = (const toy_state *)kvc_stream_method_state(st);

@@ -12,15 +12,8 @@
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "toy_method.h"
 
-typedef struct toy_info {
-    uint32_t count;
-    uint64_t observes, prefill_rows;
-    double prefill_sum;
-    const uint32_t *tokens;
-    const double *score;
-} toy_info;
-int toy_get(const kvc_stream *st, toy_info *out);
 
 #define D ((size_t)8)
 #define NQ ((size_t)2)
