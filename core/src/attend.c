@@ -1,4 +1,5 @@
 #include "kvc/kvc_attend.h"
+#include "shared/rows.h"
 
 #include <math.h>
 
@@ -15,8 +16,7 @@ static int segment_ok(const kvc_segment *s)
     if (!(s->scale > 0.0) || !isfinite(s->scale)) return 0;
     if (s->n > KVC_MAX_BUDGET || s->dtype >= KVC_DTYPE_COUNT) return 0;
     if (s->n == 0) return 1;
-    const void *k = s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q;
-    const void *v = s->dtype == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q;
+    const void *k = kvc_segment_key_rows(s), *v = kvc_segment_value_rows(s);
     if (k == NULL) return 0;
     if ((s->role & KVC_SET_NUM) && v == NULL) return 0;
     return 1;

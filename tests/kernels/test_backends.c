@@ -24,6 +24,7 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 #include "ref/rows_typed.h"
+#include "shared/rows.h"
 
 #define U 0x1p-24
 
@@ -74,26 +75,26 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
     free(x);
 }
 
-/* The bound above for query q against the view, every output channel at
- * once (positions limited by `skip_last_causal` trailing causal entries). */
-static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t skip_last_causal, size_t causal_segs,
-                      double *bound)
+/* What the bounds need of query q against the view (reference rows, double):
+ * A[c] = sum_N a e^{s - M} |v_c|, *den = sum_D b e^{s - M}, the largest score
+ * movement *delta (formula in the file comment) and the entries *n seen;
+ * positions limited by `skip_last_causal` trailing causal entries. */
+static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_causal, size_t causal_segs, double *A,
+                         double *den, double *delta, size_t *n_seen)
 {
     const double beta = (double)v->beta;
     size_t n = 0, causal_total = 0;
     for (size_t s = 0; s < causal_segs; s++) causal_total += v->seg[s].n;
-    double M = -INFINITY, delta = 0.0, Dn = 0.0;
-    double A[256];
+    double M = -INFINITY, dl = 0.0, Dn = 0.0;
     float row[256];
-    memset(A, 0, sizeof A);
+    for (size_t c = 0; c < v->dv; c++) A[c] = 0.0;
     for (int pass = 0; pass < 2; pass++) {
         size_t e = 0;
         for (size_t s = 0; s < v->n_seg; s++) {
             const kvc_segment *g = &v->seg[s];
             const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
             const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
-            const unsigned char *K = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->keys : g->keys_q;
-            const unsigned char *V = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->values : g->values_q;
+            const unsigned char *K = kvc_segment_key_rows(g), *V = kvc_segment_value_rows(g);
             for (size_t i = 0; i < g->n; i++) {
                 const size_t my = e;
                 if (s < causal_segs) e++;
@@ -111,7 +112,7 @@ static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t 
                     continue;
                 }
                 const double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
-                if (dj > delta) delta = dj;
+                if (dj > dl) dl = dj;
                 const double p = exp(x - M);
                 if (g->role & KVC_SET_DEN) Dn += p;
                 if (g->role & KVC_SET_NUM) {
@@ -121,6 +122,16 @@ static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t 
             }
         }
     }
+    *den = Dn, *delta = dl, *n_seen = n;
+}
+
+/* The bound above for query q against the view, every output channel at once. */
+static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t skip_last_causal, size_t causal_segs,
+                      double *bound)
+{
+    double A[256], Dn, delta;
+    size_t n;
+    softmax_sums(v, q, skip_last_causal, causal_segs, A, &Dn, &delta, &n);
     const double ed = exp(delta);
     for (size_t c = 0; c < v->dv; c++)
         bound[c] = !(Dn > 0.0) ? INFINITY /* no denominator: both give 0 (checked exactly) */
@@ -221,35 +232,12 @@ static int every_table_matches_reference(void)
 #define D ((size_t)8)
 #define NQ ((size_t)2)
 
-/* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q (reference rows). */
+/* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q. */
 static double a_over_d(const kvc_view *v, const float *q)
 {
-    double M = -INFINITY, A[256] = {0}, Dn = 0.0;
-    float row[256];
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t s = 0; s < v->n_seg; s++) {
-            const kvc_segment *g = &v->seg[s];
-            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
-            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
-            const unsigned char *K = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->keys : g->keys_q;
-            const unsigned char *V = g->dtype == KVC_DTYPE_F32 ? (const unsigned char *)(const void *)g->values : g->values_q;
-            for (size_t i = 0; i < g->n; i++) {
-                const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
-                if (!(w > 0.0)) continue;
-                const double x = log(w) + (double)v->beta * rk->dot_f32(K + i * kb, q, v->d);
-                if (pass == 0) {
-                    if (x > M) M = x;
-                    continue;
-                }
-                const double p = exp(x - M);
-                if (g->role & KVC_SET_DEN) Dn += p;
-                if (g->role & KVC_SET_NUM) {
-                    rk->load(V + i * vb, row, v->dv);
-                    for (size_t c = 0; c < v->dv; c++) A[c] += p * fabs((double)row[c]);
-                }
-            }
-        }
-    double worst = 0.0;
+    double A[256], Dn, delta, worst = 0.0;
+    size_t n;
+    softmax_sums(v, q, 0, 0, A, &Dn, &delta, &n);
     for (size_t c = 0; c < v->dv; c++) worst = fmax(worst, Dn > 0.0 ? A[c] / Dn : 0.0);
     return worst;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ref/rows_ref.h"
+#include "shared/rows.h"
 
 #define KVC_INLINE static inline __attribute__((always_inline))
 #define BLK 8
@@ -234,8 +235,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
 {
     const size_t d = view->d, dv = view->dv, n_q = b->n_q, Q = b->n_pos * n_q, W = dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
-    const unsigned char *K = (const unsigned char *)(t == KVC_DTYPE_F32 ? (const void *)seg->keys : seg->keys_q);
-    const unsigned char *V = (const unsigned char *)(t == KVC_DTYPE_F32 ? (const void *)seg->values : seg->values_q);
+    const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
     const int in_num = (seg->role & KVC_SET_NUM) != 0, in_den = (seg->role & KVC_SET_DEN) != 0;
     const float beta = view->beta;
     const double ln_scale = kvc_log_pos(seg->scale);
@@ -324,8 +324,7 @@ static kvc_status attend_batch_avx2(const kvc_kernels *kern, const kvc_view *vie
     size_t causal_total = 0;
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment *seg = &view->seg[s];
-        const void *k = seg->dtype == KVC_DTYPE_F32 ? (const void *)seg->keys : seg->keys_q;
-        const void *v = seg->dtype == KVC_DTYPE_F32 ? (const void *)seg->values : seg->values_q;
+        const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
         if (seg->dtype > KVC_DTYPE_I8 || (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
             return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
         if (s < b->causal_segs) causal_total += seg->n;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kvc/kvc_kernels.h"
+#include "shared/rows.h"
 #include "rows_ref.h"
 
 /* e^t for t <= 0 that may also be -inf or NaN (same as attend_ref.c). */
@@ -31,8 +32,8 @@ static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc
     r->rk = &kern->rows[s->dtype];
     r->ks = (size_t)kvc_row_bytes(s->dtype, view->d);
     r->vs = (size_t)kvc_row_bytes(s->dtype, view->dv);
-    r->k = (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q);
-    r->v = (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q);
+    r->k = kvc_segment_key_rows(s);
+    r->v = kvc_segment_value_rows(s);
     if (s->n > 0 && r->k == NULL) return 0;
     if (s->n > 0 && (s->role & KVC_SET_NUM) && r->v == NULL) return 0;
     return 1;

@@ -57,6 +57,18 @@ static inline void kvc_rows_copy(const kvc_rows *to, size_t j, const kvc_rows *f
         memmove(kvc_row(to, j), kvc_row(from, i), n * to->stride);
 }
 
+/* A segment's key and value rows as bytes, whatever its storage type (f32
+ * segments keep them in keys/values, the others in keys_q/values_q). */
+static inline const unsigned char *kvc_segment_key_rows(const kvc_segment *s)
+{
+    return (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q);
+}
+
+static inline const unsigned char *kvc_segment_value_rows(const kvc_segment *s)
+{
+    return (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q);
+}
+
 /* Segment rows [first, first + n) of keys k and values v (v may be NULL for a key-only set). */
 static inline void kvc_segment_rows(kvc_segment *s, const kvc_rows *k, const kvc_rows *v, size_t first)
 {
