@@ -4,6 +4,7 @@
  * of once per token); attention goes token by token, in order, through the
  * hook (the cache manager), so the cache sees exactly what single steps show. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,11 +60,18 @@ kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_
     return cc;
 }
 
+/* The best table this CPU runs (KVC_KERNELS=ref|avx2 forces one), chosen
+ * once per process: the cache calls run per layer per token, and the choice
+ * reads the environment and the CPU id. The tables' method decisions are the
+ * same; only attention sums differ. */
+static const kvc_kernels *g_kernels;
+static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
+static void choose_kernels(void) { g_kernels = kvc_kernels_best(); }
+
 const kvc_kernels *kvc_l2c_kernels(void)
 {
-    /* the best table this CPU runs (KVC_KERNELS=ref|avx2 forces one); the
-       tables' method decisions are the same, only attention sums differ */
-    return kvc_kernels_best();
+    pthread_once(&g_kernels_once, choose_kernels);
+    return g_kernels;
 }
 
 kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
