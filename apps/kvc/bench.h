@@ -74,6 +74,9 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
 /** Open the model (o->model_path or the default); prints why and returns 1 on failure. */
 int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm);
 
+/** Median of @p n >= 1 values (sorts them in place). */
+double kvc_bench_median(double *v, int n);
+
 /** Parse "a,b,c" integers in [lo, hi] into out (at most cap); prints why and returns -1, else the count. */
 int kvc_bench_int_list(const char *flag, const char *s, int lo, int hi, int *out, int cap);
 

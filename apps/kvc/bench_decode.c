@@ -25,18 +25,6 @@ typedef struct dec {
     double tps[64];
 } dec;
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void decode_usage(FILE *f)
 {
     fprintf(f,
@@ -154,7 +142,7 @@ int kvc_bench_decode(int argc, char **argv)
             kvc_cache_usage_bytes(x->cache, &el, &peak);
             double ratio[64], tps[64];
             for (int r = 0; r < (int)rounds; r++) ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];
-            const double mt = median(tps, (int)rounds), mr = median(ratio, (int)rounds);
+            const double mt = kvc_bench_median(tps, (int)rounds), mr = kvc_bench_median(ratio, (int)rounds);
             printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s,
                    peak);
             if (csv)

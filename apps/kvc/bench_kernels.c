@@ -17,18 +17,6 @@
 #define HD 64u
 #define NQ 3u
 
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* A streaming read of `bytes` (4 independent 64-bit accumulators): the
  * machine's read bandwidth on the same footprint, in seconds. */
 static volatile uint64_t g_sink;
@@ -104,7 +92,7 @@ int kvc_bench_kernels(int argc, char **argv)
             const kvc_attend_batch b = {q, 1, NQ, 0, out, NULL, NULL};
             double *tr = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double));
             for (uint64_t i = 0; i < reps; i++) tr[i] = read_pass(flat, bytes);
-            const double t_read = median(tr, (int)reps);
+            const double t_read = kvc_bench_median(tr, (int)reps);
             double t_ref = NAN;
             for (size_t ti = 0; ti < kvc_kernels_count(); ti++) {
                 const kvc_kernels *kt = kvc_kernels_at(ti);
@@ -114,7 +102,7 @@ int kvc_bench_kernels(int argc, char **argv)
                     if (kt->attend_batch(kt, &view, &b, work, sizeof work) != KVC_OK) rc = 1;
                     tb[i] = kvc_bench_now() - t0;
                 }
-                const double tm = median(tb, (int)reps);
+                const double tm = kvc_bench_median(tb, (int)reps);
                 if (ti == 0) t_ref = tm;
                 const double gbs = (double)bytes / tm * 1e-9, bw = t_read / tm;
                 printf("%-6s %-5s %8zu %10.2f %10.1f us %10.2f %10.3f %10.2f\n", kt->name, kvc_dtype_name((kvc_dtype)t), n,
