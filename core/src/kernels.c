@@ -8,21 +8,60 @@
 
 #include "kvc/kvc_kernels.h"
 #include "ref/rows_ref.h"
+#include "simd_entries.h"
 
 static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
 
-#if defined(KVC_HAVE_AVX2)
-const kvc_kernels *kvc_kernels_avx2_table(void); /* accel/cpu_simd/avx2 */
+/* accel/cpu_simd: the entries of each SIMD file built in, in the order
+ * best() prefers the later (NEON, AVX2, AVX-512) */
+static const kvc_simd_entries *const accel[] = {
+#if defined(KVC_HAVE_NEON)
+    &kvc_simd_entries_neon,
 #endif
+#if defined(KVC_HAVE_AVX2)
+    &kvc_simd_entries_avx2,
+#endif
+#if defined(KVC_HAVE_AVX512)
+    &kvc_simd_entries_avx512,
+#endif
+    NULL};
+#define N_ACCEL (sizeof accel / sizeof accel[0] - 1u) /* the NULL ends the list */
+
+/* The accelerated tables: the reference entries, then each file's. Built
+ * once, by whichever thread asks first (the others wait for it); this code
+ * is compiled for the baseline ISA, so asking never runs an instruction the
+ * CPU lacks. */
+static kvc_kernels accel_tables[N_ACCEL + 1u];
+static int accel_state; /* 0 not built, 1 being built, 2 ready */
+
+static const kvc_kernels *accel_table(size_t i)
+{
+    int expect = 0;
+    if (__atomic_load_n(&accel_state, __ATOMIC_ACQUIRE) != 2 &&
+        __atomic_compare_exchange_n(&accel_state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        for (size_t a = 0; accel[a] != NULL; a++) {
+            kvc_kernels x = kvc_kernels_ref_table;
+            const kvc_simd_entries *e = accel[a];
+            x.name = e->name, x.needs = e->needs, x.caps = e->caps;
+            x.attend_f32 = e->attend_f32, x.attend_batch = e->attend_batch;
+            for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+                if (e->row_dot_f32[t]) x.rows[t].dot_f32 = e->row_dot_f32[t];
+            accel_tables[a] = x;
+        }
+        __atomic_store_n(&accel_state, 2, __ATOMIC_RELEASE);
+    }
+    while (__atomic_load_n(&accel_state, __ATOMIC_ACQUIRE) != 2) {
+    }
+    return &accel_tables[i];
+}
 
 /* The built-in tables, the reference first; kvc_kernels_best takes the last
  * one the CPU can run. */
 static const kvc_kernels *builtin(size_t i)
 {
     if (i == 0) return ref_table();
-#if defined(KVC_HAVE_AVX2)
-    if (i == 1) return kvc_kernels_avx2_table();
-#endif
+    for (size_t a = 0; accel[a] != NULL; a++)
+        if (a == i - 1u) return accel_table(a);
     return NULL;
 }
 

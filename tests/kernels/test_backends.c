@@ -201,6 +201,20 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
     return 0;
 }
 
+/* Table i against the reference (seed 31 + i). */
+static int test_table(const kvc_kernels *t, size_t i)
+{
+    kvc_rng r;
+    kvc_rng_seed(&r, 31 + i);
+    printf("table %s: seed %zu\n", t->name, 31 + i);
+    size_t cases = 0;
+    double worst = 0.0;
+    if (compare_table(t, &r, &cases, &worst)) return 1;
+    printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name,
+           cases, worst);
+    return 0;
+}
+
 static int every_table_matches_reference(void)
 {
     const uint32_t have = kvc_cpu_features();
@@ -212,14 +226,7 @@ static int every_table_matches_reference(void)
             printf("table %s: not runnable on this CPU, skipped\n", t->name);
             continue;
         }
-        kvc_rng r;
-        kvc_rng_seed(&r, 31 + i);
-        printf("table %s: seed %zu\n", t->name, 31 + i);
-        size_t cases = 0;
-        double worst = 0.0;
-        if (compare_table(t, &r, &cases, &worst)) return 1;
-        printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name,
-               cases, worst);
+        if (test_table(t, i)) return 1;
         tested++;
     }
     if (tested == 0) {
@@ -227,6 +234,25 @@ static int every_table_matches_reference(void)
         return KVC_TEST_SKIP;
     }
     return 0;
+}
+
+/* `table_<name>`: that one table, or 77 where it is not built in or this CPU lacks its ISA. */
+static int one_table(const char *name)
+{
+    printf("== table_%s\n", name);
+    for (size_t i = 0; i < kvc_kernels_count(); i++) {
+        const kvc_kernels *t = kvc_kernels_at(i);
+        if (strcmp(t->name, name) != 0) continue;
+        if ((t->needs & kvc_cpu_features()) != t->needs) {
+            printf("table %s: built in, but this CPU lacks its ISA: skipped\n", name);
+            return KVC_TEST_SKIP;
+        }
+        const int rc = test_table(t, i);
+        printf("%s table_%s\n", rc ? "FAIL" : "PASS", name);
+        return rc;
+    }
+    printf("table %s: not built into this library (another architecture or KVC_SIMD=OFF): skipped\n", name);
+    return KVC_TEST_SKIP;
 }
 
 #define D ((size_t)8)
@@ -322,5 +348,6 @@ int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference},
                                           {"split_k_merges_to_attend", split_k_merges_to_attend}};
+    if (argc > 1 && strncmp(argv[1], "table_", 6) == 0) return one_table(argv[1] + 6);
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -1,0 +1,316 @@
+/* The batched attend of every SIMD table, written once over a vector of VW
+ * floats; an ISA file (avx2/, avx512/, neon/) defines the vector type and its
+ * operations, then includes this file, which defines the table builder
+ * kvc_simd_table(). Compiled only inside such a file, with its ISA flags.
+ *
+ * The ISA file provides:
+ *   VW                         lanes per vector (entries per block, BLK)
+ *   vf                         the vector type
+ *   v_zero() v_set1(f) v_load(p) v_store(p, v)
+ *   v_add v_sub v_mul v_max v_fma(a, b, c) = a * b + c
+ *   v_row(t, row, c)           VW elements c.. of a stored row, as floats
+ *                              (int8 without its scale)
+ *   v_hsum(v) v_hmax(v)        horizontal sum / maximum
+ *   v_hsum4(a0, a1, a2, a3, o) o[0..3] = the horizontal sums of the four
+ *   v_exp(v)                   e^x for x <= 0 (-inf: 0), relative error < 2e-7
+ *
+ * The kernel works on blocks of VW entries of one segment: for every query it
+ * computes the block's scores (3 queries per row load where the shape
+ * allows, rows staying in L1 across the queries), takes the block maximum,
+ * rescales the running sums at most once per block, and adds e^{s_j - m} times
+ * each value row. Sums are in f32, as in flash-decoding; the reference kernel
+ * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
+ * difference from the reduction lengths. Attention mass is not computed
+ * here: a call that asks for it goes to the reference kernel. */
+#ifndef KVC_ATTEND_SIMD_H
+#define KVC_ATTEND_SIMD_H
+
+#include <math.h>
+#include <string.h>
+
+#include "kvc/kvc_kernels.h"
+#include "ref/rows_ref.h"
+#include "shared/rows.h"
+#include "simd_entries.h"
+
+#define BLK VW
+
+/* One element of a stored row, as a float (int8 without its scale). */
+KVC_INLINE float ld1(unsigned t, const unsigned char *row, size_t c)
+{
+    if (t == KVC_DTYPE_F32) {
+        float f;
+        memcpy(&f, row + 4 * c, 4);
+        return f;
+    }
+    if (t == KVC_DTYPE_F16) {
+        uint16_t h;
+        memcpy(&h, row + 2 * c, 2);
+        return kvc_f16_to_f32(h);
+    }
+    return (float)(int8_t)row[4 + c];
+}
+
+/* The factor every element of the row carries (the int8 scale, else 1). */
+KVC_INLINE float row_scale(unsigned t, const unsigned char *row)
+{
+    float s = 1.0f;
+    if (t == KVC_DTYPE_I8) memcpy(&s, row, 4);
+    return s;
+}
+
+/* <row, q> over d elements, f32 accumulation (two accumulators). */
+KVC_INLINE float dot_row(unsigned t, const unsigned char *row, const float *q, size_t d)
+{
+    vf a0 = v_zero(), a1 = v_zero();
+    size_t c = 0;
+    for (; c + 2 * VW <= d; c += 2 * VW) {
+        a0 = v_fma(v_row(t, row, c), v_load(q + c), a0);
+        a1 = v_fma(v_row(t, row, c + VW), v_load(q + c + VW), a1);
+    }
+    for (; c + VW <= d; c += VW) a0 = v_fma(v_row(t, row, c), v_load(q + c), a0);
+    float s = v_hsum(v_add(a0, a1));
+    for (; c < d; c++) s += ld1(t, row, c) * q[c];
+    return s * row_scale(t, row);
+}
+
+/* The scores <row_j, q>, j < nb (<= BLK), into s[]: four rows at a time. */
+KVC_INLINE void dot_block(unsigned t, const unsigned char *K, size_t ks, size_t nb, const float *q, size_t d, float *s)
+{
+    size_t j = 0;
+    const size_t dvec = d / VW * VW;
+    for (; j + 4 <= nb; j += 4) {
+        const unsigned char *R = K + j * ks;
+        vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
+        for (size_t c = 0; c < dvec; c += VW) {
+            const vf qv = v_load(q + c);
+            a0 = v_fma(v_row(t, R, c), qv, a0), a1 = v_fma(v_row(t, R + ks, c), qv, a1);
+            a2 = v_fma(v_row(t, R + 2 * ks, c), qv, a2), a3 = v_fma(v_row(t, R + 3 * ks, c), qv, a3);
+        }
+        v_hsum4(a0, a1, a2, a3, s + j);
+    }
+    for (; j < nb; j++) {
+        vf a = v_zero();
+        for (size_t c = 0; c < dvec; c += VW) a = v_fma(v_row(t, K + j * ks, c), v_load(q + c), a);
+        s[j] = v_hsum(a);
+    }
+    if (dvec < d) /* d not a multiple of VW: the last elements one by one */
+        for (j = 0; j < nb; j++)
+            for (size_t c = dvec; c < d; c++) s[j] += ld1(t, K + j * ks, c) * q[c];
+    if (t == KVC_DTYPE_I8)
+        for (j = 0; j < nb; j++) s[j] *= row_scale(t, K + j * ks);
+}
+
+/* Scores of 3 queries against a full block (s3[x][j]), each chunk of four
+ * rows loaded (and converted) once for the three: 12 accumulators. d must be
+ * a multiple of VW. */
+KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, const float *q0, const float *q1,
+                             const float *q2, size_t d, float s3[3][BLK])
+{
+    for (size_t j = 0; j < BLK; j += 4) {
+        const unsigned char *R = K + j * ks;
+        vf a[3][4];
+        for (size_t x = 0; x < 3; x++)
+            for (size_t i = 0; i < 4; i++) a[x][i] = v_zero();
+        for (size_t c = 0; c < d; c += VW) {
+            const vf v0 = v_load(q0 + c), v1 = v_load(q1 + c), v2 = v_load(q2 + c);
+            for (size_t i = 0; i < 4; i++) {
+                const vf r = v_row(t, R + i * ks, c);
+                a[0][i] = v_fma(r, v0, a[0][i]);
+                a[1][i] = v_fma(r, v1, a[1][i]);
+                a[2][i] = v_fma(r, v2, a[2][i]);
+            }
+        }
+        for (size_t x = 0; x < 3; x++) v_hsum4(a[x][0], a[x][1], a[x][2], a[x][3], s3[x] + j);
+    }
+    if (t == KVC_DTYPE_I8)
+        for (size_t j = 0; j < BLK; j++) {
+            const float sc = row_scale(t, K + j * ks);
+            s3[0][j] *= sc, s3[1][j] *= sc, s3[2][j] *= sc;
+        }
+}
+
+/* acc += sum_j p_j row_j over the nb rows of a block, four vectors of
+ * channels at a time held in registers (read and written once per block). */
+KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
+{
+    float ps[BLK];
+    for (size_t j = 0; j < nb; j++) ps[j] = t == KVC_DTYPE_I8 ? p[j] * row_scale(t, V + j * vs) : p[j];
+    size_t c = 0;
+    for (; c + 4 * VW <= dv; c += 4 * VW) {
+        vf a0 = v_load(acc + c), a1 = v_load(acc + c + VW), a2 = v_load(acc + c + 2 * VW), a3 = v_load(acc + c + 3 * VW);
+        for (size_t j = 0; j < nb; j++) {
+            const unsigned char *v = V + j * vs;
+            const vf pv = v_set1(ps[j]);
+            a0 = v_fma(pv, v_row(t, v, c), a0), a1 = v_fma(pv, v_row(t, v, c + VW), a1);
+            a2 = v_fma(pv, v_row(t, v, c + 2 * VW), a2), a3 = v_fma(pv, v_row(t, v, c + 3 * VW), a3);
+        }
+        v_store(acc + c, a0), v_store(acc + c + VW, a1), v_store(acc + c + 2 * VW, a2), v_store(acc + c + 3 * VW, a3);
+    }
+    for (; c + VW <= dv; c += VW) {
+        vf a = v_load(acc + c);
+        for (size_t j = 0; j < nb; j++) a = v_fma(v_set1(ps[j]), v_row(t, V + j * vs, c), a);
+        v_store(acc + c, a);
+    }
+    for (; c < dv; c++)
+        for (size_t j = 0; j < nb; j++) acc[c] += ps[j] * ld1(t, V + j * vs, c);
+}
+
+static float exp1(float x)
+{
+    float in[BLK], out[BLK];
+    for (size_t j = 0; j < BLK; j++) in[j] = x;
+    v_store(out, v_exp(v_load(in)));
+    return out[0];
+}
+
+/* One segment of one storage type, for every query: the block loop.
+ * st: per query {m, have_m, den, acc[dv]} in f32. */
+KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
+                             size_t n_causal_total, size_t *e_causal, int causal, float *st)
+{
+    const size_t d = view->d, dv = view->dv, n_q = b->n_q, Q = b->n_pos * n_q, W = dv + 3u;
+    const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
+    const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
+    const int in_num = (seg->role & KVC_SET_NUM) != 0, in_den = (seg->role & KVC_SET_DEN) != 0;
+    const vf beta = v_set1(view->beta);
+    const double ln_scale = kvc_log_pos(seg->scale);
+    for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
+        const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
+        float lw[BLK];
+        size_t p0[BLK];
+        for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
+        for (size_t j = 0; j < nb; j++) {
+            double x = ln_scale;
+            if (seg->weights) {
+                const double w = (double)seg->weights[j0 + j];
+                x = w > 0.0 ? x + (isfinite(w) ? kvc_log_pos(w) : w) : -INFINITY;
+            }
+            lw[j] = (float)x;
+            if (causal) {
+                const size_t e = (*e_causal)++, later = n_causal_total - 1u - e;
+                p0[j] = later >= b->n_pos - 1u ? 0u : b->n_pos - 1u - later;
+            }
+        }
+        int masked = causal;
+        for (size_t j = 0; j < nb; j++) masked |= lw[j] == -INFINITY;
+        float s3[3][BLK];
+        size_t s3_first = (size_t)-1; /* the first of the three queries whose scores s3 holds */
+        for (size_t qi = 0; qi < Q; qi++) {
+            float *q_st = st + qi * W, *acc = q_st + 3;
+            const size_t pos = qi / n_q;
+            float s[BLK];
+            const int cached = s3_first != (size_t)-1 && qi - s3_first < 3;
+            if (nb == BLK && d % VW == 0 && (cached || (qi % 3 == 0 && qi + 3 <= Q))) {
+                if (!cached) {
+                    dot_block_q3(t, K + j0 * ks, ks, b->q + qi * d, b->q + (qi + 1) * d, b->q + (qi + 2) * d, d, s3);
+                    s3_first = qi;
+                }
+                memcpy(s, s3[qi - s3_first], sizeof s);
+            } else {
+                for (size_t j = nb; j < BLK; j++) s[j] = 0.0f;
+                dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, s);
+            }
+            v_store(s, v_fma(beta, v_load(s), v_load(lw)));
+            float mb = -INFINITY;
+            if (masked || nb < BLK) {
+                for (size_t j = 0; j < nb; j++) {
+                    if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
+                    if (s[j] > mb) mb = s[j];
+                }
+            } else {
+                mb = v_hmax(v_load(s)); /* every entry seen: the block maximum in registers */
+            }
+            if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
+            if (q_st[1] == 0.0f || mb > q_st[0]) {
+                const float r = q_st[1] != 0.0f ? exp1(q_st[0] - mb) : 0.0f;
+                q_st[2] *= r;
+                const vf rv = v_set1(r);
+                size_t c = 0;
+                for (; c + VW <= dv; c += VW) v_store(acc + c, v_mul(rv, v_load(acc + c)));
+                for (; c < dv; c++) acc[c] *= r;
+                q_st[0] = mb, q_st[1] = 1.0f;
+            }
+            float pj[BLK];
+            for (size_t j = nb; j < BLK; j++) s[j] = -INFINITY;
+            const vf pv = v_exp(v_sub(v_load(s), v_set1(q_st[0])));
+            v_store(pj, pv);
+            if (in_den) q_st[2] += v_hsum(pv);
+            if (in_num) axpy_block(t, acc, pj, V + j0 * vs, vs, nb, dv);
+        }
+    }
+}
+
+static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
+                                    void *work, size_t work_bytes)
+{
+    /* what this kernel does not do, and malformed calls, go to the reference
+       (which checks and refuses the latter) */
+    const kvc_kernels *ref = kvc_kernels_ref();
+    if (kern == NULL || view == NULL || b == NULL || b->mass != NULL || b->q == NULL || b->out == NULL ||
+        work == NULL || view->n_seg > KVC_VIEW_MAX_SEGMENTS || b->causal_segs > view->n_seg || b->n_pos < 1 ||
+        b->n_pos > KVC_MAX_BATCH_POSITIONS || b->n_q < 1 || b->n_q > KVC_MAX_QUERY_HEADS || view->d < 1 ||
+        view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM ||
+        ((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(b->n_pos, b->n_q, view->dv))
+        return ref->attend_batch(ref, view, b, work, work_bytes);
+    size_t causal_total = 0;
+    for (size_t s = 0; s < view->n_seg; s++) {
+        const kvc_segment *seg = &view->seg[s];
+        const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
+        if (seg->dtype > KVC_DTYPE_I8 || (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
+            return ref->attend_batch(ref, view, b, work, work_bytes);
+        if (s < b->causal_segs) causal_total += seg->n;
+    }
+    if (b->causal_segs > 0 && causal_total < b->n_pos) return ref->attend_batch(ref, view, b, work, work_bytes);
+    const size_t Q = b->n_pos * b->n_q, W = view->dv + 3u;
+    float *st = (float *)work; /* f32 state: half the room the doubles of the contract give */
+    memset(st, 0, Q * W * sizeof(float));
+    size_t e_causal = 0;
+    for (size_t s = 0; s < view->n_seg; s++) {
+        const kvc_segment *seg = &view->seg[s];
+        const int causal = s < b->causal_segs;
+        switch (seg->dtype) { /* one specialised loop per storage type */
+        case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st); break;
+        case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
+        default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
+        }
+    }
+    for (size_t qi = 0; qi < Q; qi++) {
+        const float *q_st = st + qi * W;
+        const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;
+        for (size_t c = 0; c < view->dv; c++) b->out[qi * view->dv + c] = q_st[3 + c] * inv;
+    }
+    if (b->state != NULL) /* split-K: widen the state to doubles (last query first: the f32 one is read before overwritten) */
+        for (size_t qi = Q; qi-- > 0;) {
+            const float *q_st = st + qi * W;
+            double *o = b->state + qi * KVC_ATTEND_STATE(view->dv);
+            const float m = q_st[0], have = q_st[1];
+            o[0] = have != 0.0f ? (double)m : -INFINITY;
+            for (size_t c = 0; c < view->dv + 1u; c++) o[1 + c] = (double)q_st[2 + c];
+        }
+    return KVC_OK;
+}
+
+/* The one-position f32 attend: the batched kernel over a stack workspace, one head at a time. */
+static kvc_status attend_f32_simd(const kvc_view *view, const float *q, size_t n_q, float *out)
+{
+    double work[KVC_MAX_HEAD_DIM + 3];
+    for (size_t h = 0; h < n_q; h++) {
+        const kvc_attend_batch b = {q + h * view->d, 1, 1, 0, out + h * view->dv, NULL, NULL};
+        const kvc_status rc = attend_batch_simd(kvc_kernels_ref(), view, &b, work, sizeof work);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
+}
+
+static double f32_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_F32, row, x, dim); }
+static double f16_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_F16, row, x, dim); }
+static double i8_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_I8, row, x, dim); }
+
+/* This ISA's entries of the kernel table (kernels.c assembles the table). */
+#define KVC_SIMD_ENTRIES(isa, needs_bits)                                                               \
+    const kvc_simd_entries kvc_simd_entries_##isa = {                                                  \
+        #isa, (needs_bits), KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH, /* mass: by the ref */ \
+        attend_f32_simd, attend_batch_simd, {f32_dot, f16_dot, i8_dot, NULL}}
+
+#endif /* KVC_ATTEND_SIMD_H */

@@ -1,0 +1,22 @@
+/* What a SIMD file of accel/cpu_simd exports: its entries of the kernel
+ * table, as constant data. kernels.c assembles the table (the reference
+ * entries, then these) in code compiled for the baseline ISA: a table built
+ * inside an AVX-512 file could itself execute AVX-512 instructions (a struct
+ * copy through zmm registers) on a CPU that only asked which tables exist. */
+#ifndef KVC_SIMD_ENTRIES_H
+#define KVC_SIMD_ENTRIES_H
+
+#include "kvc/kvc_kernels.h"
+
+typedef struct kvc_simd_entries {
+    const char *name;   /* "avx2", "avx512", "neon" */
+    uint32_t needs;     /* KVC_CPU_* */
+    uint32_t caps;      /* KVC_CAP_* */
+    kvc_attend_fn attend_f32;
+    kvc_attend_batch_fn attend_batch;
+    double (*row_dot_f32[KVC_DTYPE_COUNT])(const void *row, const float *x, size_t dim); /* NULL: the reference one */
+} kvc_simd_entries;
+
+extern const kvc_simd_entries kvc_simd_entries_avx2, kvc_simd_entries_avx512, kvc_simd_entries_neon;
+
+#endif
