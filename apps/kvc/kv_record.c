@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_exact.h"
 #include "lmrun.h"
 
 int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
@@ -20,10 +19,15 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
     const size_t n = (size_t)r->n_layers * (size_t)cap * r->row;
     r->k = malloc(n * sizeof(float));
     r->v = malloc(n * sizeof(float));
+    const size_t group = r->n_kv > 0 ? (size_t)(r->n_heads / r->n_kv) : 0;
     r->q = malloc((size_t)r->chunk * r->n_heads * r->hs * sizeof(float));
-    r->work = malloc(kvc_attn_exact_work_floats(r->chunk, r->n_heads, r->hs) * sizeof(float));
+    r->qg = malloc((size_t)r->chunk * group * r->hs * sizeof(float));
+    r->og = malloc((size_t)r->chunk * group * r->hs * sizeof(float));
+    r->work = malloc((size_t)kvc_attend_work_bytes((uint64_t)r->chunk, group, (uint64_t)r->hs));
+    r->kv_row = malloc(2 * r->row * sizeof(float));
     r->outs = malloc((size_t)r->chunk * sizeof(float *));
-    if (!r->k || !r->v || !r->q || !r->work || !r->outs || r->hs < 1 || r->hs > 256) {
+    if (!r->k || !r->v || !r->q || !r->qg || !r->og || !r->work || !r->kv_row || !r->outs || r->hs < 1 || r->hs > 256 ||
+        group < 1 || group > KVC_MAX_QUERY_HEADS) {
         kvc_kv_record_free(r);
         fprintf(stderr, "kvc bench: out of memory for a %d-token k/v record (or head size %d outside 1..256)\n", cap,
                 c->dim / c->n_heads);
@@ -34,17 +38,36 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
 
 void kvc_kv_record_free(kvc_kv_record *r)
 {
-    free(r->k), free(r->v), free(r->q), free(r->work), free(r->outs);
-    r->k = r->v = r->q = r->work = NULL;
+    free(r->k), free(r->v), free(r->q), free(r->qg), free(r->og), free(r->work), free(r->kv_row), free(r->outs);
+    r->k = r->v = r->q = r->qg = r->og = r->kv_row = NULL;
+    r->work = NULL;
     r->outs = NULL;
 }
 
-static void flush(kvc_kv_record *r)
+/* Answer the pending tokens of one layer: per kv head, one batched causal
+ * attend of the group's query heads over the head's recorded rows. */
+static kvc_status flush(kvc_kv_record *r)
 {
-    const size_t base = (size_t)r->pend_layer * r->cap * r->row;
-    kvc_attn_exact_chunk_f32(r->q, (size_t)r->n_heads * r->hs, r->pend_n, (size_t)r->pend_pos0, r->n_heads, r->n_kv,
-                             r->hs, r->k + base, r->v + base, r->row, r->beta, r->work, r->outs);
+    const kvc_kernels *kern = kvc_l2c_kernels();
+    const size_t G = (size_t)(r->n_heads / r->n_kv), hs = (size_t)r->hs, T = (size_t)r->pend_n;
+    const size_t n = (size_t)r->pend_pos0 + T;
+    kvc_status rc = KVC_OK;
+    for (int h = 0; h < r->n_kv && rc == KVC_OK; h++) {
+        kvc_view view;
+        memset(&view, 0, sizeof view);
+        view.d = view.dv = hs, view.beta = r->beta, view.n_seg = 1;
+        view.seg[0].keys = kvc_kv_record_row(r, r->k, r->pend_layer, h, 0);
+        view.seg[0].values = kvc_kv_record_row(r, r->v, r->pend_layer, h, 0);
+        view.seg[0].n = n, view.seg[0].scale = 1.0, view.seg[0].role = KVC_SET_BOTH, view.seg[0].dtype = KVC_DTYPE_F32;
+        for (size_t t = 0; t < T; t++)
+            memcpy(r->qg + t * G * hs, r->q + (t * (size_t)r->n_heads + (size_t)h * G) * hs, G * hs * sizeof(float));
+        const kvc_attend_batch b = {r->qg, T, G, 1, r->og, NULL, NULL};
+        rc = kern->attend_batch(kern, &view, &b, r->work, (size_t)kvc_attend_work_bytes(T, G, hs));
+        for (size_t t = 0; t < T && rc == KVC_OK; t++)
+            memcpy(r->outs[t] + (size_t)h * G * hs, r->og + t * G * hs, G * hs * sizeof(float));
+    }
     r->pend_n = 0;
+    return rc;
 }
 
 kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
@@ -55,14 +78,14 @@ kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q
     /* deferred tokens must be consecutive positions of one layer */
     if (r->pend_n && (layer != r->pend_layer || pos != r->pend_pos0 + r->pend_n || r->pend_n == r->chunk))
         return KVC_E_STATE;
-    const size_t base = (size_t)layer * r->cap * r->row;
-    memcpy(r->k + base + (size_t)pos * r->row, k, r->row * sizeof(float));
-    memcpy(r->v + base + (size_t)pos * r->row, v, r->row * sizeof(float));
+    for (int h = 0; h < r->n_kv; h++) {
+        memcpy(kvc_kv_record_row(r, r->k, layer, h, pos), k + (size_t)h * r->hs, (size_t)r->hs * sizeof(float));
+        memcpy(kvc_kv_record_row(r, r->v, layer, h, pos), v + (size_t)h * r->hs, (size_t)r->hs * sizeof(float));
+    }
     if (r->pend_n == 0) r->pend_layer = layer, r->pend_pos0 = pos;
     memcpy(r->q + (size_t)r->pend_n * r->n_heads * r->hs, q, (size_t)r->n_heads * r->hs * sizeof(float));
     r->outs[r->pend_n++] = out;
-    if (r->flush_at < 0 || pos == r->flush_at) flush(r);
-    return KVC_OK;
+    return r->flush_at < 0 || pos == r->flush_at ? flush(r) : KVC_OK;
 }
 
 kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n)
@@ -82,10 +105,14 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
 {
     if (n < 0 || n > r->cap) return KVC_E_ARG;
+    float *kr = r->kv_row, *vr = r->kv_row + r->row;
     for (int p = 0; p < n; p++)
         for (int l = 0; l < r->n_layers; l++) {
-            const size_t off = ((size_t)l * r->cap + p) * r->row;
-            kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, r->k + off, r->v + off);
+            for (int h = 0; h < r->n_kv; h++) { /* the position's rows of every kv head, as the cache takes them */
+                memcpy(kr + (size_t)h * r->hs, kvc_kv_record_row(r, r->k, l, h, p), (size_t)r->hs * sizeof(float));
+                memcpy(vr + (size_t)h * r->hs, kvc_kv_record_row(r, r->v, l, h, p), (size_t)r->hs * sizeof(float));
+            }
+            kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, kr, vr);
             if (rc != KVC_OK) return rc;
         }
     return KVC_OK;

@@ -3,7 +3,9 @@
 /* Full-attention prefill that records every layer's k/v rows, so that one
  * exact pass over a context can seed the cache of every method (kvc bench):
  * the attention hook stores the token's k/v and answers with exact attention
- * in float (attn_exact.h) over everything recorded so far. Inside
+ * over everything recorded so far, through the batched causal attend of the
+ * decoder's kernel table (kvc_l2c_kernels(): the library's SIMD table where
+ * the CPU has one; f32 sums, online softmax). Inside
  * kvc_kv_record_prefill the hook defers each layer's answers to the chunk's
  * last token and computes them together, reading the recorded rows once per
  * chunk instead of once per token (kvc_l2c_forward_chunk reads a token's
@@ -14,12 +16,21 @@ typedef struct kvc_kv_record {
     int n_layers, n_heads, n_kv, hs, cap;
     size_t row;     /* n_kv * hs floats: one token's k (or v) of one layer */
     float beta;     /* 1/sqrt(hs), the model's score scale */
-    float *k, *v;   /* [layer][pos][row] */
+    float *k, *v;   /* [layer][kv head][pos][hs]: each head's rows contiguous, a cache segment */
     /* deferred queries of one layer of one chunk */
     int chunk, pend_layer, pend_pos0, pend_n, flush_at;
-    float *q, *work;
+    float *q;       /* [pending token][query head][hs] */
+    float *qg, *og; /* one kv head's group: [token][group head][hs] in, out */
+    double *work;   /* kvc_attend_work_bytes(chunk, group, hs) */
+    float *kv_row;  /* one position's k rows of every kv head, then its v rows (replay) */
     float **outs;
 } kvc_kv_record;
+
+/** Key (or, with r->v, value) row of kv head @p h at position @p pos of layer @p l. */
+static inline float *kvc_kv_record_row(const kvc_kv_record *r, float *base, int l, int h, int pos)
+{
+    return base + (((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)r->cap + (size_t)pos) * (size_t)r->hs;
+}
 
 /** Room for @p cap positions of model @p c; 0, or 1 after printing "out of memory". */
 int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap);

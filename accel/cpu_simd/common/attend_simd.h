@@ -74,31 +74,42 @@ KVC_INLINE float dot_row(unsigned t, const unsigned char *row, const float *q, s
     return s * row_scale(t, row);
 }
 
-/* The scores <row_j, q>, j < nb (<= BLK), into s[]: four rows at a time. */
+/* The scores <row_j, q>, j < nb (<= BLK), into s[]: four rows at a time, a
+ * last group of fewer rows padded with zero accumulators, so that every row's
+ * sum is reduced in the same order whatever nb is (a token's scores then do
+ * not depend on how many later tokens share its block: a chunked prefill and
+ * a token-by-token one agree bit for bit). */
 KVC_INLINE void dot_block(unsigned t, const unsigned char *K, size_t ks, size_t nb, const float *q, size_t d, float *s)
 {
-    size_t j = 0;
     const size_t dvec = d / VW * VW;
-    for (; j + 4 <= nb; j += 4) {
+    for (size_t j = 0; j < nb; j += 4) {
         const unsigned char *R = K + j * ks;
+        const size_t g = nb - j < 4 ? nb - j : 4;
         vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
-        for (size_t c = 0; c < dvec; c += VW) {
-            const vf qv = v_load(q + c);
-            a0 = v_fma(v_row(t, R, c), qv, a0), a1 = v_fma(v_row(t, R + ks, c), qv, a1);
-            a2 = v_fma(v_row(t, R + 2 * ks, c), qv, a2), a3 = v_fma(v_row(t, R + 3 * ks, c), qv, a3);
+        if (g == 4) {
+            for (size_t c = 0; c < dvec; c += VW) {
+                const vf qv = v_load(q + c);
+                a0 = v_fma(v_row(t, R, c), qv, a0), a1 = v_fma(v_row(t, R + ks, c), qv, a1);
+                a2 = v_fma(v_row(t, R + 2 * ks, c), qv, a2), a3 = v_fma(v_row(t, R + 3 * ks, c), qv, a3);
+            }
+            v_hsum4(a0, a1, a2, a3, s + j);
+        } else {
+            for (size_t c = 0; c < dvec; c += VW) {
+                const vf qv = v_load(q + c);
+                a0 = v_fma(v_row(t, R, c), qv, a0);
+                if (g > 1) a1 = v_fma(v_row(t, R + ks, c), qv, a1);
+                if (g > 2) a2 = v_fma(v_row(t, R + 2 * ks, c), qv, a2);
+            }
+            float four[4];
+            v_hsum4(a0, a1, a2, a3, four);
+            memcpy(s + j, four, g * sizeof(float));
         }
-        v_hsum4(a0, a1, a2, a3, s + j);
-    }
-    for (; j < nb; j++) {
-        vf a = v_zero();
-        for (size_t c = 0; c < dvec; c += VW) a = v_fma(v_row(t, K + j * ks, c), v_load(q + c), a);
-        s[j] = v_hsum(a);
     }
     if (dvec < d) /* d not a multiple of VW: the last elements one by one */
-        for (j = 0; j < nb; j++)
+        for (size_t j = 0; j < nb; j++)
             for (size_t c = dvec; c < d; c++) s[j] += ld1(t, K + j * ks, c) * q[c];
     if (t == KVC_DTYPE_I8)
-        for (j = 0; j < nb; j++) s[j] *= row_scale(t, K + j * ks);
+        for (size_t j = 0; j < nb; j++) s[j] *= row_scale(t, K + j * ks);
 }
 
 /* Scores of 3 queries against a full block (s3[x][j]), each chunk of four
