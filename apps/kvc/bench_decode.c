@@ -4,7 +4,8 @@
  * them (prefill methods compress them as the prompt) and then decodes greedily
  * one token at a time. Rounds interleave the methods so that a noisy machine
  * slows them alike; the ratio to exact is taken per round and the median
- * reported. Single-threaded, to time one decoder. */
+ * reported. --threads N runs the one decoder on N threads (products by output
+ * rows, attention split-K); default 1. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ static void decode_usage(FILE *f)
             "  R*S) of FILE (default the GPL-3 text, repeated as needed), S greedy steps (default 32)\n"
             "  per method per round, R rounds (default 5, at most 64); prints tokens/s, the median\n"
             "  per-round ratio to exact, the time to fill each cache from the recorded context and\n"
-            "  its peak bytes. --threads is ignored (one decoder is timed).\n%s",
+            "  its peak bytes. --threads N: decoder threads (default 1; products by output rows,\n"
+            "  attention split-K over the cache).\n%s",
             kvc_bench_shared_usage);
     kvc_method_opts_usage_print(f);
 }
@@ -53,6 +55,11 @@ int kvc_bench_decode(int argc, char **argv)
     const int prc = kvc_cli_parse("bench decode", argc, argv, fl, nf, &o.mo, decode_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;
+    const int threads = o.threads_flag ? (int)o.threads_flag : 1;
+    if (kvc_l2c_set_threads(threads) != 0) {
+        fprintf(stderr, "kvc bench decode: cannot start %d decoder threads\n", threads);
+        return 1;
+    }
     char *text = kvc_lm_read_text(text_path);
     if (!text) {
         fprintf(stderr, "kvc bench decode: cannot read text file '%s' (pass --text FILE)\n", text_path);
@@ -90,8 +97,8 @@ int kvc_bench_decode(int argc, char **argv)
     if (kvc_bench_csv_open(&o, &csv) || kvc_kv_record_alloc(&rec, &m->cfg, N) ||
         kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s0) != KVC_OK)
         goto done;
-    printf("kvc bench decode: %d context tokens, %d rounds x %d steps, %d configurations, kernels %s\n", N, (int)rounds,
-           (int)steps, o.n_cfg, kvc_l2c_kernels()->name);
+    printf("kvc bench decode: %d context tokens, %d rounds x %d steps, %d configurations, kernels %s, %d threads\n", N,
+           (int)rounds, (int)steps, o.n_cfg, kvc_l2c_kernels()->name, threads);
     fprintf(stderr, "[decode] prefilling %d tokens at full attention...\n", N);
     /* all but the last context token are recorded; the last one is each
      * method's first decode input, so every cache holds N-1 rows before timing */
@@ -134,7 +141,7 @@ int kvc_bench_decode(int argc, char **argv)
     printf("\ndecode after %d tokens: tokens/s (median of %d rounds), ratio to exact (median of per-round ratios)\n"
            "%-26s %10s %10s %12s %14s\n",
            N, (int)rounds, "method budget", "tokens/s", "vs exact", "fill s", "peak cache B");
-    if (csv) fprintf(csv, "method,budget_pct,context,steps,rounds,tokens_per_s,ratio_to_exact,fill_seconds,cache_peak_bytes\n");
+    if (csv) fprintf(csv, "method,budget_pct,context,threads,steps,rounds,tokens_per_s,ratio_to_exact,fill_seconds,cache_peak_bytes\n");
     for (int g = 0; g < o.n_cfg; g++) {
         dec *x = &d[g];
         if (x->status == 1) {
@@ -146,8 +153,8 @@ int kvc_bench_decode(int argc, char **argv)
             printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s,
                    peak);
             if (csv)
-                fprintf(csv, "%s,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
-                        o.cfg[g].pct, N, (int)steps, (int)rounds, mt, mr, x->build_s, peak);
+                fprintf(csv, "%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
+                        o.cfg[g].pct, N, threads, (int)steps, (int)rounds, mt, mr, x->build_s, peak);
         } else {
             printf("%-26s %10s\n", o.cfg[g].label, x->status == -1 ? "n/a" : "error");
             if (x->status == -1) printf("  n/a: %s\n", x->why);

@@ -105,7 +105,7 @@ kvc_common_flags kvc_common_flags_default(void)
 {
     kvc_common_flags c;
     memset(&c, 0, sizeof c);
-    c.seed = 1, c.sink = 32, c.window = 32;
+    c.seed = 1, c.sink = 32, c.window = 32, c.threads = 1;
     return c;
 }
 
@@ -120,6 +120,7 @@ size_t kvc_common_flags_add(kvc_common_flags *c, const char *which, kvc_flag *fl
         case 's': fl[n++] = (kvc_flag){"--seed", 'u', &c->seed, 0, 18446744073709551615.0, NULL}; break;
         case 'k': fl[n++] = (kvc_flag){"--sink", 'u', &c->sink, 0, KVC_MAX_BUDGET, NULL}; break;
         case 'w': fl[n++] = (kvc_flag){"--window", 'u', &c->window, 0, KVC_MAX_BUDGET, NULL}; break;
+        case 'T': fl[n++] = (kvc_flag){"--threads", 'u', &c->threads, 1, 64, NULL}; break;
         default: break;
         }
     }

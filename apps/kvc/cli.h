@@ -41,6 +41,7 @@ typedef struct kvc_flag {
 typedef struct kvc_common_flags {
     const char *model, *tokenizer, *method;
     uint64_t budget, seed, sink, window;
+    uint64_t threads; /* decoder threads (1 .. 64) */
     int have_budget;
 } kvc_common_flags;
 
@@ -48,7 +49,8 @@ typedef struct kvc_common_flags {
 kvc_common_flags kvc_common_flags_default(void);
 
 /** Append the shared flags of @p c that a command takes (a string of letters:
- *  m model, t tokenizer, M method, b budget, s seed, k sink, w window) to @p fl;
+ *  m model, t tokenizer, M method, b budget, s seed, k sink, w window,
+ *  T decoder threads) to @p fl;
  *  returns the new count. */
 size_t kvc_common_flags_add(kvc_common_flags *c, const char *which, kvc_flag *fl, size_t n);
 

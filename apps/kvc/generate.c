@@ -156,10 +156,13 @@ void kvc_lm_close(kvc_lm *lm)
 static void generate_usage(FILE *f)
 {
     fprintf(f, "usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
-               "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [method flags]\n"
+               "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [--threads N]\n"
+               "                    [method flags]\n"
                "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
                "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
                "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
+               "  --threads N (1..64, default 1): decoder threads (products by output rows, attention\n"
+               "  split-K over the cache; the library itself starts none).\n"
                "  Flags take --flag value or --flag=value. Method flags:\n");
     kvc_method_opts_usage_print(f);
 }
@@ -174,12 +177,16 @@ int kvc_cmd_generate(int argc, char **argv)
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
-    size_t nf = kvc_common_flags_add(&cf, "mtMbskw", fl, 0);
+    size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
     fl[nf++] = (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--steps", 'u', &p.steps, 1, 1u << 20, NULL};
     fl[nf++] = (kvc_flag){"--temp", 'f', &p.temp, 0.0, 100.0, NULL};
     const int prc = kvc_cli_parse("generate", argc, argv, fl, nf, &mo, generate_usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_l2c_set_threads((int)cf.threads) != 0) {
+        fprintf(stderr, "kvc generate: cannot start %d decoder threads\n", (int)cf.threads);
+        return 1;
+    }
     p.model = cf.model, p.tokenizer = cf.tokenizer, p.method = cf.method;
     p.budget = cf.budget, p.seed = cf.seed, p.sink = cf.sink, p.window = cf.window;
     return kvc_generate_run(&p, &mo);
@@ -282,9 +289,9 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     const double exact_bytes = (double)pos * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * sizeof(float);
     printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s, budget %" PRIu64
            " tokens/stream; cache holds %.0f B of k/v (peak %.0f B) vs %.0f B for the exact cache"
-           " of %d tokens; arena %zu B; kernels %s\n",
+           " of %d tokens; arena %zu B; kernels %s; %d decoder threads\n",
            pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el,
-           (double)peak, exact_bytes, pos, bytes, kvc_l2c_kernels()->name);
+           (double)peak, exact_bytes, pos, bytes, kvc_l2c_kernels()->name, kvc_l2c_threads());
     rc = 0;
 done:
     free(arena), free(ptoks);

@@ -100,10 +100,12 @@ done:
 static void ppl_usage(FILE *f)
 {
     fprintf(f, "usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
-               "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [method flags]\n"
+               "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [--threads N]\n"
+               "               [method flags]\n"
                "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
                "  exact; prints per-layer mean relative attention error and ends with\n"
                "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n"
+               "  --threads N (1..64, default 1): decoder threads (products and split-K attention).\n"
                "  Flags take --flag value or --flag=value. Method flags:\n");
     kvc_method_opts_usage_print(f);
 }
@@ -115,11 +117,15 @@ int kvc_cmd_ppl(int argc, char **argv)
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
-    size_t nf = kvc_common_flags_add(&cf, "mtMbskw", fl, 0);
+    size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
     fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--policy", 's', &policy, 0, 0, NULL};
     const int prc = kvc_cli_parse("ppl", argc, argv, fl, nf, &mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_l2c_set_threads((int)cf.threads) != 0) {
+        fprintf(stderr, "kvc ppl: cannot start %d decoder threads\n", (int)cf.threads);
+        return 1;
+    }
     const char *model_path = cf.model, *tok_path = cf.tokenizer, *method_name = cf.method;
     const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
     const int have_budget = cf.have_budget;

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gemm.h"
 #include "kvc/kvc_kernels.h"
+#include "pool.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -109,10 +110,35 @@ const char *kvc_gemm_impl(void)
     return g_impl.name;
 }
 
+/* With worker threads (pool.h): the panels cut into one range per thread.
+ * Each output element is the same one sum whoever computes it, so the result
+ * does not depend on the thread count. */
+typedef struct gemm_split {
+    const float *packed, *x;
+    size_t rows, cols, ldx, n, ldy, panels, parts;
+    float *y;
+} gemm_split;
+
+static void gemm_part(void *ctx, size_t i)
+{
+    const gemm_split *g = (const gemm_split *)ctx;
+    const size_t P = KVC_GEMM_PANEL, p0 = g->panels * i / g->parts, p1 = g->panels * (i + 1) / g->parts;
+    if (p1 <= p0) return;
+    const size_t r0 = p0 * P, r1 = p1 * P < g->rows ? p1 * P : g->rows;
+    g_impl.fn(g->packed + p0 * P * g->cols, r1 - r0, g->cols, g->x, g->ldx, g->n, g->y + r0, g->ldy);
+}
+
 void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
               size_t ldy)
 {
     pthread_once(&g_once, choose);
+    const size_t panels = (rows + KVC_GEMM_PANEL - 1) / KVC_GEMM_PANEL, threads = (size_t)kvc_pool_threads();
+    /* split only products big enough to pay for waking the workers (~64k multiply-adds each) */
+    if (threads > 1 && panels >= 2 && rows * cols * n >= 65536u * threads) {
+        const gemm_split g = {packed, x, rows, cols, ldx, n, ldy, panels, threads < panels ? threads : panels, y};
+        kvc_pool_run(g.parts, gemm_part, (void *)&g);
+        return;
+    }
     g_impl.fn(packed, rows, cols, x, ldx, n, y, ldy);
 }
 

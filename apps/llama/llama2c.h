@@ -103,12 +103,25 @@ void kvc_l2c_state_free(kvc_l2c_state *s);
 /** The cache configuration matching a model (heads, head_dim, layers). */
 kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream);
 
-/** The default attention hook: @p ctx is a kvc_cache*. */
 /** The kernel table the decoder's cache calls use: kvc_kernels_best() (KVC_KERNELS forces one). */
 const kvc_kernels *kvc_l2c_kernels(void);
 
+/** The default attention hook (ctx = kvc_cache*): append, then attend. With
+ *  more than one decoder thread and a long enough cache, the attend runs
+ *  split-K on the threads (kvc_stream_attend_part per kv head and part,
+ *  kvc_attend_merge). */
 kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k,
                                    const float *v, float *out);
+
+/** Decoder threads (1 .. 64; default 1): the matrix products split by output
+ *  panels (same bits whatever the count) and the cache attends split-K (same
+ *  to rounding). 0 ok, -1 bad count or a thread that could not start. */
+int kvc_l2c_set_threads(int n);
+/** Decoder threads in use. */
+int kvc_l2c_threads(void);
+/** Split an attend only when each part gets at least @p entries cache entries
+ *  (default 512; tests lower it to split small caches). */
+void kvc_l2c_set_split_min(size_t entries);
 
 /** One forward step: logits for @p token at position @p pos (into s->logits). */
 kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,

@@ -10,6 +10,8 @@
 
 #include "gemm.h"
 #include "llama2c.h"
+#include "kvc/kvc_attend.h"
+#include "pool.h"
 
 #define KVC_L2C_MAX_CHUNK 4096
 
@@ -74,6 +76,57 @@ const kvc_kernels *kvc_l2c_kernels(void)
     return g_kernels;
 }
 
+int kvc_l2c_set_threads(int n) { return kvc_pool_set_threads(n); }
+int kvc_l2c_threads(void) { return kvc_pool_threads(); }
+
+/* Split-K attend of one layer on the pool: task (h, p) answers kv head h's
+ * query group over part p of its cache into its own state; the states of a
+ * head are merged afterwards (kvc_attend_merge), flash-decoding style. The
+ * buffers grow to the largest layer seen and are reused (the decoder runs one
+ * step at a time). */
+typedef struct split_attend {
+    const kvc_cache *c;
+    const kvc_kernels *kern;
+    uint32_t layer;
+    const float *q;
+    size_t group, hd, parts, state_per_task, work_per_task;
+    double *state;
+    unsigned char *work;
+    kvc_status *rc;
+} split_attend;
+
+static void split_task(void *ctx, size_t i)
+{
+    const split_attend *a = (const split_attend *)ctx;
+    const size_t h = i / a->parts, p = i % a->parts;
+    const kvc_stream *st = kvc_cache_stream(a->c, a->layer, (uint32_t)h);
+    a->rc[i] = kvc_stream_attend_part(st, a->kern, a->q + h * a->group * a->hd, a->group, p, a->parts,
+                                      a->state + i * a->state_per_task, a->work + i * a->work_per_task,
+                                      a->work_per_task);
+}
+
+static struct {
+    double *state;
+    unsigned char *work;
+    kvc_status *rc;
+    size_t state_cap, work_cap, rc_cap;
+} g_split;
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    void *n = realloc(*p, need);
+    if (!n) return -1;
+    *p = n, *cap = need;
+    return 0;
+}
+
+/* Entries per part below which the split does not pay for itself (waking the
+ * workers costs about what the attend of a few hundred entries does). */
+static size_t g_split_min = 512;
+
+void kvc_l2c_set_split_min(size_t entries) { g_split_min = entries > 0 ? entries : 1; }
+
 kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
                                    float *out)
 {
@@ -82,7 +135,38 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     (void)pos;
     kvc_status rc = kvc_cache_append(c, kern, (uint32_t)layer, k, v);
     if (rc != KVC_OK) return rc;
-    return kvc_cache_attend(c, kern, (uint32_t)layer, q, out);
+    const size_t threads = (size_t)kvc_pool_threads();
+    const kvc_stream *st0 = kvc_cache_stream(c, (uint32_t)layer, 0);
+    if (threads < 2 || st0 == NULL || kvc_stream_view_entries(st0) < 2 * g_split_min)
+        return kvc_cache_attend(c, kern, (uint32_t)layer, q, out);
+    const kvc_cache_config *cc = kvc_cache_get_config(c);
+    if (cc == NULL) return KVC_E_CORRUPT;
+    const size_t hd = cc->head_dim, nkv = cc->n_kv_heads, group = cc->n_heads / nkv;
+    size_t parts = kvc_stream_view_entries(st0) / g_split_min;
+    if (parts > threads) parts = threads;
+    if (parts * nkv < threads && nkv < threads) parts = (threads + nkv - 1) / nkv;
+    const size_t tasks = nkv * parts, spt = group * KVC_ATTEND_STATE(hd);
+    size_t wpt = 0;
+    for (uint32_t h = 0; h < nkv; h++) {
+        const size_t w = kvc_stream_attend_part_work_bytes(kvc_cache_stream(c, (uint32_t)layer, h), group);
+        if (w > wpt) wpt = w;
+    }
+    wpt = (wpt + 63) / 64 * 64;
+    if (grow((void **)&g_split.state, &g_split.state_cap, tasks * spt * sizeof(double)) ||
+        grow((void **)&g_split.work, &g_split.work_cap, tasks * wpt) ||
+        grow((void **)&g_split.rc, &g_split.rc_cap, tasks * sizeof(kvc_status)))
+        return KVC_E_CAPACITY;
+    split_attend a = {c, kern, (uint32_t)layer, q, group, hd, parts, spt, wpt, g_split.state, g_split.work, g_split.rc};
+    kvc_pool_run(tasks, split_task, &a);
+    for (size_t i = 0; i < tasks; i++)
+        if (a.rc[i] != KVC_OK) return a.rc[i];
+    for (size_t h = 0; h < nkv; h++) {
+        const double *ptr[KVC_POOL_MAX];
+        for (size_t p = 0; p < parts; p++) ptr[p] = a.state + (h * parts + p) * spt;
+        rc = kvc_attend_merge(ptr, parts, group, hd, out + h * group * hd);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
 }
 
 static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)

@@ -258,6 +258,11 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
     return KVC_OK;
 }
 
+const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c)
+{
+    return cache_check(c) == KVC_OK ? &c->cfg : NULL;
+}
+
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements)
 {
     kvc_status rc = cache_check(c);

@@ -5,7 +5,9 @@
  *  - the two FMA implementations (avx2, avx512) give identical bits;
  *  - a chunked forward gives bit-identical logits to token-by-token steps,
  *    with the exact cache and with a compressing one (stories260K, and
- *    SmolLM2 when it is present). */
+ *    SmolLM2 when it is present);
+ *  - decoder threads: a threaded product gives the same bits; a split-K
+ *    attend gives layer 0's attention within the split-K bound. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,7 +185,114 @@ static int chunked_forward_equals_steps(void)
     return 0;
 }
 
+/* Layer 0's attention outputs and value rows of one run (its inputs depend on
+ * the tokens only, so both runs give it the same q, k, v). */
+typedef struct l0_rec {
+    kvc_cache *c;
+    int n_heads, n_kv, hs, n;
+    float *out, *v; /* [pos][n_heads * hs], [pos][n_kv * hs] */
+} l0_rec;
+
+static kvc_status l0_hook(void *ctx, int layer, int pos, const float *q, const float *k, const float *v, float *out)
+{
+    l0_rec *r = (l0_rec *)ctx;
+    const kvc_status rc = kvc_l2c_cache_attention(r->c, layer, pos, q, k, v, out);
+    if (rc == KVC_OK && layer == 0 && pos < r->n) {
+        memcpy(r->out + (size_t)pos * r->n_heads * r->hs, out, (size_t)r->n_heads * r->hs * sizeof(float));
+        memcpy(r->v + (size_t)pos * r->n_kv * r->hs, v, (size_t)r->n_kv * r->hs * sizeof(float));
+    }
+    return rc;
+}
+
+/* One thread against three (split-K from 8 entries per part): every product
+ * gives the same bits (a panel's sums do not depend on who computes them);
+ * layer 0's attention of every position within the split-K bound of
+ * test_backends (E entries, u = 2^-24, max|v| bounding A/D, the output a
+ * convex combination of values): 4 (E + 16) u max|v| + 4 u |z| + 1e-6 max|v|. */
+static int threads_match_one_thread(void)
+{
+    /* products */
+    uint64_t s = 7;
+    const size_t rows = 200, cols = 96, n = 12;
+    float *w = malloc(rows * cols * sizeof(float)), *x = malloc(n * cols * sizeof(float));
+    float *pk = malloc(kvc_gemm_packed_floats(rows, cols) * sizeof(float));
+    float *y1 = malloc(n * rows * sizeof(float)), *y3 = malloc(n * rows * sizeof(float));
+    CHECK(w && x && pk && y1 && y3);
+    for (size_t i = 0; i < rows * cols; i++) w[i] = unif(&s);
+    for (size_t i = 0; i < n * cols; i++) x[i] = unif(&s);
+    kvc_gemm_pack(w, rows, cols, pk);
+    CHECK(kvc_l2c_set_threads(1) == 0);
+    kvc_gemm(pk, rows, cols, x, cols, n, y1, rows);
+    CHECK(kvc_l2c_set_threads(3) == 0 && kvc_l2c_threads() == 3);
+    kvc_gemm(pk, rows, cols, x, cols, n, y3, rows);
+    CHECK(memcmp(y1, y3, n * rows * sizeof(float)) == 0);
+    printf("gemm %zux%zu on %zu tokens: 1 and 3 threads agree bit for bit\n", rows, cols, n);
+    free(w), free(x), free(pk), free(y1), free(y3);
+    CHECK(kvc_l2c_set_threads(0) == -1 && kvc_l2c_set_threads(65) == -1);
+
+    /* split-K attention in the decoder */
+    const char *dir = getenv("KVC_MODEL_DIR");
+    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
+    char mp[4096], err[256];
+    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    kvc_l2c_model m;
+    if (kvc_l2c_model_load(mp, &m, err, sizeof err) != KVC_OK) {
+        printf("decoder part not run: stories260K not found (%s); set KVC_MODEL_DIR\n", err);
+        CHECK(kvc_l2c_set_threads(1) == 0);
+        return 0;
+    }
+    const int N = 120, hs = m.cfg.dim / m.cfg.n_heads, G = m.cfg.n_heads / m.cfg.n_kv_heads;
+    int toks[120];
+    for (int i = 0; i < N; i++) toks[i] = 1 + (i * 37) % (m.cfg.vocab_size - 1);
+    kvc_stream_config ex = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, N, 1);
+    kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &ex);
+    const size_t bytes = kvc_cache_arena_size(&cc);
+    l0_rec r[2];
+    kvc_l2c_set_split_min(8);
+    for (int run = 0; run < 2; run++) {
+        CHECK(kvc_l2c_set_threads(run ? 3 : 1) == 0);
+        void *arena = tu_arena(bytes);
+        r[run] = (l0_rec){NULL, m.cfg.n_heads, m.cfg.n_kv_heads, hs, N,
+                          malloc((size_t)N * m.cfg.n_heads * hs * sizeof(float)),
+                          malloc((size_t)N * m.cfg.n_kv_heads * hs * sizeof(float))};
+        CHECK(arena && r[run].out && r[run].v && kvc_cache_init(arena, bytes, &cc, &r[run].c) == KVC_OK);
+        kvc_l2c_state st;
+        CHECK(kvc_l2c_state_alloc(&m.cfg, &st) == KVC_OK);
+        for (int p = 0; p < N; p++) CHECK(kvc_l2c_forward(&m, &st, toks[p], p, l0_hook, &r[run]) == KVC_OK);
+        kvc_l2c_state_free(&st);
+        free(arena);
+    }
+    kvc_l2c_set_split_min(512);
+    CHECK(kvc_l2c_set_threads(1) == 0);
+    CHECK(memcmp(r[0].v, r[1].v, (size_t)N * m.cfg.n_kv_heads * hs * sizeof(float)) == 0);
+    const double u = 0x1p-24;
+    double worst = 0.0;
+    int differing = 0;
+    for (int p = 0; p < N; p++)
+        for (int h = 0; h < m.cfg.n_heads; h++) {
+            const int g = h / G;
+            double vmax = 0.0;
+            for (int j = 0; j <= p; j++)
+                for (int c = 0; c < hs; c++) vmax = fmax(vmax, fabs(r[0].v[((size_t)j * m.cfg.n_kv_heads + g) * hs + c]));
+            for (int c = 0; c < hs; c++) {
+                const size_t i = ((size_t)p * m.cfg.n_heads + h) * hs + c;
+                const double z = r[0].out[i], e = fabs((double)r[1].out[i] - z);
+                const double bound = 4.0 * (p + 1 + 16) * u * vmax + 4.0 * u * fabs(z) + 1e-6 * vmax;
+                differing += e > 0.0;
+                if (bound > 0 && e / bound > worst) worst = e / bound;
+                CHECK_MSG(e <= bound, "pos %d head %d ch %d: %.9g vs %.9g (bound %.3g)", p, h, c, r[1].out[i], z, bound);
+            }
+        }
+    printf("layer 0, %d positions: 3 threads (split-K) vs 1 within the bound (%d outputs differ at all; largest "
+           "error / bound %.3g)\n", N, differing, worst);
+    CHECK(differing > 0 || N < 16); /* the split really ran (it regroups sums) */
+    for (int run = 0; run < 2; run++) free(r[run].out), free(r[run].v);
+    kvc_l2c_model_free(&m);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"threads_match_one_thread", threads_match_one_thread},
     {"gemm_within_summation_bound", gemm_within_summation_bound},
     {"gemm_fma_paths_identical", gemm_fma_paths_identical},
     {"chunked_forward_equals_steps", chunked_forward_equals_steps},

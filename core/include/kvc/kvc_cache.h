@@ -93,6 +93,10 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
 const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
 
+/** The configuration @p c was built with (heads, head_dim, layers, stream);
+ *  NULL for a NULL or corrupted cache. */
+const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c);
+
 /** @brief Cache elements held now / at peak, summed over every stream. */
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
 
