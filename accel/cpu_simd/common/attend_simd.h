@@ -141,13 +141,24 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
         }
 }
 
-/* acc += sum_j p_j row_j over the nb rows of a block, four vectors of
- * channels at a time held in registers (read and written once per block). */
+/* acc += sum_j p_j row_j over the nb rows of a block, eight (then four, then
+ * one) vectors of channels at a time held in registers (read and written once
+ * per block). */
 KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
 {
     float ps[BLK];
     for (size_t j = 0; j < nb; j++) ps[j] = t == KVC_DTYPE_I8 ? p[j] * row_scale(t, V + j * vs) : p[j];
     size_t c = 0;
+    for (; c + 8 * VW <= dv; c += 8 * VW) { /* eight vectors of channels: a head of 64 on AVX2 in one pass */
+        vf a[8];
+        for (size_t i = 0; i < 8; i++) a[i] = v_load(acc + c + i * VW);
+        for (size_t j = 0; j < nb; j++) {
+            const unsigned char *v = V + j * vs;
+            const vf pv = v_set1(ps[j]);
+            for (size_t i = 0; i < 8; i++) a[i] = v_fma(pv, v_row(t, v, c + i * VW), a[i]);
+        }
+        for (size_t i = 0; i < 8; i++) v_store(acc + c + i * VW, a[i]);
+    }
     for (; c + 4 * VW <= dv; c += 4 * VW) {
         vf a0 = v_load(acc + c), a1 = v_load(acc + c + VW), a2 = v_load(acc + c + 2 * VW), a3 = v_load(acc + c + 3 * VW);
         for (size_t j = 0; j < nb; j++) {
