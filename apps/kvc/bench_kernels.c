@@ -1,9 +1,12 @@
 /* kvc bench kernels: exact attention over n cached tokens (d = dv = 64, one
  * kv head with 3 query heads, like SmolLM2) through every kernel table this
- * CPU runs and every storage type: GB/s of cache read, the ratio to this
- * machine's read bandwidth measured in the same run (a streaming read of the
- * same number of bytes), and the ratio to the reference table. Medians of
- * repeated runs; one thread (the library starts none). */
+ * CPU runs, every storage type and 1..T threads: GB/s of cache read, the ratio
+ * to this machine's read bandwidth measured in the same run (a streaming read
+ * of the same bytes on as many threads), the ratio to the reference table and
+ * to an OpenBLAS version of the same attention (f32). With more than one
+ * thread the attend runs split-K (one part per thread, kvc_attend_merge), as
+ * the decoder does; the library itself starts no threads. Medians of
+ * repeated runs. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,67 +16,147 @@
 #include "bench.h"
 #include "cli.h"
 #include "kvc/kvc.h"
+#include "openblas_peer.h"
+#include "pool.h"
 
 #define HD 64u
 #define NQ 3u
+#define MAX_T 16
 
-/* A streaming read of `bytes` (4 independent 64-bit accumulators): the
- * machine's read bandwidth on the same footprint, in seconds. */
-static volatile uint64_t g_sink;
-static double read_pass(const unsigned char *p, size_t bytes)
+/* ---- the streaming read: the machine's read bandwidth on the same footprint ---- */
+static volatile uint64_t g_sink[MAX_T * 8];
+
+typedef struct read_job {
+    const unsigned char *p;
+    size_t bytes, parts;
+} read_job;
+
+/* Part i of a streaming read: 32-byte vectors (GCC/clang vector extension),
+ * four independent accumulators, an AVX2 clone where the CPU has it, so that
+ * the read runs at the memory's pace and not at the loop's: the attend must
+ * not look faster than reading its bytes because this loop is slow. */
+typedef uint64_t u64x4 __attribute__((vector_size(32), aligned(1)));
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static uint64_t read_range(const unsigned char *p, size_t bytes)
 {
-    const double t0 = kvc_bench_now();
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, w[4];
-    size_t i = 0;
-    for (; i + 32 <= bytes; i += 32) {
-        memcpy(w, p + i, 32);
-        a0 += w[0], a1 ^= w[1], a2 += w[2], a3 ^= w[3];
+    u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    size_t o = 0;
+    for (; o + 128 <= bytes; o += 128) {
+        u64x4 w0, w1, w2, w3;
+        memcpy(&w0, p + o, 32), memcpy(&w1, p + o + 32, 32), memcpy(&w2, p + o + 64, 32), memcpy(&w3, p + o + 96, 32);
+        a0 += w0, a1 ^= w1, a2 += w2, a3 ^= w3;
     }
-    g_sink = a0 + a1 + a2 + a3;
-    return kvc_bench_now() - t0;
+    const u64x4 a = a0 + a1 + a2 + a3;
+    return a[0] + a[1] + a[2] + a[3] + o;
+}
+
+static void read_part(void *ctx, size_t i)
+{
+    const read_job *j = (const read_job *)ctx;
+    const size_t per = j->bytes / j->parts / 128 * 128, b0 = i * per, b1 = i + 1 == j->parts ? j->bytes : b0 + per;
+    g_sink[i * 8] = read_range(j->p + b0, b1 - b0);
+}
+
+/* ---- split-K attend on the pool ---- */
+typedef struct attend_job {
+    const kvc_kernels *kt;
+    const kvc_view *view;
+    const float *q;
+    size_t parts;
+    double *state; /* parts x NQ x KVC_ATTEND_STATE(HD) */
+    double *work;  /* parts x NQ x (HD + 3) */
+    float *out;    /* parts x NQ x HD (unused: the merge writes the answer) */
+    int failed;
+} attend_job;
+
+static void attend_part(void *ctx, size_t i)
+{
+    attend_job *a = (attend_job *)ctx;
+    const kvc_segment *s = &a->view->seg[0];
+    const size_t n0 = s->n * i / a->parts, n1 = s->n * (i + 1) / a->parts, rb = (size_t)kvc_row_bytes(s->dtype, HD);
+    kvc_view v = *a->view;
+    v.seg[0].n = n1 - n0;
+    if (s->dtype == KVC_DTYPE_F32)
+        v.seg[0].keys = s->keys + n0 * HD, v.seg[0].values = s->values + n0 * HD;
+    else
+        v.seg[0].keys_q = (const unsigned char *)s->keys_q + n0 * rb,
+        v.seg[0].values_q = (const unsigned char *)s->values_q + n0 * rb;
+    const kvc_attend_batch b = {a->q, 1, NQ, 0, a->out + i * NQ * HD, NULL, a->state + i * NQ * KVC_ATTEND_STATE(HD)};
+    if (a->kt->attend_batch(a->kt, &v, &b, a->work + i * NQ * (HD + 3), NQ * (HD + 3) * sizeof(double)) != KVC_OK)
+        a->failed = 1;
+}
+
+static int attend_threads(attend_job *a, float *out, size_t threads)
+{
+    if (threads == 1) { /* one call, as a single-threaded decoder makes it */
+        const kvc_attend_batch b = {a->q, 1, NQ, 0, out, NULL, NULL};
+        return a->kt->attend_batch(a->kt, a->view, &b, a->work, NQ * (HD + 3) * sizeof(double)) == KVC_OK ? 0 : 1;
+    }
+    a->parts = threads, a->failed = 0;
+    kvc_pool_run(threads, attend_part, a);
+    const double *ptr[MAX_T];
+    for (size_t i = 0; i < threads; i++) ptr[i] = a->state + i * NQ * KVC_ATTEND_STATE(HD);
+    return a->failed || kvc_attend_merge(ptr, threads, NQ, HD, out) != KVC_OK;
 }
 
 static void kernels_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc bench kernels [--n 1024,4096,16384,65536] [--reps R] [--seed S]\n"
+    fprintf(f, "usage: kvc bench kernels [--n 1024,4096,16384,65536] [--threads 1,2] [--reps R] [--seed S]\n"
                "  Exact attention (d = 64, 3 query heads per kv head) over n cached tokens, every kernel\n"
-               "  table this CPU runs x {f32, f16, int8}: GB/s of cache read, ratio to a streaming read of\n"
-               "  the same bytes measured in the same run, ratio to the reference table. R repetitions\n"
-               "  (default 20), medians. Ends with the summary line for f32, n = 16384, the best table.\n");
+               "  table this CPU runs x {f32, f16, int8} x thread counts: GB/s of cache read, ratio to a\n"
+               "  streaming read of the same bytes on as many threads (bw_ratio), to the reference\n"
+               "  table (vs_ref) and to OpenBLAS (vs_blas: sgemm, softmax, sgemm on f32 rows; libopenblas\n"
+               "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Several threads\n"
+               "  run the attend split-K. R repetitions (default 20), medians. Ends with the summary line\n"
+               "  for f32, n = 16384, one thread, the best table.\n");
 }
 
 int kvc_bench_kernels(int argc, char **argv)
 {
-    const char *n_list = NULL;
+    const char *n_list = NULL, *t_list = NULL;
     uint64_t reps = 20, seed = 1;
     const kvc_flag fl[] = {{"--n", 's', &n_list, 0, 0, NULL},
+                           {"--threads", 's', &t_list, 0, 0, NULL},
                            {"--reps", 'u', &reps, 3, 10000, NULL},
                            {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL}};
     const int prc = kvc_cli_parse("bench kernels", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, kernels_usage);
     if (prc) return prc == 1 ? 0 : 2;
     int ns[KVC_BENCH_MAX_LIST] = {1024, 4096, 16384, 65536}, n_n = 4;
+    int ts[KVC_BENCH_MAX_LIST] = {1, 2}, n_t = 2;
     if (n_list && (n_n = kvc_bench_int_list("--n", n_list, 1, 1 << 22, ns, KVC_BENCH_MAX_LIST)) < 0) return 2;
+    if (t_list && (n_t = kvc_bench_int_list("--threads", t_list, 1, MAX_T, ts, KVC_BENCH_MAX_LIST)) < 0) return 2;
     const uint32_t have = kvc_cpu_features();
     const kvc_kernels *best = kvc_kernels_best();
-    printf("kvc bench kernels: d=%u dv=%u query heads=%u, seed %" PRIu64 ", %" PRIu64 " reps, threads=1, best table %s\n",
-           HD, HD, NQ, seed, reps, best->name);
-    printf("%-6s %-5s %8s %10s %12s %10s %10s %10s\n", "table", "dtype", "n", "MB read", "time/query", "GB/s",
-           "bw_ratio", "vs_ref");
+    const char *blas_why = kvc_openblas_load();
+    printf("kvc bench kernels: d=%u dv=%u query heads=%u, seed %" PRIu64 ", %" PRIu64 " reps, best table %s, OpenBLAS %s\n",
+           HD, HD, NQ, seed, reps, best->name, blas_why ? blas_why : "loaded");
+    printf("%-6s %-5s %8s %7s %9s %12s %9s %9s %8s %8s\n", "table", "dtype", "n", "threads", "MB read", "time/query",
+           "GB/s", "bw_ratio", "vs_ref", "vs_blas");
     kvc_rng r;
     kvc_rng_seed(&r, seed);
-    double summary_bw = NAN;
+    double summary_bw = NAN, summary_blas = NAN;
     int rc = 0;
     float x[HD], q[NQ * HD], out[NQ * HD];
-    double work[NQ * (HD + 3)];
+    double *state = malloc(MAX_T * NQ * KVC_ATTEND_STATE(HD) * sizeof(double));
+    double *work = malloc(MAX_T * NQ * (HD + 3) * sizeof(double));
+    float *outs = malloc(MAX_T * NQ * HD * sizeof(float));
+    if (!state || !work || !outs) {
+        free(state), free(work), free(outs);
+        return 1;
+    }
     for (int ni = 0; ni < n_n; ni++) {
         const size_t n = (size_t)ns[ni];
         for (unsigned t = 0; t < 3; t++) {
             const size_t rb = (size_t)kvc_row_bytes(t, HD), bytes = 2 * n * rb;
             unsigned char *k = malloc(n * rb), *v = malloc(n * rb), *flat = malloc(bytes);
-            if (!k || !v || !flat) {
-                free(k), free(v), free(flat);
+            float *scores = malloc(n * NQ * sizeof(float));
+            if (!k || !v || !flat || !scores) {
+                free(k), free(v), free(flat), free(scores);
                 fprintf(stderr, "kvc bench kernels: out of memory at n=%zu\n", n);
-                return 1;
+                rc = 1;
+                goto done;
             }
             for (size_t i = 0; i < n; i++) {
                 for (size_t c = 0; c < HD; c++) x[c] = (float)kvc_rng_normal(&r);
@@ -89,33 +172,65 @@ int kvc_bench_kernels(int argc, char **argv)
             view.seg[0].n = n, view.seg[0].dtype = t, view.seg[0].scale = 1.0, view.seg[0].role = KVC_SET_BOTH;
             if (t == KVC_DTYPE_F32) view.seg[0].keys = (const float *)(void *)k, view.seg[0].values = (const float *)(void *)v;
             else view.seg[0].keys_q = k, view.seg[0].values_q = v;
-            const kvc_attend_batch b = {q, 1, NQ, 0, out, NULL, NULL};
             double *tr = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double));
-            for (uint64_t i = 0; i < reps; i++) tr[i] = read_pass(flat, bytes);
-            const double t_read = kvc_bench_median(tr, (int)reps);
-            double t_ref = NAN;
-            for (size_t ti = 0; ti < kvc_kernels_count(); ti++) {
-                const kvc_kernels *kt = kvc_kernels_at(ti);
-                if ((kt->needs & have) != kt->needs) continue;
+            for (int tj = 0; tj < n_t && tr && tb; tj++) {
+                const size_t T = (size_t)ts[tj];
+                if (kvc_pool_set_threads((int)T) != 0) {
+                    fprintf(stderr, "kvc bench kernels: cannot start %zu threads\n", T);
+                    rc = 1;
+                    break;
+                }
+                read_job rj = {flat, bytes, T};
                 for (uint64_t i = 0; i < reps; i++) {
                     const double t0 = kvc_bench_now();
-                    if (kt->attend_batch(kt, &view, &b, work, sizeof work) != KVC_OK) rc = 1;
-                    tb[i] = kvc_bench_now() - t0;
+                    kvc_pool_run(T, read_part, &rj);
+                    tr[i] = kvc_bench_now() - t0;
                 }
-                const double tm = kvc_bench_median(tb, (int)reps);
-                if (ti == 0) t_ref = tm;
-                const double gbs = (double)bytes / tm * 1e-9, bw = t_read / tm;
-                printf("%-6s %-5s %8zu %10.2f %10.1f us %10.2f %10.3f %10.2f\n", kt->name, kvc_dtype_name((kvc_dtype)t), n,
-                       (double)bytes * 1e-6, tm * 1e6, gbs, bw, t_ref / tm);
-                if (kt == best && t == KVC_DTYPE_F32 && n == 16384) summary_bw = bw;
+                const double t_read = kvc_bench_median(tr, (int)reps);
+                double t_blas = NAN;
+                if (!blas_why && t == KVC_DTYPE_F32) {
+                    kvc_openblas_threads((int)T);
+                    for (uint64_t i = 0; i < reps; i++) {
+                        const double t0 = kvc_bench_now();
+                        kvc_openblas_attend((const float *)(void *)k, (const float *)(void *)v, n, HD, q, NQ, 0.125f,
+                                            scores, out);
+                        tb[i] = kvc_bench_now() - t0;
+                    }
+                    t_blas = kvc_bench_median(tb, (int)reps);
+                }
+                double t_ref = NAN;
+                for (size_t ti = 0; ti < kvc_kernels_count(); ti++) {
+                    const kvc_kernels *kt = kvc_kernels_at(ti);
+                    if ((kt->needs & have) != kt->needs) continue;
+                    attend_job aj = {kt, &view, q, T, state, work, outs, 0};
+                    for (uint64_t i = 0; i < reps; i++) {
+                        const double t0 = kvc_bench_now();
+                        if (attend_threads(&aj, out, T)) rc = 1;
+                        tb[i] = kvc_bench_now() - t0;
+                    }
+                    const double tm = kvc_bench_median(tb, (int)reps);
+                    if (ti == 0) t_ref = tm;
+                    const double gbs = (double)bytes / tm * 1e-9, bw = t_read / tm;
+                    printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8.2f %8.2f\n", kt->name,
+                           kvc_dtype_name((kvc_dtype)t), n, T, (double)bytes * 1e-6, tm * 1e6, gbs, bw, t_ref / tm,
+                           t_blas / tm);
+                    if (kt == best && t == KVC_DTYPE_F32 && n == 16384 && T == 1) summary_bw = bw, summary_blas = t_blas / tm;
+                }
+                if (!blas_why && t == KVC_DTYPE_F32)
+                    printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8s %8s   (sgemm, softmax, sgemm)\n",
+                           "blas", "f32", n, T, (double)bytes * 1e-6, t_blas * 1e6, (double)bytes / t_blas * 1e-9,
+                           t_read / t_blas, "-", "1");
+                printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9s %8s %8s   (streaming read of the same bytes)\n",
+                       "read", kvc_dtype_name((kvc_dtype)t), n, T, (double)bytes * 1e-6, t_read * 1e6,
+                       (double)bytes / t_read * 1e-9, "1", "-", "-");
             }
-            printf("%-6s %-5s %8zu %10.2f %10.1f us %10.2f %10s %10s   (streaming read of the same bytes)\n", "read",
-                   kvc_dtype_name((kvc_dtype)t), n, (double)bytes * 1e-6, t_read * 1e6, (double)bytes / t_read * 1e-9,
-                   "1", "-");
-            free(tr), free(tb), free(k), free(v), free(flat);
+            free(tr), free(tb), free(k), free(v), free(flat), free(scores);
         }
     }
-    printf("kvc bench kernels: table=%s n=16384 dtype=f32 threads=1 bw_ratio=%.3f openblas_ratio=nan (OpenBLAS not built in)\n",
-           best->name, summary_bw);
+    printf("kvc bench kernels: table=%s n=16384 dtype=f32 threads=1 bw_ratio=%.3f openblas_ratio=%.3f%s\n", best->name,
+           summary_bw, summary_blas, blas_why ? " (OpenBLAS not loaded)" : "");
+done:
+    kvc_pool_set_threads(1);
+    free(state), free(work), free(outs);
     return rc;
 }

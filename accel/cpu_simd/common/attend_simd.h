@@ -178,6 +178,50 @@ KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigne
         for (size_t j = 0; j < nb; j++) acc[c] += ps[j] * ld1(t, V + j * vs, c);
 }
 
+/* The same for three queries at once: each chunk of a value row is loaded
+ * (and converted) once for the three accumulators, four vectors of channels
+ * x three queries = 12 accumulators. Per channel the operations are those of
+ * axpy_block, in the same order, so the results are the same bits. */
+KVC_INLINE void axpy_block_q3(unsigned t, float *acc0, float *acc1, float *acc2, const float p[3][BLK],
+                              const unsigned char *V, size_t vs, size_t nb, size_t dv)
+{
+    float ps[3][BLK];
+    for (size_t j = 0; j < nb; j++) {
+        const float sc = t == KVC_DTYPE_I8 ? row_scale(t, V + j * vs) : 1.0f;
+        for (size_t x = 0; x < 3; x++) ps[x][j] = t == KVC_DTYPE_I8 ? p[x][j] * sc : p[x][j];
+    }
+    float *acc[3] = {acc0, acc1, acc2};
+    size_t c = 0;
+    for (; c + 4 * VW <= dv; c += 4 * VW) {
+        vf a[3][4];
+        for (size_t x = 0; x < 3; x++)
+            for (size_t i = 0; i < 4; i++) a[x][i] = v_load(acc[x] + c + i * VW);
+        for (size_t j = 0; j < nb; j++) {
+            const unsigned char *v = V + j * vs;
+            const vf p0 = v_set1(ps[0][j]), p1 = v_set1(ps[1][j]), p2 = v_set1(ps[2][j]);
+            for (size_t i = 0; i < 4; i++) {
+                const vf r = v_row(t, v, c + i * VW);
+                a[0][i] = v_fma(p0, r, a[0][i]), a[1][i] = v_fma(p1, r, a[1][i]), a[2][i] = v_fma(p2, r, a[2][i]);
+            }
+        }
+        for (size_t x = 0; x < 3; x++)
+            for (size_t i = 0; i < 4; i++) v_store(acc[x] + c + i * VW, a[x][i]);
+    }
+    for (; c + VW <= dv; c += VW) {
+        vf a0 = v_load(acc0 + c), a1 = v_load(acc1 + c), a2 = v_load(acc2 + c);
+        for (size_t j = 0; j < nb; j++) {
+            const vf r = v_row(t, V + j * vs, c);
+            a0 = v_fma(v_set1(ps[0][j]), r, a0), a1 = v_fma(v_set1(ps[1][j]), r, a1), a2 = v_fma(v_set1(ps[2][j]), r, a2);
+        }
+        v_store(acc0 + c, a0), v_store(acc1 + c, a1), v_store(acc2 + c, a2);
+    }
+    for (; c < dv; c++)
+        for (size_t j = 0; j < nb; j++) {
+            const float e = ld1(t, V + j * vs, c);
+            acc0[c] += ps[0][j] * e, acc1[c] += ps[1][j] * e, acc2[c] += ps[2][j] * e;
+        }
+}
+
 static float exp1(float x)
 {
     float in[BLK], out[BLK];
@@ -216,49 +260,57 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
         }
         int masked = causal;
         for (size_t j = 0; j < nb; j++) masked |= lw[j] == -INFINITY;
-        float s3[3][BLK];
-        size_t s3_first = (size_t)-1; /* the first of the three queries whose scores s3 holds */
-        for (size_t qi = 0; qi < Q; qi++) {
-            float *q_st = st + qi * W, *acc = q_st + 3;
-            const size_t pos = qi / n_q;
-            float s[BLK];
-            const int cached = s3_first != (size_t)-1 && qi - s3_first < 3;
-            if (nb == BLK && d % VW == 0 && (cached || (qi % 3 == 0 && qi + 3 <= Q))) {
-                if (!cached) {
-                    dot_block_q3(t, K + j0 * ks, ks, b->q + qi * d, b->q + (qi + 1) * d, b->q + (qi + 2) * d, d, s3);
-                    s3_first = qi;
-                }
-                memcpy(s, s3[qi - s3_first], sizeof s);
+        /* the queries three at a time: their scores share each key-row load,
+           their accumulations each value-row load */
+        for (size_t q0 = 0; q0 < Q; q0 += 3) {
+            const size_t nqg = Q - q0 < 3 ? Q - q0 : 3;
+            float s3[3][BLK], pj[3][BLK];
+            int live[3] = {0, 0, 0};
+            if (nqg == 3 && nb == BLK && d % VW == 0) {
+                dot_block_q3(t, K + j0 * ks, ks, b->q + q0 * d, b->q + (q0 + 1) * d, b->q + (q0 + 2) * d, d, s3);
             } else {
-                for (size_t j = nb; j < BLK; j++) s[j] = 0.0f;
-                dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, s);
-            }
-            v_store(s, v_fma(beta, v_load(s), v_load(lw)));
-            float mb = -INFINITY;
-            if (masked || nb < BLK) {
-                for (size_t j = 0; j < nb; j++) {
-                    if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
-                    if (s[j] > mb) mb = s[j];
+                for (size_t x = 0; x < nqg; x++) {
+                    for (size_t j = nb; j < BLK; j++) s3[x][j] = 0.0f;
+                    dot_block(t, K + j0 * ks, ks, nb, b->q + (q0 + x) * d, d, s3[x]);
                 }
+            }
+            for (size_t x = 0; x < nqg; x++) {
+                const size_t qi = q0 + x, pos = qi / n_q;
+                float *q_st = st + qi * W, *acc = q_st + 3, *s = s3[x];
+                v_store(s, v_fma(beta, v_load(s), v_load(lw)));
+                float mb = -INFINITY;
+                if (masked || nb < BLK) {
+                    for (size_t j = 0; j < nb; j++) {
+                        if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
+                        if (s[j] > mb) mb = s[j];
+                    }
+                } else {
+                    mb = v_hmax(v_load(s)); /* every entry seen: the block maximum in registers */
+                }
+                if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
+                if (q_st[1] == 0.0f || mb > q_st[0]) {
+                    const float r = q_st[1] != 0.0f ? exp1(q_st[0] - mb) : 0.0f;
+                    q_st[2] *= r;
+                    const vf rv = v_set1(r);
+                    size_t c = 0;
+                    for (; c + VW <= dv; c += VW) v_store(acc + c, v_mul(rv, v_load(acc + c)));
+                    for (; c < dv; c++) acc[c] *= r;
+                    q_st[0] = mb, q_st[1] = 1.0f;
+                }
+                for (size_t j = nb; j < BLK; j++) s[j] = -INFINITY;
+                const vf pv = v_exp(v_sub(v_load(s), v_set1(q_st[0])));
+                v_store(pj[x], pv);
+                if (in_den) q_st[2] += v_hsum(pv);
+                live[x] = 1;
+            }
+            if (!in_num) continue;
+            if (nqg == 3 && live[0] && live[1] && live[2]) {
+                axpy_block_q3(t, st + q0 * W + 3, st + (q0 + 1) * W + 3, st + (q0 + 2) * W + 3,
+                              (const float(*)[BLK])pj, V + j0 * vs, vs, nb, dv);
             } else {
-                mb = v_hmax(v_load(s)); /* every entry seen: the block maximum in registers */
+                for (size_t x = 0; x < nqg; x++)
+                    if (live[x]) axpy_block(t, st + (q0 + x) * W + 3, pj[x], V + j0 * vs, vs, nb, dv);
             }
-            if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
-            if (q_st[1] == 0.0f || mb > q_st[0]) {
-                const float r = q_st[1] != 0.0f ? exp1(q_st[0] - mb) : 0.0f;
-                q_st[2] *= r;
-                const vf rv = v_set1(r);
-                size_t c = 0;
-                for (; c + VW <= dv; c += VW) v_store(acc + c, v_mul(rv, v_load(acc + c)));
-                for (; c < dv; c++) acc[c] *= r;
-                q_st[0] = mb, q_st[1] = 1.0f;
-            }
-            float pj[BLK];
-            for (size_t j = nb; j < BLK; j++) s[j] = -INFINITY;
-            const vf pv = v_exp(v_sub(v_load(s), v_set1(q_st[0])));
-            v_store(pj, pv);
-            if (in_den) q_st[2] += v_hsum(pv);
-            if (in_num) axpy_block(t, acc, pj, V + j0 * vs, vs, nb, dv);
         }
     }
 }
