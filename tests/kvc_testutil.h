@@ -24,7 +24,7 @@ static float *tu_normal(kvc_rng *r, size_t n, size_t d, double scale)
     return x;
 }
 
-/* Build a stream (arena malloc'd; free with free(tu_stream_arena(st))). */
+/* Build a stream (arena malloc'd; the handle is the arena's start: free(st)). */
 static kvc_stream *tu_stream(const kvc_stream_config *cfg)
 {
     size_t bytes = kvc_stream_arena_size(cfg);
