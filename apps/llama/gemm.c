@@ -1,6 +1,7 @@
 /* Panel packing, the scalar product and the run-time choice of implementation. */
 #define _POSIX_C_SOURCE 200809L
 #include "gemm.h"
+#include "gemm_quant.h"
 #include "kvc/kvc_kernels.h"
 #include "pool.h"
 
@@ -117,7 +118,19 @@ typedef struct gemm_split {
     const float *packed, *x;
     size_t rows, cols, ldx, n, ldy, panels, parts;
     float *y;
+    int qtype;          /* KVC_QPANEL_*: quantised panels in qpanels */
+    const uint8_t *qpanels;
 } gemm_split;
+
+/* The quantised panels through the implementation kvc_gemm uses: the scalar
+ * one on the scalar path, else the AVX2 one (the same FMA chains as the AVX2
+ * and AVX-512 f32 products, so the same bits). */
+static void gemm_q_impl(int type, const uint8_t *qp, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
+                        float *y, size_t ldy)
+{
+    if (g_impl.fn == kvc_gemm__scalar) kvc_gemm_q__scalar(type, qp, rows, cols, x, ldx, n, y, ldy);
+    else kvc_gemm_q__avx2(type, qp, rows, cols, x, ldx, n, y, ldy);
+}
 
 static void gemm_part(void *ctx, size_t i)
 {
@@ -125,7 +138,11 @@ static void gemm_part(void *ctx, size_t i)
     const size_t P = KVC_GEMM_PANEL, p0 = g->panels * i / g->parts, p1 = g->panels * (i + 1) / g->parts;
     if (p1 <= p0) return;
     const size_t r0 = p0 * P, r1 = p1 * P < g->rows ? p1 * P : g->rows;
-    g_impl.fn(g->packed + p0 * P * g->cols, r1 - r0, g->cols, g->x, g->ldx, g->n, g->y + r0, g->ldy);
+    if (g->qtype)
+        gemm_q_impl(g->qtype, g->qpanels + p0 * (g->cols / 32) * kvc_qpanel_block_bytes(g->qtype), r1 - r0, g->cols,
+                    g->x, g->ldx, g->n, g->y + r0, g->ldy);
+    else
+        g_impl.fn(g->packed + p0 * P * g->cols, r1 - r0, g->cols, g->x, g->ldx, g->n, g->y + r0, g->ldy);
 }
 
 void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
@@ -135,15 +152,33 @@ void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, siz
     const size_t panels = (rows + KVC_GEMM_PANEL - 1) / KVC_GEMM_PANEL, threads = (size_t)kvc_pool_threads();
     /* split only products big enough to pay for waking the workers (~64k multiply-adds each) */
     if (threads > 1 && panels >= 2 && rows * cols * n >= 65536u * threads) {
-        const gemm_split g = {packed, x, rows, cols, ldx, n, ldy, panels, threads < panels ? threads : panels, y};
+        const gemm_split g = {packed, x, rows, cols, ldx, n, ldy, panels, threads < panels ? threads : panels, y, 0, NULL};
         kvc_pool_run(g.parts, gemm_part, (void *)&g);
         return;
     }
     g_impl.fn(packed, rows, cols, x, ldx, n, y, ldy);
 }
 
+void kvc_gemm_q(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
+                float *y, size_t ldy)
+{
+    pthread_once(&g_once, choose);
+    const size_t np = (rows + KVC_GEMM_PANEL - 1) / KVC_GEMM_PANEL, threads = (size_t)kvc_pool_threads();
+    if (threads > 1 && np >= 2 && rows * cols * n >= 65536u * threads) {
+        const gemm_split g = {NULL, x, rows, cols, ldx, n, ldy, np, threads < np ? threads : np, y, type, panels};
+        kvc_pool_run(g.parts, gemm_part, (void *)&g);
+        return;
+    }
+    gemm_q_impl(type, panels, rows, cols, x, ldx, n, y, ldy);
+}
+
 #if !KVC_GEMM_X86
-/* Not x86-64: the SIMD entry points exist (the header declares them) and are the scalar path. */
+/* Not x86-64: the SIMD entry points exist (the headers declare them) and are the scalar path. */
+void kvc_gemm_q__avx2(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
+                      float *y, size_t ldy)
+{
+    kvc_gemm_q__scalar(type, panels, rows, cols, x, ldx, n, y, ldy);
+}
 void kvc_gemm__avx2(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
                     size_t ldy)
 {

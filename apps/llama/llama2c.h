@@ -37,7 +37,16 @@ typedef struct kvc_l2c_model {
     size_t packed_layer_floats; /**< floats of one layer's packed matrices */
     size_t off_wo, off_w13, off_w2; /**< offsets inside one layer's block */
     size_t off_cls;  /**< offset of the packed classifier */
+    /** GGUF-quantised weights kept quantised (gemm_quant.h): per matrix kind
+     *  (KVC_L2C_QKV, _WO, _W13, _W2, _CLS) its panel type, 0 = the f32 panels;
+     *  same results as the f32 panels, a fifth to a third of the bytes read. */
+    int qtype[5];
+    uint8_t *qpacked; /**< owned: per layer [q;k;v], wo, [w1;w3], w2, then the classifier */
+    size_t q_layer_bytes, q_off[5]; /**< bytes of one layer; offset of each kind (the classifier's from the start) */
 } kvc_l2c_model;
+
+/** Matrix kinds of a layer (and the classifier), in packing order. */
+enum { KVC_L2C_QKV = 0, KVC_L2C_WO = 1, KVC_L2C_W13 = 2, KVC_L2C_W2 = 3, KVC_L2C_CLS = 4 };
 
 /**
  * @brief Pack the row-major matrices of a freshly loaded model for the decoder

@@ -82,6 +82,7 @@ void kvc_l2c_model_free(kvc_l2c_model *m)
 {
     free(m->data);
     free(m->packed);
+    free(m->qpacked);
     memset(m, 0, sizeof *m);
 }
 

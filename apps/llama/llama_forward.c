@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_quant.h"
 #include "llama2c.h"
 #include "kvc/kvc_attend.h"
 #include "pool.h"
@@ -201,6 +202,25 @@ static void rope_apply(float *vec, int n, int hs, const float *cs)
     }
 }
 
+/* y = x W^T for matrix `kind` of layer l (l ignored for the classifier): the
+ * quantised panels when the model kept them, else the f32 ones. */
+static void matmul(const kvc_l2c_model *m, int kind, int l, size_t rows, size_t cols, const float *x, size_t ldx,
+                   size_t n, float *y, size_t ldy)
+{
+    if (m->qtype[kind] != KVC_QPANEL_NONE) {
+        const size_t off = kind == KVC_L2C_CLS ? m->q_off[kind] : (size_t)l * m->q_layer_bytes + m->q_off[kind];
+        kvc_gemm_q(m->qtype[kind], m->qpacked + off, rows, cols, x, ldx, n, y, ldy);
+        return;
+    }
+    const float *pk = m->packed + (size_t)l * m->packed_layer_floats;
+    const float *w = kind == KVC_L2C_QKV ? pk
+                     : kind == KVC_L2C_WO ? pk + m->off_wo
+                     : kind == KVC_L2C_W13 ? pk + m->off_w13
+                     : kind == KVC_L2C_W2 ? pk + m->off_w2
+                                          : m->packed + m->off_cls;
+    kvc_gemm(w, rows, cols, x, ldx, n, y, ldy);
+}
+
 kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const int *tokens, int n, int pos0,
                                  kvc_l2c_attn_fn attn, void *ctx, int logits_from)
 {
@@ -217,10 +237,9 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         rope_table(s->rope + (size_t)t * hs, pos0 + t, hs, c->rope_base);
     }
     for (int l = 0; l < c->n_layers; l++) {
-        const float *pk = m->packed + (size_t)l * m->packed_layer_floats;
         for (int t = 0; t < n; t++)
             rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_att + (size_t)l * D, D, c->norm_eps);
-        kvc_gemm(pk, qkv_w, (size_t)D, s->xb, (size_t)D, N, s->qkv, qkv_w);
+        matmul(m, KVC_L2C_QKV, l, qkv_w, (size_t)D, s->xb, (size_t)D, N, s->qkv, qkv_w);
         for (int t = 0; t < n; t++) {
             float *row = s->qkv + (size_t)t * qkv_w;
             rope_apply(row, D, hs, s->rope + (size_t)t * hs);       /* q */
@@ -228,11 +247,11 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
             kvc_status rc = attn(ctx, l, pos0 + t, row, row + D, row + D + kvd, s->att_out + (size_t)t * D);
             if (rc != KVC_OK) return rc;
         }
-        kvc_gemm(pk + m->off_wo, (size_t)D, (size_t)D, s->att_out, (size_t)D, N, s->xb2, (size_t)D);
+        matmul(m, KVC_L2C_WO, l, (size_t)D, (size_t)D, s->att_out, (size_t)D, N, s->xb2, (size_t)D);
         for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb2[i];
         for (int t = 0; t < n; t++)
             rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_ffn + (size_t)l * D, D, c->norm_eps);
-        kvc_gemm(pk + m->off_w13, 2 * (size_t)H, (size_t)D, s->xb, (size_t)D, N, s->hb, 2 * (size_t)H);
+        matmul(m, KVC_L2C_W13, l, 2 * (size_t)H, (size_t)D, s->xb, (size_t)D, N, s->hb, 2 * (size_t)H);
         for (int t = 0; t < n; t++) {
             float *g = s->hb + (size_t)t * 2 * H; /* gate in [0, H), up in [H, 2H) */
             for (int i = 0; i < H; i++) {
@@ -241,13 +260,13 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
                 g[i] = val * g[H + i];
             }
         }
-        kvc_gemm(pk + m->off_w2, (size_t)D, (size_t)H, s->hb, 2 * (size_t)H, N, s->xb, (size_t)D);
+        matmul(m, KVC_L2C_W2, l, (size_t)D, (size_t)H, s->hb, 2 * (size_t)H, N, s->xb, (size_t)D);
         for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb[i];
     }
     if (logits_from < n) {
         for (int t = logits_from; t < n; t++)
             rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_final, D, c->norm_eps);
-        kvc_gemm(m->packed + m->off_cls, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
+        matmul(m, KVC_L2C_CLS, 0, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
                  (size_t)D, (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size,
                  (size_t)c->vocab_size);
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kvc_err.h"
+#include "gemm_quant.h"
 #include "kvc_gguf.h"
 #include "llama2c.h"
 
@@ -27,6 +28,89 @@ static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint6
                      (unsigned long long)rows);
     kvc_status rc = kvc_gguf_dequantize(g, t, dst);
     if (rc != KVC_OK) return kvc_errf(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
+    return KVC_OK;
+}
+
+/* The panel type of tensor `name`: its GGUF block type when the product can
+ * read it quantised (Q4_1, Q8_0; 32-column blocks), else none. */
+static int panel_type(const kvc_gguf *g, const char *name)
+{
+    const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
+    if (!t || t->n_dims != 2 || t->dims[0] % 32 != 0) return KVC_QPANEL_NONE;
+    return t->type == KVC_GGML_Q4_1 ? KVC_QPANEL_Q4_1 : t->type == KVC_GGML_Q8_0 ? KVC_QPANEL_Q8_0 : KVC_QPANEL_NONE;
+}
+
+/* Row pointers of tensor `name` (rows of cols/32 ggml blocks) appended at rp[*r...]. */
+static void add_rows(const kvc_gguf *g, const char *name, int type, const uint8_t **rp, size_t *r)
+{
+    const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
+    const size_t row_bytes = (size_t)t->dims[0] / 32 * (type == KVC_QPANEL_Q4_1 ? 20 : 34);
+    for (uint64_t i = 0; i < t->dims[1]; i++) rp[(*r)++] = g->buf + t->data_off + (size_t)i * row_bytes;
+}
+
+/* Keep the quantised matrices quantised (gemm_quant.h) where every layer's
+ * tensors of a kind share one panel type; the f32 panels stay for the rest.
+ * Called after the f32 packing (the results are the same bits either way). */
+static kvc_status pack_quantised(const kvc_gguf *g, kvc_l2c_model *m, char *err, size_t errlen)
+{
+    const kvc_l2c_config *c = &m->cfg;
+    const size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
+    const size_t kvd = D / (size_t)c->n_heads * (size_t)c->n_kv_heads;
+    static const char *const parts[4][3] = {{"attn_q", "attn_k", "attn_v"}, {"attn_output", NULL, NULL},
+                                            {"ffn_gate", "ffn_up", NULL}, {"ffn_down", NULL, NULL}};
+    const size_t rows[5] = {D + 2 * kvd, D, 2 * H, D, V}, cols[5] = {D, D, D, H, D};
+    char name[64];
+    for (int k = 0; k < 4; k++) { /* one type for every tensor of the kind, in every layer */
+        int type = -1;
+        for (size_t l = 0; l < L && type != KVC_QPANEL_NONE; l++)
+            for (int p = 0; p < 3 && parts[k][p]; p++) {
+                snprintf(name, sizeof name, "blk.%zu.%s.weight", l, parts[k][p]);
+                const int t = panel_type(g, name);
+                type = type == -1 || type == t ? t : KVC_QPANEL_NONE;
+            }
+        m->qtype[k] = type < 0 ? KVC_QPANEL_NONE : type;
+    }
+    const char *cls_name = c->shared_classifier ? "token_embd.weight" : "output.weight";
+    m->qtype[KVC_L2C_CLS] = panel_type(g, cls_name);
+    size_t layer = 0;
+    for (int k = 0; k < 4; k++) {
+        m->q_off[k] = layer;
+        layer += m->qtype[k] ? kvc_qpanel_bytes(m->qtype[k], rows[k], cols[k]) : 0;
+    }
+    m->q_layer_bytes = layer;
+    m->q_off[KVC_L2C_CLS] = L * layer;
+    const size_t total = L * layer + (m->qtype[KVC_L2C_CLS] ? kvc_qpanel_bytes(m->qtype[KVC_L2C_CLS], V, D) : 0);
+    if (total == 0) return KVC_OK;
+    size_t max_rows = V;
+    for (int k = 0; k < 4; k++) max_rows = rows[k] > max_rows ? rows[k] : max_rows;
+    m->qpacked = malloc(total);
+    const uint8_t **rp = malloc(max_rows * sizeof *rp);
+    if (!m->qpacked || !rp) {
+        free(rp);
+        return kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory for %zu bytes of quantised weights", total);
+    }
+    for (size_t l = 0; l < L; l++)
+        for (int k = 0; k < 4; k++) {
+            if (!m->qtype[k]) continue;
+            size_t r = 0;
+            for (int p = 0; p < 3 && parts[k][p]; p++) {
+                snprintf(name, sizeof name, "blk.%zu.%s.weight", l, parts[k][p]);
+                add_rows(g, name, m->qtype[k], rp, &r);
+            }
+            kvc_qpanel_pack(m->qtype[k], rp, rows[k], cols[k], m->qpacked + l * layer + m->q_off[k]);
+        }
+    if (m->qtype[KVC_L2C_CLS]) {
+        size_t r = 0;
+        add_rows(g, cls_name, m->qtype[KVC_L2C_CLS], rp, &r);
+        kvc_qpanel_pack(m->qtype[KVC_L2C_CLS], rp, V, D, m->qpacked + m->q_off[KVC_L2C_CLS]);
+    }
+    free(rp);
+    int all = 1;
+    for (int k = 0; k < 5; k++) all &= m->qtype[k] != KVC_QPANEL_NONE;
+    if (all) { /* nothing reads the f32 panels any more */
+        free(m->packed);
+        m->packed = NULL;
+    }
     return KVC_OK;
 }
 
@@ -133,6 +217,8 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
 #undef TAKE
     }
     rc = kvc_l2c_model_pack(m, err, errlen); /* on failure the model is already freed */
+    if (rc == KVC_OK && getenv("KVC_GGUF_F32") == NULL) /* KVC_GGUF_F32: the f32 panels only (comparisons) */
+        rc = pack_quantised(&g, m, err, errlen);
 done:
     if (rc != KVC_OK) kvc_l2c_model_free(m);
     kvc_gguf_free(&g);

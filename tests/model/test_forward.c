@@ -6,14 +6,20 @@
  *  - a chunked forward gives bit-identical logits to token-by-token steps,
  *    with the exact cache and with a compressing one (stories260K, and
  *    SmolLM2 when it is present);
+ *  - quantised panels (Q4_1, Q8_0 kept quantised) give the bits of the f32
+ *    product on the GGUF reader's dequantised matrix, every implementation,
+ *    and SmolLM2's logits are the same loaded either way;
  *  - decoder threads: a threaded product gives the same bits; a split-K
  *    attend gives layer 0's attention within the split-K bound. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_quant.h"
+#include "kvc_gguf.h"
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 #include "smollm2_path.h"
@@ -291,8 +297,112 @@ static int threads_match_one_thread(void)
     return 0;
 }
 
+/* Random GGUF blocks of `type` for rows x cols (f16 scales drawn over a
+ * wide range, subnormals included; every q value). */
+static void random_blocks(uint64_t *s, int type, size_t rows, size_t cols, uint8_t *blk)
+{
+    const size_t bb = type == KVC_QPANEL_Q4_1 ? 20 : 34, nb = rows * cols / 32;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *p = blk + b * bb;
+        for (size_t i = 0; i < bb; i++) p[i] = (uint8_t)((unif(s) + 1.0f) * 128.0f);
+        /* scales: exponent field 0..29 (no inf/NaN), either sign */
+        for (int h = 0; h < (type == KVC_QPANEL_Q4_1 ? 2 : 1); h++) p[2 * h + 1] = (uint8_t)(p[2 * h + 1] % 0x78 | (p[2 * h + 1] & 0x80));
+    }
+}
+
+static int quantised_panels_match_f32(void)
+{
+    const uint64_t seed = 99;
+    printf("seed %llu\n", (unsigned long long)seed);
+    uint64_t s = seed;
+    const size_t shapes[][3] = {{1, 32, 1}, {16, 32, 3}, {17, 64, 7}, {40, 96, 13}, {33, 576, 2}};
+    size_t compared = 0;
+    for (int type = KVC_QPANEL_Q4_1; type <= KVC_QPANEL_Q8_0; type++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+            const size_t rows = shapes[sh][0], cols = shapes[sh][1], n = shapes[sh][2], bb = type == KVC_QPANEL_Q4_1 ? 20 : 34;
+            uint8_t *blk = malloc(rows * cols / 32 * bb), *qp = malloc(kvc_qpanel_bytes(type, rows, cols));
+            float *w = malloc(rows * cols * sizeof(float)), *pk = malloc(kvc_gemm_packed_floats(rows, cols) * sizeof(float));
+            float *x = malloc(n * cols * sizeof(float)), *ya = malloc(n * rows * sizeof(float)), *yb = malloc(n * rows * sizeof(float));
+            const uint8_t **rp = malloc(rows * sizeof *rp);
+            CHECK(blk && qp && w && pk && x && ya && yb && rp);
+            random_blocks(&s, type, rows, cols, blk);
+            for (size_t i = 0; i < n * cols; i++) x[i] = unif(&s);
+            /* the GGUF reader's dequantisation of the same bytes */
+            kvc_gguf g;
+            memset(&g, 0, sizeof g);
+            g.buf = blk, g.len = rows * cols / 32 * bb;
+            kvc_gguf_tensor t;
+            memset(&t, 0, sizeof t);
+            t.n_dims = 2, t.dims[0] = cols, t.dims[1] = rows, t.n_elems = rows * cols, t.data_bytes = g.len;
+            t.type = type == KVC_QPANEL_Q4_1 ? KVC_GGML_Q4_1 : KVC_GGML_Q8_0;
+            CHECK(kvc_gguf_dequantize(&g, &t, w) == KVC_OK);
+            kvc_gemm_pack(w, rows, cols, pk);
+            for (size_t r = 0; r < rows; r++) rp[r] = blk + r * (cols / 32) * bb;
+            kvc_qpanel_pack(type, rp, rows, cols, qp);
+            for (size_t im = 0; im < 3; im++) {
+                if (kvc_gemm_select(impls[im]) != 0) continue;
+                kvc_gemm(pk, rows, cols, x, cols, n, ya, rows);
+                kvc_gemm_q(type, qp, rows, cols, x, cols, n, yb, rows);
+                CHECK_MSG(memcmp(ya, yb, n * rows * sizeof(float)) == 0, "%s type %d shape %zux%zu n %zu: bits differ",
+                          impls[im], type, rows, cols, n);
+                compared++;
+            }
+            free(blk), free(qp), free(w), free(pk), free(x), free(ya), free(yb), free(rp);
+        }
+    if (kvc_gemm_select("avx512") != 0 && kvc_gemm_select("avx2") != 0) kvc_gemm_select("scalar"); /* the default again */
+    printf("%zu (type, shape, implementation) products: quantised panels == f32 panels, bit for bit\n", compared);
+
+    /* SmolLM2: logits of a few tokens with the quantised and with the f32 weights */
+    const char *path = kvc_test_smollm2_path();
+    char err[256];
+    kvc_l2c_model mq, mf;
+    if (kvc_gguf_llama_load(path, &mq, err, sizeof err) != KVC_OK) {
+        printf("SmolLM2 part not run: %s\n", err);
+        return 0;
+    }
+    setenv("KVC_GGUF_F32", "1", 1);
+    const kvc_status rf = kvc_gguf_llama_load(path, &mf, err, sizeof err);
+    unsetenv("KVC_GGUF_F32");
+    CHECK(rf == KVC_OK);
+    int kinds = 0;
+    for (int k = 0; k < 5; k++) {
+        kinds += mq.qtype[k] != KVC_QPANEL_NONE;
+        CHECK(mf.qtype[k] == KVC_QPANEL_NONE);
+    }
+    printf("SmolLM2: %d of 5 matrix kinds kept quantised (%zu bytes)\n", kinds, 30 * mq.q_layer_bytes);
+    CHECK(kinds == 5);
+    const int hs = mq.cfg.dim / mq.cfg.n_heads;
+    kvc_stream_config ex = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, 16, 1);
+    ex.n_sink = 0, ex.n_window = 0;
+    kvc_l2c_model *ms[2] = {&mq, &mf};
+    float *logits[2];
+    for (int i = 0; i < 2; i++) {
+        kvc_cache_config cc = kvc_l2c_cache_config(&ms[i]->cfg, &ex);
+        const size_t bytes = kvc_cache_arena_size(&cc);
+        void *arena = tu_arena(bytes);
+        kvc_cache *c;
+        CHECK(arena && kvc_cache_init(arena, bytes, &cc, &c) == KVC_OK);
+        kvc_l2c_state st;
+        CHECK(kvc_l2c_state_alloc_chunk(&ms[i]->cfg, 8, &st) == KVC_OK);
+        int toks[8];
+        for (int j = 0; j < 8; j++) toks[j] = 1 + j * 977;
+        CHECK(kvc_l2c_forward_chunk(ms[i], &st, toks, 8, 0, kvc_l2c_cache_attention, c, 0) == KVC_OK);
+        logits[i] = malloc(8 * (size_t)ms[i]->cfg.vocab_size * sizeof(float));
+        memcpy(logits[i], st.logits, 8 * (size_t)ms[i]->cfg.vocab_size * sizeof(float));
+        kvc_l2c_state_free(&st);
+        free(arena);
+    }
+    CHECK_MSG(memcmp(logits[0], logits[1], 8 * (size_t)mq.cfg.vocab_size * sizeof(float)) == 0,
+              "quantised and f32 weights give different logits");
+    printf("SmolLM2: 8 positions of logits identical with quantised and f32 weights\n");
+    free(logits[0]), free(logits[1]);
+    kvc_l2c_model_free(&mq), kvc_l2c_model_free(&mf);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
     {"threads_match_one_thread", threads_match_one_thread},
+    {"quantised_panels_match_f32", quantised_panels_match_f32},
     {"gemm_within_summation_bound", gemm_within_summation_bound},
     {"gemm_fma_paths_identical", gemm_fma_paths_identical},
     {"chunked_forward_equals_steps", chunked_forward_equals_steps},
