@@ -44,8 +44,12 @@ static const kvc_kernels *accel_table(size_t i)
             const kvc_simd_entries *e = accel[a];
             x.name = e->name, x.needs = e->needs, x.caps = e->caps;
             x.attend_f32 = e->attend_f32, x.attend_batch = e->attend_batch;
-            for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+            for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
                 if (e->row_dot_f32[t]) x.rows[t].dot_f32 = e->row_dot_f32[t];
+                if (e->row_dot_f64[t]) x.rows[t].dot_f64 = e->row_dot_f64[t];
+                if (e->row_dot_rows[t]) x.rows[t].dot_rows = e->row_dot_rows[t];
+                if (e->row_sqdist_f32[t]) x.rows[t].sqdist_f32 = e->row_sqdist_f32[t];
+            }
             accel_tables[a] = x;
         }
         __atomic_store_n(&accel_state, 2, __ATOMIC_RELEASE);

@@ -14,7 +14,11 @@ typedef struct kvc_simd_entries {
     uint32_t caps;      /* KVC_CAP_* */
     kvc_attend_fn attend_f32;
     kvc_attend_batch_fn attend_batch;
-    double (*row_dot_f32[KVC_DTYPE_COUNT])(const void *row, const float *x, size_t dim); /* NULL: the reference one */
+    /* row kernels per storage type; NULL: the reference one */
+    double (*row_dot_f32[KVC_DTYPE_COUNT])(const void *row, const float *x, size_t dim);
+    double (*row_dot_f64[KVC_DTYPE_COUNT])(const void *row, const double *x, size_t dim);
+    double (*row_dot_rows[KVC_DTYPE_COUNT])(const void *a, const void *b, const double *mu, size_t dim);
+    double (*row_sqdist_f32[KVC_DTYPE_COUNT])(const void *row, const float *x, size_t dim);
 } kvc_simd_entries;
 
 extern const kvc_simd_entries kvc_simd_entries_avx2, kvc_simd_entries_avx512, kvc_simd_entries_neon;

@@ -182,7 +182,7 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                 }
             (*cases)++;
         }
-        /* the row kernels the table overrides: the score dot of every storage type */
+        /* the row kernels the table overrides: the score dot and the double reductions of every storage type */
         for (unsigned ty = 0; ty < 3; ty++) {
             unsigned char row[4 * 256 + 8];
             float x[256];
@@ -194,6 +194,30 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             kvc_kernels_ref()->rows[ty].load(row, lx, d);
             for (size_t c = 0; c < d; c++) mag += fabs((double)lx[c] * q[c]);
             CHECK_MSG(fabs(a - b2) <= (double)(d + 4) * U * mag * 2.0, "%s dot dtype %u d %zu: %.9g vs %.9g", t->name, ty, d, b2, a);
+            /* the double reductions (walks, SubGen): the same terms, summed in
+               another order, so |difference| <= 2 gamma_d sum |term| with
+               gamma_d = d u / (1 - d u), u = 2^-53 (Higham, both sums) */
+            unsigned char row2[4 * 256 + 8];
+            float y[256];
+            double mu[256], xd[256];
+            for (size_t c = 0; c < d; c++)
+                y[c] = (float)kvc_rng_normal(r), mu[c] = 0.3 * kvc_rng_normal(r), xd[c] = kvc_rng_normal(r);
+            kvc_kernels_ref()->rows[ty].store(row2, y, d);
+            float ly[256];
+            kvc_kernels_ref()->rows[ty].load(row2, ly, d);
+            const double g = 2.0 * (double)d * 0x1p-53 / (1.0 - (double)d * 0x1p-53) * 1.01; /* 1%: the scale products */
+            double m_rows = 0.0, m_mu = 0.0, m_f64 = 0.0, m_sq = 0.0;
+            for (size_t c = 0; c < d; c++) {
+                m_rows += fabs((double)lx[c] * ly[c]), m_mu += fabs(((double)lx[c] - mu[c]) * ((double)ly[c] - mu[c]));
+                m_f64 += fabs((double)lx[c] * xd[c]), m_sq += ((double)lx[c] - y[c]) * ((double)lx[c] - y[c]);
+            }
+            const kvc_row_kernels *rr = &kvc_kernels_ref()->rows[ty], *rt = &t->rows[ty];
+            const double e1 = fabs(rr->dot_rows(row, row2, NULL, d) - rt->dot_rows(row, row2, NULL, d));
+            const double e2 = fabs(rr->dot_rows(row, row2, mu, d) - rt->dot_rows(row, row2, mu, d));
+            const double e3 = fabs(rr->dot_f64(row, xd, d) - rt->dot_f64(row, xd, d));
+            const double e4 = fabs(rr->sqdist_f32(row, y, d) - rt->sqdist_f32(row, y, d));
+            CHECK_MSG(e1 <= g * m_rows && e2 <= g * m_mu && e3 <= g * m_f64 && e4 <= g * m_sq,
+                      "%s dtype %u d %zu: double reductions off by %.3g %.3g %.3g %.3g", t->name, ty, d, e1, e2, e3, e4);
         }
         free(q), free(za), free(zb), free(work);
         free_view(&vd);

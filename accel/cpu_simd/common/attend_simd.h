@@ -377,6 +377,87 @@ static kvc_status attend_f32_simd(const kvc_view *view, const float *q, size_t n
     return KVC_OK;
 }
 
+/* ---- the reductions of the walks and of SubGen, in double as the
+ * reference, over VW lanes: each lane sums every VW-th element in order and
+ * the lanes are added at the end. The order differs from the reference's
+ * sequential sum, so the results may differ in the last bits, and a method
+ * whose choices compare such sums (the balancing and halving walks) may
+ * choose differently on this table: tests/kernels/test_backends.c finds
+ * which (methods_on_every_table) and checks their invariants. An int8
+ * product without centre sums integers, exact in any order: the same bits. */
+KVC_INLINE double lanes_sum(const double *acc)
+{
+    double s = 0.0;
+    for (size_t l = 0; l < VW; l++) s += acc[l];
+    return s;
+}
+
+KVC_INLINE double dot_rows_simd(unsigned t, const unsigned char *a, const unsigned char *b, const double *mu, size_t dim)
+{
+    double acc[VW];
+    float fa[VW], fb[VW];
+    for (size_t l = 0; l < VW; l++) acc[l] = 0.0;
+    const double sa = row_scale(t, a), sb = row_scale(t, b);
+    size_t c = 0;
+    for (; c + VW <= dim; c += VW) {
+        v_store(fa, v_row(t, a, c)), v_store(fb, v_row(t, b, c));
+        if (mu)
+            for (size_t l = 0; l < VW; l++) acc[l] += (sa * fa[l] - mu[c + l]) * (sb * fb[l] - mu[c + l]);
+        else
+            for (size_t l = 0; l < VW; l++) acc[l] += (double)fa[l] * (double)fb[l];
+    }
+    for (; c < dim; c++)
+        acc[0] += mu ? (sa * ld1(t, a, c) - mu[c]) * (sb * ld1(t, b, c) - mu[c]) : (double)ld1(t, a, c) * ld1(t, b, c);
+    const double s = lanes_sum(acc);
+    return mu ? s : s * sa * sb;
+}
+
+KVC_INLINE double dot_f64_simd(unsigned t, const unsigned char *row, const double *x, size_t dim)
+{
+    double acc[VW];
+    float f[VW];
+    for (size_t l = 0; l < VW; l++) acc[l] = 0.0;
+    size_t c = 0;
+    for (; c + VW <= dim; c += VW) {
+        v_store(f, v_row(t, row, c));
+        for (size_t l = 0; l < VW; l++) acc[l] += (double)f[l] * x[c + l];
+    }
+    for (; c < dim; c++) acc[0] += (double)ld1(t, row, c) * x[c];
+    return lanes_sum(acc) * (double)row_scale(t, row);
+}
+
+KVC_INLINE double sqdist_simd(unsigned t, const unsigned char *row, const float *x, size_t dim)
+{
+    double acc[VW];
+    float f[VW];
+    for (size_t l = 0; l < VW; l++) acc[l] = 0.0;
+    const double s = row_scale(t, row);
+    size_t c = 0;
+    for (; c + VW <= dim; c += VW) {
+        v_store(f, v_row(t, row, c));
+        for (size_t l = 0; l < VW; l++) {
+            const double e = s * f[l] - (double)x[c + l];
+            acc[l] += e * e;
+        }
+    }
+    for (; c < dim; c++) {
+        const double e = s * ld1(t, row, c) - (double)x[c];
+        acc[0] += e * e;
+    }
+    return lanes_sum(acc);
+}
+
+#define KVC_SIMD_ROW_KERNELS(ty, T)                                                                              \
+    static double ty##_dot_rows(const void *a, const void *b, const double *mu, size_t dim)                      \
+    {                                                                                                            \
+        return dot_rows_simd(T, (const unsigned char *)a, (const unsigned char *)b, mu, dim);                    \
+    }                                                                                                            \
+    static double ty##_dot_f64(const void *r, const double *x, size_t dim) { return dot_f64_simd(T, r, x, dim); } \
+    static double ty##_sqdist(const void *r, const float *x, size_t dim) { return sqdist_simd(T, r, x, dim); }
+KVC_SIMD_ROW_KERNELS(f32, KVC_DTYPE_F32)
+KVC_SIMD_ROW_KERNELS(f16, KVC_DTYPE_F16)
+KVC_SIMD_ROW_KERNELS(i8, KVC_DTYPE_I8)
+
 static double f32_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_F32, row, x, dim); }
 static double f16_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_F16, row, x, dim); }
 static double i8_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_I8, row, x, dim); }
@@ -385,6 +466,8 @@ static double i8_dot(const void *row, const float *x, size_t dim) { return dot_r
 #define KVC_SIMD_ENTRIES(isa, needs_bits)                                                               \
     const kvc_simd_entries kvc_simd_entries_##isa = {                                                  \
         #isa, (needs_bits), KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH, /* mass: by the ref */ \
-        attend_f32_simd, attend_batch_simd, {f32_dot, f16_dot, i8_dot, NULL}}
+        attend_f32_simd, attend_batch_simd, {f32_dot, f16_dot, i8_dot, NULL},                         \
+        {f32_dot_f64, f16_dot_f64, i8_dot_f64, NULL}, {f32_dot_rows, f16_dot_rows, i8_dot_rows, NULL},   \
+        {f32_sqdist, f16_sqdist, i8_sqdist, NULL}}
 
 #endif /* KVC_ATTEND_SIMD_H */
