@@ -3,6 +3,7 @@
  * -mavx2 -mfma -mf16c for this file only; elsewhere (a build without those
  * flags) it is empty and kernels.c does not list it. */
 #include "kvc/kvc_kernels.h"
+#include "../common/exp_poly.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -53,24 +54,22 @@ KVC_INLINE void v_hsum4(vf a0, vf a1, vf a2, vf a3, float *o)
     _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
-/* e^x for x <= 0 (or -inf: 0): Cody-Waite reduction x = n ln2 + r,
- * |r| <= ln2/2, a degree-6 polynomial for e^r (relative error < 2e-7), and
- * 2^n through the exponent bits. Below -87.3 the result flushes to 0. */
+/* e^x for x <= 0 (or -inf: 0), the evaluation of ../common/exp_poly.h on 8 lanes. */
 KVC_INLINE vf v_exp(vf x)
 {
-    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 lo = _mm256_set1_ps(KVC_EXP_LO);
     const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_max_ps(x, lo);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KVC_EXP_LOG2E)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KVC_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KVC_EXP_LN2_LO), r);
+    __m256 y = _mm256_set1_ps(KVC_EXP_P0);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(KVC_EXP_P1));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(KVC_EXP_P2));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(KVC_EXP_P3));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(KVC_EXP_P4));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(KVC_EXP_P5));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));

@@ -3,6 +3,7 @@
  * over. Compiled with -mavx512f -mavx2 -mfma -mf16c for this file only;
  * listed by kernels.c when built, chosen when the CPU has AVX-512F. */
 #include "kvc/kvc_kernels.h"
+#include "../common/exp_poly.h"
 
 #if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -43,22 +44,22 @@ KVC_INLINE void v_hsum4(vf a0, vf a1, vf a2, vf a3, float *o)
     _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
-/* e^x for x <= 0 (or -inf: 0): the AVX2 table's reduction and polynomial on 16 lanes. */
+/* e^x for x <= 0 (or -inf: 0), the evaluation of ../common/exp_poly.h on 16 lanes. */
 KVC_INLINE vf v_exp(vf x)
 {
-    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __m512 lo = _mm512_set1_ps(KVC_EXP_LO);
     const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     x = _mm512_max_ps(x, lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KVC_EXP_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KVC_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KVC_EXP_LN2_LO), r);
+    __m512 y = _mm512_set1_ps(KVC_EXP_P0);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(KVC_EXP_P1));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(KVC_EXP_P2));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(KVC_EXP_P3));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(KVC_EXP_P4));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(KVC_EXP_P5));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));

@@ -3,6 +3,7 @@
  * over. AArch64 always has NEON, so no extra flag is needed; a 32-bit Arm or
  * x86 build leaves this file empty. */
 #include "kvc/kvc_kernels.h"
+#include "../common/exp_poly.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
@@ -38,21 +39,21 @@ KVC_INLINE float v_hmax(vf v) { return vmaxvq_f32(v); }
 /* the four horizontal sums by pairwise adds */
 KVC_INLINE void v_hsum4(vf a0, vf a1, vf a2, vf a3, float *o) { vst1q_f32(o, vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3))); }
 
-/* e^x for x <= 0 (or -inf: 0): the AVX2 table's reduction and polynomial on 4 lanes. */
+/* e^x for x <= 0 (or -inf: 0), the evaluation of ../common/exp_poly.h on 4 lanes. */
 KVC_INLINE vf v_exp(vf x)
 {
-    const float32x4_t lo = vdupq_n_f32(-87.3f);
+    const float32x4_t lo = vdupq_n_f32(KVC_EXP_LO);
     const uint32x4_t under = vcltq_f32(x, lo);
     x = vmaxq_f32(x, lo);
-    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t y = vdupq_n_f32(1.9875691500e-4f);
-    y = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), y, r);
-    y = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), y, r);
-    y = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), y, r);
-    y = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), y, r);
-    y = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), y, r);
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(KVC_EXP_LOG2E)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(KVC_EXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(KVC_EXP_LN2_LO));
+    float32x4_t y = vdupq_n_f32(KVC_EXP_P0);
+    y = vfmaq_f32(vdupq_n_f32(KVC_EXP_P1), y, r);
+    y = vfmaq_f32(vdupq_n_f32(KVC_EXP_P2), y, r);
+    y = vfmaq_f32(vdupq_n_f32(KVC_EXP_P3), y, r);
+    y = vfmaq_f32(vdupq_n_f32(KVC_EXP_P4), y, r);
+    y = vfmaq_f32(vdupq_n_f32(KVC_EXP_P5), y, r);
     y = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), y, vmulq_f32(r, r));
     const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
     y = vmulq_f32(y, vreinterpretq_f32_s32(e));
