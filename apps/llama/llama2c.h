@@ -51,7 +51,9 @@ enum { KVC_L2C_QKV = 0, KVC_L2C_WO = 1, KVC_L2C_W13 = 2, KVC_L2C_W2 = 3, KVC_L2C
 /**
  * @brief Pack the row-major matrices of a freshly loaded model for the decoder
  *        and drop the row-major copies (loaders call it; @p m->data must hold
- *        the full llama2.c layout of wq..wcls the pointers name).
+ *        the full llama2.c layout of wq..wcls the pointers name). Matrix kinds
+ *        already kept quantised (m->qtype set by the GGUF loader) get no f32
+ *        panels.
  * @return KVC_OK, or KVC_E_CAPACITY (out of memory; the model is freed).
  */
 kvc_status kvc_l2c_model_pack(kvc_l2c_model *m, char *err, size_t errlen);

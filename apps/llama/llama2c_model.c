@@ -117,31 +117,34 @@ kvc_status kvc_l2c_model_pack(kvc_l2c_model *m, char *err, size_t errlen)
     const kvc_l2c_config *c = &m->cfg;
     const size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
     const size_t kvd = D / (size_t)c->n_heads * (size_t)c->n_kv_heads;
-    const size_t f_qkv = kvc_gemm_packed_floats(D + 2 * kvd, D), f_wo = kvc_gemm_packed_floats(D, D);
-    const size_t f_w13 = kvc_gemm_packed_floats(2 * H, D), f_w2 = kvc_gemm_packed_floats(D, H);
-    const size_t layer = f_qkv + f_wo + f_w13 + f_w2, f_cls = kvc_gemm_packed_floats(V, D);
+    /* a kind the loader kept quantised (m->qtype) gets no f32 panels */
+    const size_t f_qkv = m->qtype[KVC_L2C_QKV] ? 0 : kvc_gemm_packed_floats(D + 2 * kvd, D);
+    const size_t f_wo = m->qtype[KVC_L2C_WO] ? 0 : kvc_gemm_packed_floats(D, D);
+    const size_t f_w13 = m->qtype[KVC_L2C_W13] ? 0 : kvc_gemm_packed_floats(2 * H, D);
+    const size_t f_w2 = m->qtype[KVC_L2C_W2] ? 0 : kvc_gemm_packed_floats(D, H);
+    const size_t layer = f_qkv + f_wo + f_w13 + f_w2, f_cls = m->qtype[KVC_L2C_CLS] ? 0 : kvc_gemm_packed_floats(V, D);
     const size_t keep = V * D + 2 * L * D + D; /* emb, rms_att, rms_ffn, rms_final */
     const size_t tmp_rows = (D + 2 * kvd) > 2 * H ? (D + 2 * kvd) : 2 * H;
-    float *packed = malloc((L * layer + f_cls) * sizeof(float));
+    float *packed = L * layer + f_cls > 0 ? malloc((L * layer + f_cls) * sizeof(float)) : NULL;
     float *tmp = malloc((tmp_rows * (D > H ? D : H)) * sizeof(float));
     float *small = malloc(keep * sizeof(float));
-    if (!packed || !tmp || !small) {
+    if ((!packed && L * layer + f_cls > 0) || !tmp || !small) {
         free(packed), free(tmp), free(small);
         kvc_l2c_model_free(m);
         return kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory packing %zu weights", L * layer + f_cls);
     }
-    for (size_t l = 0; l < L; l++) {
+    for (size_t l = 0; layer > 0 && l < L; l++) {
         float *dst = packed + l * layer;
         const float *qkv[3] = {m->wq + l * D * D, m->wk + l * D * kvd, m->wv + l * D * kvd};
         const size_t qkv_rows[3] = {D, kvd, kvd};
-        pack_stacked(qkv, qkv_rows, 3, D, tmp, dst);
-        kvc_gemm_pack(m->wo + l * D * D, D, D, dst + f_qkv);
+        if (f_qkv) pack_stacked(qkv, qkv_rows, 3, D, tmp, dst);
+        if (f_wo) kvc_gemm_pack(m->wo + l * D * D, D, D, dst + f_qkv);
         const float *w13[2] = {m->w1 + l * D * H, m->w3 + l * D * H};
         const size_t w13_rows[2] = {H, H};
-        pack_stacked(w13, w13_rows, 2, D, tmp, dst + f_qkv + f_wo);
-        kvc_gemm_pack(m->w2 + l * D * H, D, H, dst + f_qkv + f_wo + f_w13);
+        if (f_w13) pack_stacked(w13, w13_rows, 2, D, tmp, dst + f_qkv + f_wo);
+        if (f_w2) kvc_gemm_pack(m->w2 + l * D * H, D, H, dst + f_qkv + f_wo + f_w13);
     }
-    kvc_gemm_pack(m->wcls, V, D, packed + L * layer);
+    if (f_cls) kvc_gemm_pack(m->wcls, V, D, packed + L * layer);
     float *p = small;
     memcpy(p, m->emb, V * D * sizeof(float));
     memcpy(p + V * D, m->rms_att, L * D * sizeof(float));

@@ -49,8 +49,8 @@ static void add_rows(const kvc_gguf *g, const char *name, int type, const uint8_
 }
 
 /* Keep the quantised matrices quantised (gemm_quant.h) where every layer's
- * tensors of a kind share one panel type; the f32 panels stay for the rest.
- * Called after the f32 packing (the results are the same bits either way). */
+ * tensors of a kind share one panel type; the f32 packing that follows skips
+ * those kinds (the results are the same bits either way). */
 static kvc_status pack_quantised(const kvc_gguf *g, kvc_l2c_model *m, char *err, size_t errlen)
 {
     const kvc_l2c_config *c = &m->cfg;
@@ -105,12 +105,6 @@ static kvc_status pack_quantised(const kvc_gguf *g, kvc_l2c_model *m, char *err,
         kvc_qpanel_pack(m->qtype[KVC_L2C_CLS], rp, V, D, m->qpacked + m->q_off[KVC_L2C_CLS]);
     }
     free(rp);
-    int all = 1;
-    for (int k = 0; k < 5; k++) all &= m->qtype[k] != KVC_QPANEL_NONE;
-    if (all) { /* nothing reads the f32 panels any more */
-        free(m->packed);
-        m->packed = NULL;
-    }
     return KVC_OK;
 }
 
@@ -216,9 +210,9 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
         TAKE("ffn_up.weight", D, H, w3 + l * D * H)
 #undef TAKE
     }
+    if (getenv("KVC_GGUF_F32") == NULL && (rc = pack_quantised(&g, m, err, errlen))) /* KVC_GGUF_F32: f32 panels only */
+        goto done;
     rc = kvc_l2c_model_pack(m, err, errlen); /* on failure the model is already freed */
-    if (rc == KVC_OK && getenv("KVC_GGUF_F32") == NULL) /* KVC_GGUF_F32: the f32 panels only (comparisons) */
-        rc = pack_quantised(&g, m, err, errlen);
 done:
     if (rc != KVC_OK) kvc_l2c_model_free(m);
     kvc_gguf_free(&g);
