@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_avx2_tile.h"
 
 #define NT_MAX 6
 
@@ -24,19 +25,7 @@ static inline __attribute__((always_inline)) void tile(const float *w, size_t co
             hi[t] = _mm256_fmadd_ps(wh, xb, hi[t]);
         }
     }
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-        float *yt = y + (size_t)t * ldy;
-        if (live == KVC_GEMM_PANEL) {
-            _mm256_storeu_ps(yt, lo[t]);
-            _mm256_storeu_ps(yt + 8, hi[t]);
-        } else {
-            float tmp[KVC_GEMM_PANEL];
-            _mm256_storeu_ps(tmp, lo[t]);
-            _mm256_storeu_ps(tmp + 8, hi[t]);
-            memcpy(yt, tmp, live * sizeof(float));
-        }
-    }
+    kvc_gemm_avx2_store_tile(lo, hi, NT, y, ldy, live);
 }
 
 void kvc_gemm__avx2(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_avx2_tile.h"
 #include "gemm_quant.h"
 
 #define NT_MAX 6
@@ -47,19 +48,7 @@ static inline __attribute__((always_inline)) void tile(const int type, const uin
             }
         }
     }
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; t++) {
-        float *yt = y + (size_t)t * ldy;
-        if (live == P) {
-            _mm256_storeu_ps(yt, lo[t]);
-            _mm256_storeu_ps(yt + 8, hi[t]);
-        } else {
-            float tmp[P];
-            _mm256_storeu_ps(tmp, lo[t]);
-            _mm256_storeu_ps(tmp + 8, hi[t]);
-            memcpy(yt, tmp, live * sizeof(float));
-        }
-    }
+    kvc_gemm_avx2_store_tile(lo, hi, NT, y, ldy, live);
 }
 
 static void run(const int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
