@@ -67,7 +67,7 @@ typedef struct attend_job {
     size_t parts;
     double *state; /* parts x NQ x KVC_ATTEND_STATE(HD) */
     double *work;  /* parts x NQ x (HD + 3) */
-    float *out;    /* parts x NQ x HD (unused: the merge writes the answer) */
+    float *out;    /* parts x NQ x HD: each part's own normalised answer (not used: the merge writes the result) */
     int failed;
 } attend_job;
 
