@@ -3,7 +3,13 @@
  * run, each layer's attention error: the hook keeps that run's own k/v history
  * (measurement only; the decoder attends through the cache) and compares every
  * head's output with exact attention in double over that history, at the
- * positions where the layer's cache is over budget. */
+ * positions where the layer's cache is over budget.
+ *
+ * It also checks every output against the box of the values its kv head has
+ * seen (per coordinate, the min and max so far): exact attention lies in that
+ * box, so an output inside it is within the box's diagonal of exact, and an
+ * output outside it is what made SubGen and BalanceKV diverge (README). The
+ * check costs O(hs) per head and position, so it always runs. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,14 +32,65 @@ typedef struct measure_ctx {
     double *err_sum;        /* per layer */
     uint64_t *err_n;        /* per layer (head-positions) */
     double *ex;
+    float *box_lo, *box_hi; /* [layer][kv head][hs]: the values seen so far */
+    float *vmax;            /* [layer][kv head]: largest |value element| so far */
+    uint64_t *box_out;      /* per layer: (position, head) outputs outside the box */
+    double *box_excess;     /* per layer: max distance outside / box diagonal */
 } measure_ctx;
+
+/* Rounding slack of the box test, per coordinate: the output is a ratio of
+ * f32 weighted sums over n + 1 entries (SIMD blocks, f32 accumulators);
+ * each sum's relative error is at most gamma_{n+1} = (n + 1) u / (1 - (n + 1) u)
+ * with u = 2^-24, so a convex combination can leave the box by at most
+ * 2 gamma_{n+1} max|v| (numerator and denominator), doubled for the merge
+ * of split-K parts and the storage's round trip. */
+static double box_slack(int pos, float vmax)
+{
+    const double u = 0x1p-24, g = (pos + 1.0) * u / (1.0 - (pos + 1.0) * u);
+    return 4.0 * g * (double)vmax;
+}
+
+/* Widen the running box by this position's values, then test every head's output. */
+static void box_check(measure_ctx *c, int layer, int pos, const float *v, const float *out)
+{
+    const int hs = c->hs, group = c->n_heads / c->n_kv;
+    for (int h = 0; h < c->n_kv; h++) {
+        const size_t b = ((size_t)layer * c->n_kv + h) * hs;
+        float *lo = c->box_lo + b, *hi = c->box_hi + b, *vm = c->vmax + (size_t)layer * c->n_kv + h;
+        for (int i = 0; i < hs; i++) {
+            const float x = v[h * hs + i];
+            if (pos == 0 || x < lo[i]) lo[i] = x;
+            if (pos == 0 || x > hi[i]) hi[i] = x;
+            if (fabsf(x) > *vm) *vm = fabsf(x);
+        }
+    }
+    for (int qh = 0; qh < c->n_heads; qh++) {
+        const int h = qh / group;
+        const size_t b = ((size_t)layer * c->n_kv + h) * hs;
+        const float *lo = c->box_lo + b, *hi = c->box_hi + b;
+        const double slack = box_slack(pos, c->vmax[(size_t)layer * c->n_kv + h]);
+        double out2 = 0, diag2 = 0;
+        int outside = 0;
+        for (int i = 0; i < hs; i++) {
+            const double o = out[qh * hs + i];
+            const double dist = o < lo[i] ? lo[i] - o : o > hi[i] ? o - hi[i] : 0.0;
+            if (!(dist <= slack)) outside = 1; /* NaN counts as outside */
+            out2 += dist * dist, diag2 += ((double)hi[i] - lo[i]) * ((double)hi[i] - lo[i]);
+        }
+        if (outside) c->box_out[layer]++;
+        const double ex = diag2 > 0 ? sqrt(out2 / diag2) : (out2 > 0 ? INFINITY : 0.0);
+        if (!(ex <= c->box_excess[layer])) c->box_excess[layer] = ex; /* NaN sticks */
+    }
+}
 
 static kvc_status measuring_attention(void *vctx, int layer, int pos, const float *q, const float *k, const float *v,
                                       float *out)
 {
     measure_ctx *c = (measure_ctx *)vctx;
     kvc_status rc = kvc_l2c_cache_attention(c->cache, layer, pos, q, k, v, out);
-    if (rc != KVC_OK || c->hist_k == NULL) return rc;
+    if (rc != KVC_OK) return rc;
+    if (c->box_lo) box_check(c, layer, pos, v, out);
+    if (c->hist_k == NULL) return rc;
     const int hs = c->hs, group = c->n_heads / c->n_kv;
     for (int h = 0; h < c->n_kv; h++) {
         size_t base = (((size_t)layer * c->n_kv + h) * c->cap) * hs;
@@ -59,7 +116,7 @@ static kvc_status measuring_attention(void *vctx, int layer, int pos, const floa
 
 /* Teacher-forced NLL of toks[1..n-1]; fills per-layer errors when measuring. */
 static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_cache_config *cc, int measure,
-                    double *nll_out, double *err_sum, uint64_t *err_n)
+                    double *nll_out, double *err_sum, uint64_t *err_n, uint64_t *box_out, double *box_excess)
 {
     const int hs = m->cfg.dim / m->cfg.n_heads;
     kvc_l2c_state s;
@@ -76,6 +133,16 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
     c.cc = cc, c.n_layers = m->cfg.n_layers, c.n_heads = m->cfg.n_heads, c.n_kv = m->cfg.n_kv_heads;
     c.hs = hs, c.cap = n, c.err_sum = err_sum, c.err_n = err_n;
     c.ex = malloc((size_t)hs * sizeof(double));
+    if (box_out) {
+        const size_t nb = (size_t)c.n_layers * c.n_kv;
+        c.box_lo = malloc(nb * hs * sizeof(float)), c.box_hi = malloc(nb * hs * sizeof(float));
+        c.vmax = calloc(nb, sizeof(float));
+        c.box_out = box_out, c.box_excess = box_excess;
+        if (!c.box_lo || !c.box_hi || !c.vmax) {
+            fprintf(stderr, "kvc ppl: out of memory\n");
+            goto done;
+        }
+    }
     if (measure) {
         size_t nh = (size_t)c.n_layers * c.n_kv * (size_t)n * hs;
         c.hist_k = malloc(nh * sizeof(float)), c.hist_v = malloc(nh * sizeof(float));
@@ -92,7 +159,7 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
     }
     rc = 0;
 done:
-    free(c.hist_k), free(c.hist_v), free(c.ex), free(arena);
+    free(c.hist_k), free(c.hist_v), free(c.ex), free(c.box_lo), free(c.box_hi), free(c.vmax), free(arena);
     kvc_l2c_state_free(&s);
     return rc;
 }
@@ -148,9 +215,10 @@ int kvc_cmd_ppl(int argc, char **argv)
 }
 
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
-                uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, int verbose,
+                uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
                 const kvc_method_opts *mo, kvc_ppl_result *out)
 {
+    const int verbose = (flags & KVC_PPL_VERBOSE) != 0, measure = (flags & KVC_PPL_NO_ERROR) == 0;
     kvc_lm lm;
     memset(out, 0, sizeof *out);
     char *text = kvc_lm_read_text(text_path);
@@ -169,8 +237,10 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers;
     double *err_sum = calloc((size_t)L, sizeof(double));
     uint64_t *err_n = calloc((size_t)L, sizeof(uint64_t));
+    uint64_t *box_out = calloc((size_t)L, sizeof(uint64_t));
+    double *box_excess = calloc((size_t)L, sizeof(double));
     int rc = 1;
-    if (n < 2 || !err_sum || !err_n) {
+    if (n < 2 || !err_sum || !err_n || !box_out || !box_excess) {
         fprintf(stderr, "kvc ppl: text '%s' gives %d tokens; need at least 2\n", text_path, n);
         goto done;
     }
@@ -200,10 +270,10 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     kvc_stream_config ec = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, seed);
     kvc_cache_config ecc = kvc_l2c_cache_config(&m.cfg, &ec);
     double nll, exact_nll;
-    if (run_pass(&m, toks, n, &cc, 1, &nll, err_sum, err_n)) goto done;
+    if (run_pass(&m, toks, n, &cc, measure, &nll, err_sum, err_n, box_out, box_excess)) goto done;
     uint64_t *dummy_n = calloc((size_t)L, sizeof(uint64_t));
     double *dummy_s = calloc((size_t)L, sizeof(double));
-    int erc = run_pass(&m, toks, n, &ecc, 0, &exact_nll, dummy_s, dummy_n);
+    int erc = run_pass(&m, toks, n, &ecc, 0, &exact_nll, dummy_s, dummy_n, NULL, NULL);
     free(dummy_n), free(dummy_s);
     if (erc) goto done;
     double tot = 0;
@@ -211,14 +281,17 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     if (verbose) {
         printf("kvc ppl: %s, %d tokens, method %s, budget %u tokens per (layer, kv-head)%s, seed %" PRIu64 "\n",
                text_path, n, kvc_method_name(method), budget, pyramid ? " (pyramid)" : "", seed);
-        printf("  %-6s %8s %12s %14s\n", "layer", "budget", "positions", "mean_rel_attn");
+        printf("  %-6s %8s %12s %14s %12s %12s\n", "layer", "budget", "positions", "mean_rel_attn", "out_of_box",
+               "box_excess");
     }
     for (int l = 0; l < L; l++) {
         double mean = err_n[l] ? err_sum[l] / (double)err_n[l] : NAN;
         if (verbose)
-            printf("  %-6d %8u %12" PRIu64 " %14.4e\n", l, kvc_cache_layer_budget(&cc, (uint32_t)l),
-                   err_n[l] / (uint64_t)m.cfg.n_heads, mean);
+            printf("  %-6d %8u %12" PRIu64 " %14.4e %12" PRIu64 " %12.3e\n", l, kvc_cache_layer_budget(&cc, (uint32_t)l),
+                   err_n[l] / (uint64_t)m.cfg.n_heads, mean, box_out[l], box_excess[l]);
         tot += err_sum[l], cnt += err_n[l];
+        out->box_outside += box_out[l];
+        if (!(box_excess[l] <= out->box_excess)) out->box_excess = box_excess[l], out->box_worst_layer = l;
     }
     out->tokens = n - 1;
     out->nll = nll / (double)(n - 1);
@@ -228,12 +301,16 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     if (verbose) {
         printf("  mean relative attention error over layers, heads and compressing positions: %.4e\n",
                out->mean_rel_attn);
+        printf("  outputs outside the box of the values seen: %" PRIu64 " of %" PRIu64
+               " (largest distance outside / box diagonal %.3e, layer %d)\n",
+               out->box_outside, (uint64_t)n * (uint64_t)L * (uint64_t)m.cfg.n_heads, out->box_excess,
+               out->box_worst_layer);
         printf("tokens=%d nll=%.6f perplexity=%.6f exact_perplexity=%.6f\n", out->tokens, out->nll, out->perplexity,
                out->exact_perplexity);
     }
     rc = 0;
 done:
-    free(text), free(toks), free(err_sum), free(err_n);
+    free(text), free(toks), free(err_sum), free(err_n), free(box_out), free(box_excess);
     kvc_lm_close(&lm);
     return rc;
 }

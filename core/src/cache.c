@@ -9,7 +9,7 @@
 #include "plan.h"
 #include "kvc/kvc_attend.h"
 
-#define KVC_MAGIC_CACHE 0x4B564332u /* "KVC2": format 2, see arena.h */
+#define KVC_MAGIC_CACHE 0x4B564333u /* "KVC3": format 3 (the stream configuration grew), see arena.h */
 
 struct kvc_cache {
     uint32_t magic;
@@ -19,8 +19,8 @@ struct kvc_cache {
     uint64_t digest;      /* of cfg, off_table and total_bytes (fixed at init) */
     kvc_cache_config cfg;
 };
-_Static_assert(sizeof(kvc_cache_config) == 144, "kvc_cache_config must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_cache) == 176, "the cache header must be the same on every ABI");
+_Static_assert(sizeof(kvc_cache_config) == 152, "kvc_cache_config must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_cache) == 184, "the cache header must be the same on every ABI");
 
 static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table);
 

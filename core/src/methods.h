@@ -93,7 +93,9 @@ KVC_METHOD_LIST(KVC_DECLARE_OPS)
 kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text);
 
 /* BalanceKV's parameters, shared by its streaming and prefill forms. */
-#define KVC_BALANCEKV_N_PARAMS 9
+#define KVC_BALANCEKV_N_PARAMS 10
+/* the prefill form takes the first nine (it is always self-normalised) */
+#define KVC_BKV_PREFILL_N_PARAMS 9
 extern const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS];
 
 /* BalanceKV's printing, shared by its streaming and prefill forms. */

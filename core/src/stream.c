@@ -38,9 +38,9 @@ struct kvc_stream {
     kvc_stream_layout lay;
 };
 /* Same bytes on 32- and 64-bit targets: a snapshot moves between a device and a host. */
-_Static_assert(sizeof(kvc_stream_config) == 120, "kvc_stream_config must be the same on every ABI");
-_Static_assert(sizeof(kvc_stream_plan) == 152, "kvc_stream_plan must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_stream) == 392, "the stream header must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_config) == 128, "kvc_stream_config must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_plan) == 160, "kvc_stream_plan must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_stream) == 408, "the stream header must be the same on every ABI");
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
 

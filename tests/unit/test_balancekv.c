@@ -23,6 +23,9 @@ static kvc_stream_config bkv_cfg(uint32_t d, uint32_t t, uint32_t levels, uint32
     kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 1, seed);
     c.n_sink = 0, c.n_window = 0;
     c.balancekv.t = t, c.balancekv.levels = levels, c.balancekv.b_max = b_max;
+    /* these cases test the paper's trees (value-norm buckets + a key-only
+       tree); the self-normalised reading has its own cases */
+    c.balancekv.estimator = KVC_ESTIMATOR_PAPER;
     /* the smallest budget that holds these parameters */
     uint64_t slots = t + (uint64_t)levels * (t / 2) + 1, elems = slots * ((uint64_t)b_max * 2 * d + d);
     c.budget = (uint32_t)((elems + 2 * d - 1) / (2 * d)) + 1;
@@ -85,6 +88,7 @@ static int bounded_million_tokens(void)
     kvc_rng_seed(&r, 502);
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 200, 3);
     cfg.n_sink = 4, cfg.n_window = 4;
+    cfg.balancekv.estimator = KVC_ESTIMATOR_PAPER; /* it reads the key-only tree */
     size_t bytes = kvc_stream_arena_size(&cfg);
     unsigned char *a = tu_arena(bytes + 256);
     memset(a + bytes, 0x77, 256);

@@ -373,11 +373,18 @@ static int plan_derivation_formulas(void)
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, 64, 64, 512, 1);
     kvc_stream_plan p;
     CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
-    /* method budget 512 - 32 - 32 - 1 = 447 tokens; s = 223; m_max =
-       floor((447 - 223) * 128 / (9 * 64)) = floor(28672 / 576) = 49 */
+    /* method budget 512 - 32 - 32 - 1 = 447 tokens; s = 223; self-normalised
+       (default): a cluster holds its representative, t keys and t values,
+       m_max = floor((447 - 223) * 128 / (9 * 64 + 8 * 64)) = floor(28672 / 1088) = 26 */
     printf("subgen@512: method_tokens=%u t=%u s=%u m_max=%u\n", p.method_tokens, p.t, p.s, p.m_max);
-    CHECK(p.method_tokens == 447 && p.t == 8 && p.s == 223 && p.m_max == 49);
-    CHECK(p.worst_elements == (32u + 32u + 1u) * 128u + 49u * 9u * 64u + 223u * 128u);
+    CHECK(p.method_tokens == 447 && p.t == 8 && p.s == 223 && p.m_max == 26 &&
+          p.subgen_estimator == KVC_ESTIMATOR_SELF);
+    CHECK(p.worst_elements == (32u + 32u + 1u) * 128u + 26u * 1088u + 223u * 128u);
+    /* the paper's estimator: keys only in the clusters, floor(28672 / 576) = 49 */
+    cfg.subgen.estimator = KVC_ESTIMATOR_PAPER;
+    CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
+    CHECK(p.m_max == 49 && p.worst_elements == (32u + 32u + 1u) * 128u + 49u * 9u * 64u + 223u * 128u);
+    cfg.subgen.estimator = 0;
     cfg.method = KVC_METHOD_SINK_WINDOW;
     CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
     CHECK(p.n_window == 512 - 32 - 1 && p.worst_elements == 512u * 128u);
@@ -446,7 +453,87 @@ static int param_descriptors_set_and_bound(void)
     return 0;
 }
 
+
+/* Every method's output is a convex combination of values it holds (SubGen and
+ * BalanceKV through their self-normalised default), so it lies in the box of
+ * the values seen, per coordinate, up to rounding: gamma_{n+1} = (n+1) u / (1 -
+ * (n+1) u) relative on each of the two f64 sums of the reference attend
+ * (u = 2^-53), 4 gamma max|v| in all. The stream is built to break a
+ * numerator / denominator split: sharp queries (scores up to ~30) that hit a
+ * few needle keys, values whose norms span e^{+-3}. The papers' estimators on
+ * the same stream must leave the box (79 and 1219 coordinates at seed 1),
+ * which shows the check can fail. */
+static int box_violations(const kvc_stream_config *cfg, const stream_data *s, double *worst)
+{
+    kvc_stream *st = tu_stream(cfg);
+    if (!st) return -1;
+    float *out = malloc(s->dv * sizeof(float)), *lo = malloc(s->dv * sizeof(float)), *hi = malloc(s->dv * sizeof(float));
+    int bad = 0;
+    double vmax = 0.0;
+    *worst = 0.0;
+    for (size_t j = 0; j < s->n; j++) {
+        const float *v = s->v + j * s->dv;
+        for (size_t i = 0; i < s->dv; i++) {
+            if (j == 0 || v[i] < lo[i]) lo[i] = v[i];
+            if (j == 0 || v[i] > hi[i]) hi[i] = v[i];
+            if (fabs(v[i]) > vmax) vmax = fabs(v[i]);
+        }
+        if (kvc_stream_append(st, NULL, s->k + j * s->d, v) != KVC_OK ||
+            kvc_stream_attend(st, NULL, s->q + j * s->d, 1, out) != KVC_OK) {
+            bad = -1;
+            break;
+        }
+        const double u = 0x1p-53, g = (j + 2.0) * u / (1.0 - (j + 2.0) * u), slack = 4.0 * g * vmax;
+        for (size_t i = 0; i < s->dv; i++) {
+            const double dist = out[i] < lo[i] ? lo[i] - out[i] : out[i] > hi[i] ? out[i] - hi[i] : 0.0;
+            if (dist / (hi[i] - lo[i] + 1e-300) > *worst) *worst = dist / (hi[i] - lo[i] + 1e-300);
+            /* the output is rounded to float once at the end: half an ulp of it too */
+            if (!(dist <= slack + 0.5 * FLT_EPSILON * fabs((double)out[i]))) bad += bad >= 0;
+        }
+    }
+    free(out), free(lo), free(hi), free(st);
+    return bad;
+}
+
+static int outputs_stay_in_value_box(void)
+{
+    const size_t n = 1500, d = 16;
+    kvc_rng r;
+    kvc_rng_seed(&r, 71);
+    printf("seed 71, n=%zu, d=%zu, budget 150, method seeds 1..3\n", n, d);
+    stream_data s = {n, d, d, tu_normal(&r, n, d, 2.0), tu_normal(&r, n, d, 1.0), tu_normal(&r, n, d, 1.0)};
+    for (size_t j = 0; j < n; j++) {
+        const double norm = exp(1.5 * kvc_rng_normal(&r));
+        for (size_t i = 0; i < d; i++) s.v[j * d + i] *= (float)norm;
+        if (j % 97 == 50) /* a needle: the key of a later query */
+            for (size_t i = 0; i < d; i++) s.k[j * d + i] = 1.5f * s.q[((j + 300) % n) * d + i];
+    }
+    int bad = 0;
+    for (int mi = 0; mi < N_METHODS; mi++) {
+        const kvc_method m = all_methods_at(mi);
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n : 150u, seed);
+            c.n_sink = 8, c.n_window = 8, c.prefix_len = (uint32_t)n;
+            double worst;
+            const int v = box_violations(&c, &s, &worst);
+            if (seed == 1) printf("  %-18s outside the box: %d coordinates (worst distance / width %.2e)\n", kvc_method_name(m), v, worst);
+            if (v != 0) bad = 1;
+            if (seed == 1 && (m == KVC_METHOD_SUBGEN || m == KVC_METHOD_BALANCEKV)) {
+                c.subgen.estimator = c.balancekv.estimator = KVC_ESTIMATOR_PAPER;
+                const int vp = box_violations(&c, &s, &worst);
+                printf("  %-18s estimator paper: %d coordinates outside (worst distance / width %.2e)\n",
+                       kvc_method_name(m), vp, worst);
+                if (vp <= 0) bad = 1; /* the check has teeth: the split estimators leave the box here */
+            }
+        }
+    }
+    free(s.q), free(s.k), free(s.v);
+    CHECK_MSG(!bad, "an output left the box of the values (table above)");
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"outputs_stay_in_value_box", outputs_stay_in_value_box},
     {"param_descriptors_set_and_bound", param_descriptors_set_and_bound},
     {"exact_matches_attention", exact_matches_attention},
     {"attend_sees_current_token", attend_sees_current_token},

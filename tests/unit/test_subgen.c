@@ -15,6 +15,9 @@ static kvc_stream_config bare_cfg(uint32_t d, uint32_t t, uint32_t s, uint32_t m
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, d, d, 1, seed);
     cfg.n_sink = 0, cfg.n_window = 0;
     cfg.subgen.t = t, cfg.subgen.s = s, cfg.subgen.m_max = m_max, cfg.subgen.delta0 = delta0;
+    /* these cases test the paper's mechanics (reservoir, clusters, Lemma 2) and
+       its two estimators; the self-normalised reading has its own cases */
+    cfg.subgen.estimator = KVC_ESTIMATOR_PAPER;
     /* smallest budget that holds the explicit parameters */
     uint64_t elems = (uint64_t)m_max * (t + 1) * d + (uint64_t)s * 2 * d;
     cfg.budget = (uint32_t)((elems + 2 * d - 1) / (2 * d)) + 1;

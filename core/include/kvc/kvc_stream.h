@@ -33,12 +33,30 @@ extern "C" {
 typedef enum kvc_method { KVC_METHOD_LIST(KVC_METHOD_ENUM_ENTRY) } kvc_method;
 #undef KVC_METHOD_ENUM_ENTRY
 
+/** How SubGen and streaming BalanceKV turn what they hold into an output
+ *  (README "Why SubGen and BalanceKV diverged, and the fix"). */
+typedef enum kvc_estimator {
+    /** Self-normalised (default): every held entry carries its key and its
+     *  value, and one set of weights forms both the numerator and the
+     *  denominator, so the output is a convex combination of held values: it
+     *  never leaves their coordinate box, whatever the sample. Consistent
+     *  (ratio estimator), bias O(1/samples). */
+    KVC_ESTIMATOR_SELF = 1,
+    /** The paper's: independent numerator and denominator estimates (SubGen:
+     *  value-norm reservoir / key clusters; BalanceKV: value-norm buckets /
+     *  a key-only tree). Each is unbiased, but their ratio is not bounded:
+     *  on real models the output can leave the values' hull by orders of
+     *  magnitude and the error cascades through layers. For research. */
+    KVC_ESTIMATOR_PAPER = 2
+} kvc_estimator;
+
 /** SubGen parameters; 0 means "derive from the budget". */
 typedef struct kvc_subgen_params {
     uint32_t t;       /**< samples per cluster, 0 -> 8; else 1 .. 4096 */
     uint32_t s;       /**< value-reservoir slots, 0 -> half the method budget */
     uint32_t m_max;   /**< cluster capacity, 0 -> what the rest of the budget holds */
     float delta0;     /**< starting cluster radius >= 0; 0 = set at first overflow */
+    uint32_t estimator; /**< kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (cluster samples then also hold values) */
 } kvc_subgen_params;
 
 /** How SoftmaxBalance picks the kept point of each pair (see kvc_balancekv.h). */
@@ -60,6 +78,9 @@ typedef struct kvc_balancekv_params {
     float kappa;         /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
     uint32_t tail_method; /**< prefill: what holds tokens after the prompt: 0 or KVC_METHOD_EXACT
                                (exact, refuses when full) or KVC_METHOD_UNIFORM (reservoir) */
+    uint32_t estimator;  /**< streaming: kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (no key-only tree:
+                              its memory goes to the joint trees, read self-normalised; b_max
+                              default 1, kappa default 0.025). Prefill is always self-normalised. */
 } kvc_balancekv_params;
 
 /** How kernel halving sets its threshold scale L (EXPRESS.md section 6.4). */
@@ -107,6 +128,7 @@ typedef struct kvc_stream_plan {
     uint32_t capacity;         /**< exact / uniform: token slots of the method */
     uint32_t t, s, m_max;      /**< SubGen */
     float delta0;              /**< SubGen */
+    uint32_t subgen_estimator; /**< SubGen: kvc_estimator, resolved */
     kvc_balancekv_params bkv;  /**< BalanceKV / prefill, every field resolved */
     uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
     uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */

@@ -1,11 +1,24 @@
 /* BalanceKV (ALGORITHMS.md section 2.3, the paper's Algorithm 1), streaming:
  * one MergeAndReduce tree per value-norm bucket 2^(i-1) < ||v|| <= 2^i for a
- * window of b_max consecutive exponents ending at ceil(log2 v_max), and one
- * keys-only tree on (k, 1) for the denominator. When v_max rises past the
- * window, the window slides up and its lowest bucket's tree is merged into
- * the next bucket's (merge_reduce.c: without bias); tokens below the window go
- * to the lowest bucket. The query is N = every numerator tree's levels with
- * their weights, D = the denominator tree's levels with theirs. */
+ * window of b_max consecutive exponents ending at ceil(log2 v_max), and (paper
+ * estimator only) one keys-only tree on (k, 1) for the denominator. When v_max
+ * rises past the window, the window slides up and its lowest bucket's tree is
+ * merged into the next bucket's (merge_reduce.c: without bias); tokens below
+ * the window go to the lowest bucket.
+ *
+ * Reading (kvc_estimator):
+ *  - paper: N = every numerator tree's levels with their weights, D = the
+ *    key-only tree's. The two trees keep different tokens; when the few
+ *    tokens that carry a query's mass survive in one and not the other, N/D
+ *    leaves the values' hull (on SmolLM2, KVC_E_NONFINITE by layer 2 at
+ *    every budget: the error cascades through the layers).
+ *  - self (default): no key-only tree; its memory goes to the joint trees,
+ *    whose walk balances e^{beta<k,k'>} (<v,v'> + kappa) with kappa = 0.025
+ *    (the prefill kernel: the constant term balances the key part, which is
+ *    the denominator), and the same entries with the same weights form N and
+ *    D. The output is a convex combination of held values. b_max defaults
+ *    to 1 (one joint tree, the largest batches). Zero-value tokens go to the
+ *    lowest bucket (they still count in the denominator). */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -24,7 +37,7 @@ typedef struct bkv_state {
     float gamma, delta, rho, kappa, beta;
     int32_t top;         /* exponent of the window's highest bucket */
     int32_t erase_upto;  /* buckets with exponent <= this are erased (rho > 0) */
-    uint32_t pad_;
+    uint32_t self_norm;  /* 1: KVC_ESTIMATOR_SELF (no key-only tree) */
     double v_ref;        /* the first nonzero ||v||: buckets are exponents of ||v|| / v_ref */
     double v_max;        /* largest ||v|| / v_ref so far */
     uint64_t dropped, clips, halvings, tokens;
@@ -35,6 +48,8 @@ typedef struct bkv_state {
     uint64_t off_nk, off_nv, off_nw, off_nt, off_dk, off_dw, off_dt, off_scratch, off_keep;
 } bkv_state;
 _Static_assert(sizeof(bkv_state) == 328, "bkv_state must be the same on every ABI");
+
+static int bkv_self(const kvc_stream_plan *p) { return p->bkv.estimator != KVC_ESTIMATOR_PAPER; }
 
 static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
 {
@@ -48,9 +63,10 @@ static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     g->off_nv = kvc_carve(&cur, kvc_rows_bytes(p->dtype, nslots, p->dv));
     g->off_nw = kvc_carve(&cur, nslots * sizeof(float));
     g->off_nt = kvc_carve(&cur, nslots * sizeof(uint32_t));
-    g->off_dk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, slots, p->d));
-    g->off_dw = kvc_carve(&cur, slots * sizeof(float));
-    g->off_dt = kvc_carve(&cur, slots * sizeof(uint32_t));
+    const uint64_t dslots = bkv_self(p) ? 0u : slots; /* the key-only tree: paper estimator only */
+    g->off_dk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, dslots, p->d));
+    g->off_dw = kvc_carve(&cur, dslots * sizeof(float));
+    g->off_dt = kvc_carve(&cur, dslots * sizeof(uint32_t));
     /* walk scratch: mean (d) + 2 per batch point (batch <= t) doubles, t flags */
     g->off_scratch = kvc_carve(&cur, (uint64_t)kvc_balance_scratch_doubles(p->d, b->t) * sizeof(double));
     g->off_keep = kvc_carve(&cur, b->t);
@@ -108,7 +124,8 @@ static void bkv_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
         kvc_mr_reset(&ne, &mrs(g)[r], r);
         bexp(g)[r] = NO_BUCKET;
     }
-    kvc_mr_reset(&de, &g->den, 0);
+    g->self_norm = (uint32_t)bkv_self(p);
+    if (!g->self_norm) kvc_mr_reset(&de, &g->den, 0); /* self: stays the zeroed, empty tree */
 }
 
 static int32_t bucket_of(double x);
@@ -123,7 +140,7 @@ static int bkv_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
         g->off_mr != w.off_mr || g->off_bexp != w.off_bexp || g->off_nk != w.off_nk || g->off_nv != w.off_nv ||
         g->off_nw != w.off_nw || g->off_nt != w.off_nt || g->off_dk != w.off_dk || g->off_dw != w.off_dw ||
         g->off_dt != w.off_dt || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep ||
-        g->tokens != method_in || g->have_top > 1u)
+        g->tokens != method_in || g->have_top > 1u || g->self_norm != (uint32_t)bkv_self(p))
         return 0;
     /* the window's top is the bucket of the largest norm so far (relative to
        the first one, so >= 1): a corrupted top would slide the window for
@@ -132,6 +149,7 @@ static int bkv_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
                         g->top != bucket_of(g->v_max)))
         return 0;
     if (g->den.store != 0 || !kvc_mr_ok(&g->den, g->t, g->T, g->t / 2, 1)) return 0;
+    if (g->self_norm && kvc_mr_held(&g->den, g->T) != 0) return 0; /* it has no rows */
     /* numerator trees: stores are a permutation of 0 .. b_max-1 (slides swap them) */
     const kvc_mr *m = KVC_AT_C(g, g->off_mr, kvc_mr);
     uint64_t seen_stores = 0;
@@ -190,10 +208,19 @@ static void bkv_update(void *st, const kvc_method_ctx *cx, const float *k, const
 {
     bkv_state *g = (bkv_state *)st;
     kvc_mr_env de = env_of(g, 0, cx->plan->dtype, cx->kern), ne = env_of(g, 1, cx->plan->dtype, cx->kern);
-    kvc_mr_push_raw(&de, &g->den, k, NULL, (uint32_t)token);
+    if (!g->self_norm) kvc_mr_push_raw(&de, &g->den, k, NULL, (uint32_t)token);
     g->tokens++;
     const double sq = cx->kern->dot_f32(v, v, g->dv); /* of the incoming value, before quantisation */
-    if (sq > 0.0) {
+    if (!(sq > 0.0) && g->self_norm && g->have_top) {
+        /* a zero value adds nothing to N but its score to D: the lowest bucket */
+        const int32_t low = g->top - (int32_t)g->b_max + 1;
+        const uint32_t r = ring(g, low);
+        if (bexp(g)[r] != low) {
+            kvc_mr_reset(&ne, &mrs(g)[r], mrs(g)[r].store);
+            bexp(g)[r] = low;
+        }
+        kvc_mr_push_raw(&ne, &mrs(g)[r], k, v, (uint32_t)token);
+    } else if (sq > 0.0) {
         /* exponents relative to the first value's norm: scaling every value
            by c leaves the buckets (and so the output / c) unchanged */
         if (!g->have_top) g->v_ref = sqrt(sq);
@@ -249,6 +276,10 @@ static size_t bkv_view(const void *st, const kvc_stream_plan *p, kvc_segment *se
     seg[0].scale = 1.0;
     seg[0].n = g->slots * g->b_max;
     seg[0].role = KVC_SET_NUM;
+    if (g->self_norm) {
+        seg[0].role = KVC_SET_BOTH;
+        return 1;
+    }
     kvc_segment_rows(&seg[1], &DK, NULL, 0);
     seg[1].weights = KVC_AT_C(g, g->off_dw, float);
     seg[1].scale = 1.0;
@@ -339,6 +370,8 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
     if (!(b->kappa >= 0.0f) || !isfinite(b->kappa)) return "balancekv kappa must be finite and >= 0";
     if (b->tail_method != 0 && b->tail_method != KVC_METHOD_EXACT && b->tail_method != KVC_METHOD_UNIFORM)
         return "balancekv-prefill tail_method must be exact or uniform";
+    if (b->estimator != 0 && b->estimator != KVC_ESTIMATOR_SELF && b->estimator != KVC_ESTIMATOR_PAPER)
+        return "balancekv estimator must be self or paper";
     return NULL;
 }
 
@@ -347,6 +380,8 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     const uint64_t tok = (uint64_t)c->d + c->dv;
     kvc_balancekv_params b = c->balancekv;
     b.levels = b.levels ? b.levels : KVC_BKV_DEFAULT_LEVELS;
+    const int self = b.estimator != KVC_ESTIMATOR_PAPER;
+    if (b.b_max == 0 && self) b.b_max = 1; /* one joint tree: the largest batches */
     if (b.b_max == 0) {
         /* 8 buckets unless that leaves batches below KVC_BKV_MIN_AUTO_T:
            then the most buckets that still give such batches (at least one) */
@@ -360,9 +395,11 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
     b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
     b.delta = b.delta > 0.0f ? b.delta : 0.01f;
+    b.estimator = self ? KVC_ESTIMATOR_SELF : KVC_ESTIMATOR_PAPER;
+    if (self && b.kappa == 0.0f) b.kappa = 0.025f;
     const uint64_t elems = (uint64_t)p->method_tokens * tok;
-    /* elements of one slot set: b_max numerator stores + one keys-only store */
-    const uint64_t per_slot = (uint64_t)b.b_max * tok + c->d;
+    /* elements of one slot set: b_max numerator stores (+ one keys-only store) */
+    const uint64_t per_slot = (uint64_t)b.b_max * tok + (self ? 0u : c->d);
     if (b.t == 0) {
         /* largest even t with slots(t) * per_slot <= elems; slots(t) = t + T t/2 + 1 */
         uint64_t slots_fit = elems / per_slot;
@@ -377,19 +414,20 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     if (slots * per_slot > elems) return "balancekv t does not fit the method budget";
     p->bkv = b;
     *method_worst = slots * per_slot;
-    p->metadata_bytes = slots * (b.b_max + 1) * (sizeof(float) + sizeof(uint32_t)) +
+    p->metadata_bytes = slots * (b.b_max + (self ? 0u : 1u)) * (sizeof(float) + sizeof(uint32_t)) +
                        kvc_balancekv_scratch_bytes(p);
     return NULL;
 }
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
 static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
+static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
     {{"bkv-t", KVC_PARAM_U32, 2, KVC_MAX_BUDGET, NULL, "largest that fits (prefill: block 256, halved to fit)",
       "batch size (prefill: block size), even"},
      offsetof(kvc_stream_config, balancekv.t), NULL, NULL},
     {{"bkv-levels", KVC_PARAM_U32, 1, 16, NULL, "3 (prefill: fewest rounds that fit)", "tree levels / rounds T"},
      offsetof(kvc_stream_config, balancekv.levels), NULL, NULL},
-    {{"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "8, fewer if batches fall below 64", "value-norm buckets (streaming)"},
+    {{"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "1 (estimator paper: 8, fewer if batches fall below 64)", "value-norm buckets (streaming)"},
      offsetof(kvc_stream_config, balancekv.b_max), NULL, NULL},
     {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class", "practical", "pairing probability rule"},
      offsetof(kvc_stream_config, balancekv.mode), mode_values, NULL},
@@ -399,10 +437,14 @@ const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
      offsetof(kvc_stream_config, balancekv.delta), NULL, NULL},
     {{"bkv-rho", KVC_PARAM_F32, 0, 0.999, NULL, "0 (never erase)", "erase buckets below rho * max norm"},
      offsetof(kvc_stream_config, balancekv.rho), NULL, NULL},
-    {{"bkv-kappa", KVC_PARAM_F32, 0, 1e6, NULL, "0 streaming, 0.025 prefill", "value-kernel constant"},
+    {{"bkv-kappa", KVC_PARAM_F32, 0, 1e6, NULL, "0.025 (streaming estimator paper: 0)", "value-kernel constant"},
      offsetof(kvc_stream_config, balancekv.kappa), NULL, NULL},
     {{"bkv-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "exact", "prefill: what holds the tokens after the prompt"},
      offsetof(kvc_stream_config, balancekv.tail_method), tail_values, NULL},
+    /* streaming only: the prefill form lists the entries before this one */
+    {{"bkv-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
+      "self: joint trees read self-normalised (bounded); paper: separate key-only tree (may diverge)"},
+     offsetof(kvc_stream_config, balancekv.estimator), estimator_values, NULL},
 };
 _Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_table[0] == KVC_BALANCEKV_N_PARAMS,
                "KVC_BALANCEKV_N_PARAMS counts the table");
@@ -411,10 +453,11 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
 {
     (void)c;
     const uint32_t m = p->bkv.mode;
-    kvc_text_add(out, " t=%u levels=%u b_max=%u mode=%s gamma=%g rho=%g", (unsigned)p->bkv.t,
+    kvc_text_add(out, " t=%u levels=%u b_max=%u mode=%s gamma=%g rho=%g estimator=%s", (unsigned)p->bkv.t,
                  (unsigned)p->bkv.levels, (unsigned)p->bkv.b_max,
                  m == KVC_BALANCE_THEORY ? "theory" : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
-                 (double)p->bkv.gamma, (double)p->bkv.rho);
+                 (double)p->bkv.gamma, (double)p->bkv.rho, p->bkv.estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
+    if (p->method == KVC_METHOD_BALANCEKV) kvc_text_add(out, " kappa=%g", (double)p->bkv.kappa);
 }
 void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {

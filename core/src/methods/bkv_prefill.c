@@ -221,6 +221,9 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     b.delta = b.delta > 0.0f ? b.delta : 0.01f;
     b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
     b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_EXACT;
+    if (b.estimator == KVC_ESTIMATOR_PAPER)
+        return "balancekv-prefill has one joint tree, always read self-normalised: estimator paper is for streaming balancekv";
+    b.estimator = KVC_ESTIMATOR_SELF;
     const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
     const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
     p->prefix_method_tokens = (uint32_t)m;
@@ -252,4 +255,4 @@ const kvc_method_ops kvc_method_ops_balancekv_prefill = {
     "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
     ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
     bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
-    KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL, bkvp_describe, kvc_balancekv_describe_stats};
+    KVC_BKV_PREFILL_N_PARAMS, 1, NULL, NULL, bkvp_describe, kvc_balancekv_describe_stats};

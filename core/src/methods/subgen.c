@@ -2,6 +2,26 @@
  * denominator, a ||v||^2-proportional reservoir for the numerator, and the
  * bounded-memory rule (start radius, doubling, greedy merge, key re-test).
  *
+ * Two ways to read it (kvc_estimator):
+ *  - paper: D = the cluster samples (weights n_i/t), N = the reservoir
+ *    (weights mu/(s ||v||^2)). Each is unbiased, but on SmolLM2 the worst
+ *    queries put 82-99% of their mass in the middle, D's sample misses the
+ *    few tokens that carry it (D at 1-10% of the truth) while N holds one of
+ *    them with a large weight (2-12x over): the output leaves the hull of
+ *    the values by 25-95x, the next layer's input is out of distribution,
+ *    and perplexity reaches 1e9 (README, "Why SubGen and BalanceKV diverged").
+ *  - self (default): the cluster samples also keep their values, and both
+ *    estimators are read as one self-normalised mixture,
+ *        out = (N_c + N_r) / (D_c + D_r),
+ *    N_c, D_c from the cluster samples (weights n_i/t), N_r, D_r from the
+ *    reservoir (weights mu/(s ||v||^2)), each pair scaled by 1/2. Every one of
+ *    the four is an unbiased estimate of its sum (importance sampling with any
+ *    proposal is), so the ratio is consistent with bias O(1/samples); and
+ *    since one weight multiplies both the key's score and its value, the
+ *    output is a convex combination of held values: it cannot leave their
+ *    box, so no layer can feed the next an out-of-range vector. The price is
+ *    t * dv more elements per cluster (fewer clusters for a budget).
+ *
  * Arrays (offsets from the header): representatives m_max x d, their token
  * ids and counts; samples m_max x t key rows with token ids and per-slot
  * weights n_i/t (the denominator segment reads them directly); reservoir s
@@ -27,19 +47,21 @@ typedef struct subgen_state {
     uint32_t merges;     /* clusters absorbed */
     uint32_t has_ref;    /* a token with ||v|| > 0 arrived: every reservoir slot is filled */
     int32_t ref_exp;     /* slot weights are 2^ref_exp / ||v||^2 (see reservoir_update) */
-    uint32_t pad_;
+    uint32_t self_norm;  /* 1: KVC_ESTIMATOR_SELF (samples hold values too) */
     double delta;        /* current radius */
     double mu;           /* sum of ||v||^2 */
     uint64_t n_total;    /* tokens seen by the method */
     kvc_rng rng;
     uint64_t off_rep, off_rep_tok, off_cnt;
-    uint64_t off_samp, off_samp_tok, off_samp_w;
+    uint64_t off_samp, off_samp_v, off_samp_tok, off_samp_w;
     uint64_t off_res_k, off_res_v, off_res_w, off_res_tok;
 } subgen_state;
-_Static_assert(sizeof(subgen_state) == 168, "subgen_state must be the same on every ABI");
+_Static_assert(sizeof(subgen_state) == 176, "subgen_state must be the same on every ABI");
+
+static int is_self(const kvc_stream_plan *p) { return p->subgen_estimator != KVC_ESTIMATOR_PAPER; }
 
 static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
-                              uint32_t m_max, unsigned dtype)
+                              uint32_t m_max, unsigned dtype, int self_norm)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(subgen_state));
     const uint64_t slots = (uint64_t)m_max * t;
@@ -47,6 +69,7 @@ static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t
     g->off_rep_tok = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint32_t));
     g->off_cnt = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint64_t));
     g->off_samp = kvc_carve(&cur, kvc_rows_bytes(dtype, slots, d));
+    g->off_samp_v = kvc_carve(&cur, self_norm ? kvc_rows_bytes(dtype, slots, dv) : 0u);
     g->off_samp_tok = kvc_carve(&cur, slots * sizeof(uint32_t));
     g->off_samp_w = kvc_carve(&cur, slots * sizeof(float));
     g->off_res_k = kvc_carve(&cur, kvc_rows_bytes(dtype, s, d));
@@ -60,10 +83,11 @@ static int subgen_check(const void *st, const kvc_stream_plan *p, uint64_t metho
 {
     const subgen_state *g = (const subgen_state *)st;
     subgen_state w;
-    subgen_layout(&w, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
+    subgen_layout(&w, p->d, p->dv, p->t, p->s, p->m_max, p->dtype, is_self(p));
     return g->magic == KVC_MAGIC_SUBGEN && g->d == p->d && g->dv == p->dv && g->t == p->t && g->s == p->s &&
            g->m_max == p->m_max && g->off_rep == w.off_rep && g->off_rep_tok == w.off_rep_tok &&
-           g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_tok == w.off_samp_tok &&
+           g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_v == w.off_samp_v &&
+           g->self_norm == (uint32_t)is_self(p) && g->off_samp_tok == w.off_samp_tok &&
            g->off_samp_w == w.off_samp_w && g->off_res_k == w.off_res_k && g->off_res_v == w.off_res_v &&
            g->off_res_w == w.off_res_w && g->off_res_tok == w.off_res_tok && g->m <= g->m_max &&
            (g->m == 0) == (g->n_total == 0) && g->n_total == method_in && g->has_ref <= 1u &&
@@ -76,14 +100,15 @@ static int subgen_check(const void *st, const kvc_stream_plan *p, uint64_t metho
 static uint64_t subgen_arena_size(const kvc_stream_plan *p)
 {
     subgen_state tmp;
-    return subgen_layout(&tmp, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
+    return subgen_layout(&tmp, p->d, p->dv, p->t, p->s, p->m_max, p->dtype, is_self(p));
 }
 
 static void subgen_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     subgen_state *g = (subgen_state *)arena;
-    subgen_layout(g, p->d, p->dv, p->t, p->s, p->m_max, p->dtype);
+    subgen_layout(g, p->d, p->dv, p->t, p->s, p->m_max, p->dtype, is_self(p));
     g->magic = KVC_MAGIC_SUBGEN;
+    g->self_norm = (uint32_t)is_self(p);
     g->d = p->d;
     g->dv = p->dv;
     g->t = p->t;
@@ -93,15 +118,18 @@ static void subgen_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     kvc_rng_seed(&g->rng, seed);
 }
 
-/* The row arrays of one update: samples (m_max * t key rows), reservoir keys and values. */
+/* The row arrays of one update: samples (m_max * t key rows, and value rows
+ * when self-normalised; SV.base is NULL otherwise), reservoir keys and values. */
 typedef struct sg_rows {
-    kvc_rows S, RK, RV;
+    kvc_rows S, SV, RK, RV;
 } sg_rows;
 
 static sg_rows rows_of(const subgen_state *g, unsigned dtype, const kvc_kernels *kern)
 {
     sg_rows r;
     r.S = kvc_rows_at(g, g->off_samp, g->d, dtype, kern);
+    r.SV = kvc_rows_at(g, g->off_samp_v, g->dv, dtype, kern);
+    if (!g->self_norm) r.SV.base = NULL;
     r.RK = kvc_rows_at(g, g->off_res_k, g->d, dtype, kern);
     r.RV = kvc_rows_at(g, g->off_res_v, g->dv, dtype, kern);
     return r;
@@ -122,21 +150,35 @@ static void set_cluster_weights(subgen_state *g, uint32_t i)
     for (uint32_t j = 0; j < g->t; j++) wi[j] = w;
 }
 
-static void open_cluster(subgen_state *g, const sg_rows *r, const float *k, uint32_t token)
+/* Sample slot `dst` becomes a copy of slot `src` (key, and value when held). */
+static void copy_slot(const sg_rows *r, size_t dst, size_t src)
+{
+    kvc_row_copy(&r->S, dst, &r->S, src);
+    if (r->SV.base) kvc_row_copy(&r->SV, dst, &r->SV, src);
+}
+
+static void store_slot(const sg_rows *r, size_t j, const float *k, const float *v)
+{
+    kvc_row_store(&r->S, j, k);
+    if (r->SV.base) kvc_row_store(&r->SV, j, v);
+}
+
+static void open_cluster(subgen_state *g, const sg_rows *r, const float *k, const float *v, uint32_t token)
 {
     const uint32_t i = g->m++;
     memcpy(rep(g, i), k, g->d * sizeof(float));
     rep_tok(g)[i] = token;
     cnt(g)[i] = 1;
-    kvc_row_store(&r->S, samp(g, i, 0), k); /* quantised once, copied as bytes */
+    store_slot(r, samp(g, i, 0), k, v); /* quantised once, copied as bytes */
     for (uint32_t j = 0; j < g->t; j++) {
-        kvc_row_copy(&r->S, samp(g, i, j), &r->S, samp(g, i, 0));
+        copy_slot(r, samp(g, i, j), samp(g, i, 0));
         samp_tok(g, i)[j] = token;
     }
     set_cluster_weights(g, i);
 }
 
-static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const float *k, uint32_t token)
+static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const float *k, const float *v,
+                         uint32_t token)
 {
     const uint64_t n = ++cnt(g)[i];
     const double p = 1.0 / (double)n;
@@ -144,7 +186,7 @@ static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const fl
        sampling with replacement keeps t i.i.d. uniform samples of C_i */
     for (uint32_t j = 0; j < g->t; j++) {
         if (kvc_rng_unit(&g->rng) < p) {
-            kvc_row_store(&r->S, samp(g, i, j), k);
+            store_slot(r, samp(g, i, j), k, v);
             samp_tok(g, i)[j] = token;
         }
     }
@@ -157,6 +199,7 @@ static void copy_cluster(subgen_state *g, const sg_rows *r, uint32_t dst, uint32
     rep_tok(g)[dst] = rep_tok(g)[src];
     cnt(g)[dst] = cnt(g)[src];
     kvc_rows_copy(&r->S, samp(g, dst, 0), &r->S, samp(g, src, 0), g->t);
+    if (r->SV.base) kvc_rows_copy(&r->SV, samp(g, dst, 0), &r->SV, samp(g, src, 0), g->t);
     memcpy(samp_tok(g, dst), samp_tok(g, src), (size_t)g->t * sizeof(uint32_t));
     memcpy(samp_w(g, dst), samp_w(g, src), (size_t)g->t * sizeof(float));
 }
@@ -179,7 +222,7 @@ static void merge_clusters(subgen_state *g, const sg_rows *rw, const kvc_kernels
                probability n_a/(n_a+n_b), else S_b[j] */
             for (uint32_t j = 0; j < g->t; j++) {
                 if (kvc_rng_unit(&g->rng) >= keep_a) {
-                    kvc_row_copy(&rw->S, samp(g, a, j), &rw->S, samp(g, b, j));
+                    copy_slot(rw, samp(g, a, j), samp(g, b, j));
                     samp_tok(g, a)[j] = samp_tok(g, b)[j];
                 }
             }
@@ -200,6 +243,7 @@ static void merge_clusters(subgen_state *g, const sg_rows *rw, const kvc_kernels
         memset(rep(g, r), 0, g->d * sizeof(float));
         rep_tok(g)[r] = 0;
         memset(kvc_row(&rw->S, samp(g, r, 0)), 0, (size_t)g->t * rw->S.stride);
+        if (rw->SV.base) memset(kvc_row(&rw->SV, samp(g, r, 0)), 0, (size_t)g->t * rw->SV.stride);
         memset(samp_tok(g, r), 0, (size_t)g->t * sizeof(uint32_t));
         memset(samp_w(g, r), 0, (size_t)g->t * sizeof(float));
     }
@@ -222,7 +266,7 @@ static double start_radius(subgen_state *g, const kvc_kernels *kern, const float
 }
 
 static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k,
-                           uint32_t token)
+                           const float *v, uint32_t token)
 {
     for (;;) {
         uint32_t best_i = 0;
@@ -235,11 +279,11 @@ static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels 
             }
         }
         if (g->m > 0 && best <= g->delta * g->delta) {
-            join_cluster(g, r, best_i, k, token);
+            join_cluster(g, r, best_i, k, v, token);
             return;
         }
         if (g->m < g->m_max) {
-            open_cluster(g, r, k, token);
+            open_cluster(g, r, k, v, token);
             return;
         }
         /* full: grow the radius, merge, re-test the key */
@@ -313,7 +357,7 @@ static void subgen_update(void *st, const kvc_method_ctx *cx, const float *k, co
 {
     subgen_state *g = (subgen_state *)st;
     const sg_rows r = rows_of(g, cx->plan->dtype, cx->kern);
-    cluster_update(g, &r, cx->kern, k, (uint32_t)token);
+    cluster_update(g, &r, cx->kern, k, v, (uint32_t)token);
     reservoir_update(g, &r, cx->kern, k, v, (uint32_t)token);
     g->n_total++;
 }
@@ -322,24 +366,30 @@ static size_t subgen_view(const void *st, const kvc_stream_plan *p, kvc_segment 
 {
     const subgen_state *g = (const subgen_state *)st;
     const sg_rows r = rows_of(g, p->dtype, NULL);
-    kvc_segment_rows(&seg[0], &r.S, NULL, 0);
+    const int res_live = g->has_ref && g->mu > 0.0;
+    /* self-normalised: the mixture's halves; before any nonzero value the
+       reservoir is empty and the clusters carry the whole estimate */
+    const double half = g->self_norm && res_live ? 0.5 : 1.0;
+    kvc_segment_rows(&seg[0], &r.S, g->self_norm ? &r.SV : NULL, 0);
     seg[0].weights = KVC_AT_C(g, g->off_samp_w, float);
-    seg[0].scale = 1.0;
+    seg[0].scale = half;
     seg[0].n = (size_t)g->m * g->t;
-    seg[0].role = KVC_SET_DEN;
+    seg[0].role = g->self_norm ? KVC_SET_BOTH : KVC_SET_DEN;
     kvc_segment_rows(&seg[1], &r.RK, &r.RV, 0);
     seg[1].weights = KVC_AT_C(g, g->off_res_w, float);
-    seg[1].scale = g->has_ref && g->mu > 0.0 ? ldexp(g->mu / (double)g->s, -g->ref_exp) : 1.0;
+    seg[1].scale = res_live ? ldexp(g->mu / (double)g->s, -g->ref_exp) : 1.0;
     if (!(seg[1].scale > 0.0) || !(seg[1].scale < INFINITY)) seg[1].scale = 1.0; /* corrupted data only */
-    seg[1].n = g->s;
-    seg[1].role = KVC_SET_NUM;
+    seg[1].scale *= half;
+    seg[1].n = g->self_norm && !res_live ? 0u : g->s;
+    seg[1].role = g->self_norm ? KVC_SET_BOTH : KVC_SET_NUM;
     return 2;
 }
 
 static uint64_t subgen_elements(const void *st)
 {
     const subgen_state *g = (const subgen_state *)st;
-    return (uint64_t)g->m * (g->t + 1u) * g->d + (g->has_ref ? (uint64_t)g->s * (g->d + g->dv) : 0u);
+    return (uint64_t)g->m * ((g->t + 1u) * g->d + (g->self_norm ? (uint64_t)g->t * g->dv : 0u)) +
+           (g->has_ref ? (uint64_t)g->s * (g->d + g->dv) : 0u);
 }
 
 static void subgen_fill_stats(const void *st, kvc_stream_stats *stats)
@@ -404,6 +454,8 @@ static const char *ops_fields(const kvc_stream_config *c)
 {
     const kvc_subgen_params *p = &c->subgen;
     if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
+    if (p->estimator != 0 && p->estimator != KVC_ESTIMATOR_SELF && p->estimator != KVC_ESTIMATOR_PAPER)
+        return "subgen estimator must be self or paper";
     if (!(p->delta0 >= 0.0f) || !isfinite(p->delta0)) return "subgen delta0 must be finite and >= 0";
     return NULL;
 }
@@ -416,7 +468,9 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->s = c->subgen.s ? c->subgen.s : p->method_tokens / 2u;
     if (p->s < 1) p->s = 1;
     if ((uint64_t)p->s * tok > elems) return "subgen s does not fit the method budget";
-    const uint64_t per_cluster = (uint64_t)(p->t + 1u) * c->d;
+    p->subgen_estimator = c->subgen.estimator ? c->subgen.estimator : KVC_ESTIMATOR_SELF;
+    const uint64_t per_cluster =
+        (uint64_t)(p->t + 1u) * c->d + (p->subgen_estimator == KVC_ESTIMATOR_SELF ? (uint64_t)p->t * c->dv : 0u);
     const uint64_t m_fit = (elems - (uint64_t)p->s * tok) / per_cluster;
     p->m_max = c->subgen.m_max ? c->subgen.m_max : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
     if (m_fit < 1)
@@ -430,6 +484,7 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     return NULL;
 }
 #include <stddef.h>
+static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 static const kvc_method_param params[] = {
     {{"subgen-t", KVC_PARAM_U32, 1, KVC_SUBGEN_MAX_T, NULL, "8", "key samples per cluster"},
      offsetof(kvc_stream_config, subgen.t), NULL, NULL},
@@ -439,13 +494,17 @@ static const kvc_method_param params[] = {
      offsetof(kvc_stream_config, subgen.m_max), NULL, NULL},
     {{"subgen-delta0", KVC_PARAM_F32, 0, 1e30, NULL, "set at the first overflow", "starting cluster radius"},
      offsetof(kvc_stream_config, subgen.delta0), NULL, NULL},
+    {{"subgen-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
+      "self: one self-normalised mixture (bounded); paper: separate N and D (may diverge)"},
+     offsetof(kvc_stream_config, subgen.estimator), estimator_values, NULL},
 };
 
 static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     (void)c;
-    kvc_text_add(out, " t=%u s=%u m_max=%u delta0=%g", (unsigned)p->t, (unsigned)p->s, (unsigned)p->m_max,
-                 (double)p->delta0);
+    kvc_text_add(out, " t=%u s=%u m_max=%u delta0=%g estimator=%s", (unsigned)p->t, (unsigned)p->s,
+                 (unsigned)p->m_max, (double)p->delta0,
+                 p->subgen_estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
 }
 static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
