@@ -24,7 +24,8 @@ static const kvc_param_desc *find(const char *name, kvc_method *owner)
 void kvc_method_opts_usage_print(FILE *f)
 {
     fprintf(f, "  --beta X               score scale (default 1/sqrt(d))\n");
-    fprintf(f, "  --dtype f32|f16|int8   storage type of cached keys and values (default f32; int8 = one scale per row)\n");
+    fprintf(f, "  --dtype f32|f16|int8|int4  storage type of cached keys and values (default f32; int8 = one\n"
+               "                         scale per row; int4 = f16 scale and minimum per 32 elements)\n");
     for (size_t i = 0; i < kvc_method_count(); i++) {
         const kvc_method m = kvc_method_at(i);
         for (size_t j = 0; j < kvc_method_param_count(m); j++) {

@@ -3,7 +3,7 @@
 
 #include "kvc/kvc_kernels.h"
 
-static const char *const g_names[KVC_DTYPE_COUNT] = {"f32", "f16", "int8", "q15", "kivi4", "kivi2"};
+static const char *const g_names[KVC_DTYPE_COUNT] = {"f32", "f16", "int8", "q15", "kivi4", "kivi2", "int4"};
 
 const char *kvc_dtype_name(kvc_dtype t) { return (unsigned)t < KVC_DTYPE_COUNT ? g_names[t] : NULL; }
 
@@ -30,6 +30,9 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     case KVC_DTYPE_F16: s.bits = 16, s.implemented = 1; break;
     case KVC_DTYPE_I8: s.bits = 8, s.axis = KVC_GROUP_ROW, s.has_scale = 1, s.implemented = 1; break;
     case KVC_DTYPE_Q15: s.bits = 16, s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
+    case KVC_DTYPE_I4:
+        s.bits = 4, s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1, s.implemented = 1;
+        break;
     case KVC_DTYPE_KIVI4:
     case KVC_DTYPE_KIVI2:
         /* KIVI (Liu et al. 2024): keys per channel over blocks of 32 tokens,
@@ -48,5 +51,5 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
 
 int kvc_dtype_implemented(kvc_dtype t)
 {
-    return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8;
+    return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_I4;
 }

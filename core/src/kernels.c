@@ -42,7 +42,11 @@ static const kvc_kernels *accel_table(size_t i)
         for (size_t a = 0; accel[a] != NULL; a++) {
             kvc_kernels x = kvc_kernels_ref_table;
             const kvc_simd_entries *e = accel[a];
-            x.name = e->name, x.needs = e->needs, x.caps = e->caps;
+            x.name = e->name, x.needs = e->needs;
+            /* storage types the file does not specialise keep the reference
+               row kernels, and its batched attend hands their views to the
+               reference one (attend_simd.h) */
+            x.caps = e->caps | (kvc_kernels_ref_table.caps & KVC_CAP_I4);
             x.attend_f32 = e->attend_f32, x.attend_batch = e->attend_batch;
             for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
                 if (e->row_dot_f32[t]) x.rows[t].dot_f32 = e->row_dot_f32[t];

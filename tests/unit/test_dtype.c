@@ -10,7 +10,8 @@
  *  - every method: arenas validate, are smaller than f32's, are deterministic,
  *    and outputs are finite (or KVC_E_RANGE with zeros).
  * Row kernels themselves: f16 round trip exact on representable values and
- * within 2^-11 relative otherwise; int8 within scale/2 per element. */
+ * within 2^-11 relative otherwise; int8 within scale/2 per element; int4
+ * within half a step of its group's grid. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static int row_kernels_round_trip(void)
     printf("seed 21\n");
     unsigned char row[4 * 256 + 8];
     float x[256], y[256];
-    double worst16 = 0.0, worst8 = 0.0;
+    double worst16 = 0.0, worst8 = 0.0, worst4 = 0.0;
     for (int rep = 0; rep < 2000; rep++) {
         const size_t dim = 1 + kvc_rng_below(&r, 256);
         const double scale = ldexp(1.0, (int)kvc_rng_below(&r, 32) - 20); /* |x| well below 65504 */
@@ -69,6 +70,29 @@ static int row_kernels_round_trip(void)
         double mag = 0.0;
         for (size_t c = 0; c < dim; c++) mag += fabs((double)y[c] * x[c]);
         CHECK(fabs(rk(KVC_DTYPE_I8)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
+        /* int4, groups of 32: the stored minimum is the half at or below the
+           group's lo (down by at most |lo| 2^-10, or 2^-24 among subnormals),
+           the step the smallest half covering the range in 15 steps (up by a
+           relative 2^-10, or 2^-24); each element is within half a step */
+        for (size_t c = 0; c < dim; c++) x[c] = (float)(kvc_rng_normal(&r) * scale);
+        rk(KVC_DTYPE_I4)->store(row, x, dim);
+        rk(KVC_DTYPE_I4)->load(row, y, dim);
+        for (size_t g0 = 0; g0 < dim; g0 += 32) {
+            const size_t g1 = g0 + 32 < dim ? g0 + 32 : dim;
+            double lo = x[g0], hi = x[g0];
+            for (size_t c = g0; c < g1; c++) lo = fmin(lo, x[c]), hi = fmax(hi, x[c]);
+            const double range = hi - lo + fabs(lo) * 0x1p-10 + 0x1p-24;
+            const double step = (range / 15.0) * (1.0 + 0x1p-10) + 0x1p-24;
+            for (size_t c = g0; c < g1; c++) {
+                const double err = fabs((double)y[c] - x[c]), tol = step / 2.0 + fabs((double)x[c]) * 0x1p-23;
+                CHECK_MSG(err <= tol, "int4 %g -> %g (group range [%g, %g])", x[c], y[c], lo, hi);
+                if (hi - lo > 0x1p-10 && err / (hi - lo) > worst4) worst4 = err / (hi - lo); /* normal halves */
+            }
+        }
+        want = 0.0, mag = 0.0;
+        for (size_t c = 0; c < dim; c++) want += (double)y[c] * (double)x[c], mag += fabs((double)y[c] * x[c]);
+        CHECK(fabs(rk(KVC_DTYPE_I4)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
+        CHECK(fabs(rk(KVC_DTYPE_I4)->sqdist_f32(row, y, dim)) <= mag * (double)dim * 0x1p-40);
     }
     /* the trusted rounding contract: half away from zero, clamped to [-127, 127] */
     static const double in[] = {0.5, -0.5, 1.49999, 126.5, 127.4, 1e30, -1e30, -126.5, 0.0, -0.49};
@@ -79,8 +103,9 @@ static int row_kernels_round_trip(void)
     rk(KVC_DTYPE_F16)->store(row, big, 3);
     rk(KVC_DTYPE_F16)->load(row, y, 3);
     CHECK(y[0] == 65504.0f && y[1] == -65504.0f && y[2] == 0x1p-24f);
-    printf("f16: worst relative error %.3g (bound 2^-11 = %.3g); int8: worst error / max|x| %.3g (bound 1/254 = %.3g)\n",
-           worst16, 0x1p-11, worst8, 1.0 / 254);
+    printf("f16: worst relative error %.3g (bound 2^-11 = %.3g); int8: worst error / max|x| %.3g (bound 1/254 = %.3g); "
+           "int4: worst error / group range %.3g (bound 1/30 = %.3g, plus the halves' rounding)\n",
+           worst16, 0x1p-11, worst8, 1.0 / 254, worst4, 1.0 / 30);
     return 0;
 }
 

@@ -64,6 +64,8 @@ static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim)
     case KVC_DTYPE_F16: return (2u * dim + 3u) / 4u * 4u;
     case KVC_DTYPE_I8: return 4u + (dim + 3u) / 4u * 4u;
     case KVC_DTYPE_Q15: return 4u + (2u * dim + 3u) / 4u * 4u;
+    /* per group of 32: f16 scale + f16 minimum, then the nibbles, 2 per byte */
+    case KVC_DTYPE_I4: return 4u * ((dim + 31u) / 32u) + ((dim + 1u) / 2u + 3u) / 4u * 4u;
     default: return 0;
     }
 }
@@ -192,7 +194,7 @@ typedef struct kvc_row_kernels {
 } kvc_row_kernels;
 
 /** Version of ::kvc_kernels; bumped whenever an entry is added or changed. */
-#define KVC_KERNELS_VERSION 2u
+#define KVC_KERNELS_VERSION 3u
 
 /** Capability bits of a table: the storage types it has row kernels for, and what its attend does. */
 enum {
@@ -200,6 +202,7 @@ enum {
     KVC_CAP_F16 = 1u << KVC_DTYPE_F16,
     KVC_CAP_I8 = 1u << KVC_DTYPE_I8,
     KVC_CAP_Q15 = 1u << KVC_DTYPE_Q15,
+    KVC_CAP_I4 = 1u << KVC_DTYPE_I4,
     KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
     KVC_CAP_MASS = 1u << 17   /**< attend_batch returns per-entry attention mass */
 };

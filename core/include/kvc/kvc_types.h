@@ -58,11 +58,15 @@ typedef enum kvc_dtype {
     KVC_DTYPE_Q15 = 3,   /**< Q15 fixed point per row (slot only: microcontroller issue) */
     KVC_DTYPE_KIVI4 = 4, /**< KIVI int4: keys per channel over token blocks, values per token in
                               groups, each group a scale and a minimum (described, not implemented) */
-    KVC_DTYPE_KIVI2 = 5  /**< KIVI int2, same grouping (described, not implemented) */
+    KVC_DTYPE_KIVI2 = 5, /**< KIVI int2, same grouping (described, not implemented) */
+    KVC_DTYPE_I4 = 6     /**< int4 per row in groups of 32 elements, asymmetric: x = min + scale * q,
+                              q in 0..15, an f16 scale and an f16 minimum per group (5 bits per
+                              element at dim 64); the row-wise form of KIVI's values, used for
+                              keys too (a token can be replaced alone: sampling methods need that) */
 } kvc_dtype;
 
 /** Number of ::kvc_dtype values (the size of per-type tables). */
-#define KVC_DTYPE_COUNT 6u
+#define KVC_DTYPE_COUNT 7u
 
 /** Along which axis a storage type groups elements under one scale. */
 typedef enum kvc_group_axis {
@@ -78,8 +82,8 @@ typedef struct kvc_storage_desc {
     kvc_group_axis axis;      /**< grouping of the scales */
     uint32_t group;           /**< elements per group along the axis (0 = the whole row) */
     uint32_t block;           /**< KVC_GROUP_CHANNEL: tokens per block; the open block stays f16 */
-    uint32_t has_scale;       /**< 1: each group stores an f32 scale */
-    uint32_t has_min;         /**< 1: each group stores an f32 minimum (asymmetric) */
+    uint32_t has_scale;       /**< 1: each group stores a scale (f32 for int8, f16 for int4 and KIVI) */
+    uint32_t has_min;         /**< 1: each group stores a minimum (asymmetric; f16) */
     uint32_t implemented;     /**< 1: this build stores and reads it */
     uint64_t row_bytes;       /**< bytes of one stored row of `dim` elements (row-grouped types; 0 otherwise) */
 } kvc_storage_desc;
@@ -90,10 +94,10 @@ typedef struct kvc_storage_desc {
  */
 kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_storage_desc *out);
 
-/** Name of a storage type ("f32", "f16", "int8", "q15", "kivi4", "kivi2"), NULL if unknown. */
+/** Name of a storage type ("f32", "f16", "int8", "q15", "kivi4", "kivi2", "int4"), NULL if unknown. */
 const char *kvc_dtype_name(kvc_dtype t);
 
-/** 1 when this build stores and reads type @p t (f32, f16, int8), else 0. */
+/** 1 when this build stores and reads type @p t (f32, f16, int8, int4), else 0. */
 int kvc_dtype_implemented(kvc_dtype t);
 
 /** Parse a storage type name; KVC_E_ARG for an unknown one. */

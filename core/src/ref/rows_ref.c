@@ -85,7 +85,7 @@ static double i8_absmax(const void *row, size_t dim) { return kvc_k_i8_absmax__r
 /* The reference table (kernels.c lists it first among the built-in ones). */
 const kvc_kernels kvc_kernels_ref_table = {
     KVC_KERNELS_VERSION,
-    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS,
+    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_I4 | KVC_CAP_BATCH | KVC_CAP_MASS,
     0u,
     "ref",
     kvc_k_attend_f32__ref,
@@ -96,6 +96,8 @@ const kvc_kernels kvc_kernels_ref_table = {
         [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy,
                            f16_absmax},
         [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},
+        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,
+                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref, kvc_k_i4_absmax__ref},
     },
     kvc_k_dot_f32__ref,
     kvc_k_sqdist_f32__ref,
