@@ -136,3 +136,38 @@ size_t kvc_stream_arena_size(const kvc_stream_config *cfg)
     if (kvc_stream_plan_make(cfg, &p) != KVC_OK) return 0;
     return (size_t)p.arena_bytes;
 }
+
+/* Arena bytes of cfg at budget b, or 0 when that budget is invalid. */
+static uint64_t arena_at(const kvc_stream_config *cfg, uint32_t b)
+{
+    kvc_stream_config c = *cfg;
+    c.budget = b;
+    kvc_stream_plan p;
+    return kvc_stream_plan_make(&c, &p) == KVC_OK ? p.arena_bytes : 0u;
+}
+
+uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t bytes)
+{
+    if (cfg == NULL) return 0;
+    /* Every method is valid from a smallest budget up and its arena grows
+       with the budget (tests/unit/test_stream.c budget_for_bytes_is_largest
+       checks both for every method), so two binary searches find the
+       answer: the smallest valid budget, then the largest that fits. */
+    uint32_t lo = 1, hi = KVC_MAX_BUDGET;
+    if (arena_at(cfg, hi) == 0) return 0; /* invalid at every budget */
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2u;
+        if (arena_at(cfg, mid) != 0) hi = mid;
+        else lo = mid + 1u;
+    }
+    const uint64_t smallest = arena_at(cfg, lo);
+    if (smallest == 0 || smallest > bytes) return 0;
+    hi = KVC_MAX_BUDGET;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo + 1u) / 2u;
+        const uint64_t a = arena_at(cfg, mid);
+        if (a != 0 && a <= bytes) lo = mid;
+        else hi = mid - 1u;
+    }
+    return lo;
+}

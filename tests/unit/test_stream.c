@@ -532,7 +532,53 @@ static int outputs_stay_in_value_box(void)
     return 0;
 }
 
+/* Budgets in bytes: for every method and storage type, the budget returned
+ * fits its arena in the bytes and one token more does not; arenas grow with
+ * the budget (what the search relies on), checked over a range of budgets. */
+static int budget_for_bytes_is_largest(void)
+{
+    const kvc_dtype types[3] = {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_I4};
+    for (int mi = 0; mi < N_METHODS; mi++) {
+        const kvc_method m = all_methods_at(mi);
+        for (int ti = 0; ti < 3; ti++) {
+            kvc_stream_config c = cfg_of(m, 64, 64, 1, 1);
+            c.dtype = types[ti];
+            c.prefix_len = 4096;
+            uint64_t prev = 0;
+            for (uint32_t b = 1; b <= 1200; b++) {
+                c.budget = b;
+                const uint64_t a = kvc_stream_arena_size(&c);
+                CHECK_MSG(a == 0 ? prev == 0 : a >= prev, "%s %s: arena %llu at budget %u after %llu", kvc_method_name(m),
+                          kvc_dtype_name(types[ti]), (unsigned long long)a, b, (unsigned long long)prev);
+                if (a) prev = a;
+            }
+            /* 25% of an f16 exact cache of 4096 tokens, and a size below every arena */
+            const uint64_t targets[2] = {4096ull * 128 * 2 / 4, 100};
+            for (int t = 0; t < 2; t++) {
+                const uint32_t b = kvc_stream_budget_for_bytes(&c, targets[t]);
+                if (b == 0) {
+                    CHECK_MSG(t == 1, "%s %s: nothing fits %llu bytes", kvc_method_name(m), kvc_dtype_name(types[ti]),
+                              (unsigned long long)targets[t]);
+                    continue;
+                }
+                c.budget = b;
+                const uint64_t a = kvc_stream_arena_size(&c);
+                c.budget = b + 1;
+                const uint64_t a1 = kvc_stream_arena_size(&c);
+                CHECK(a != 0 && a <= targets[t] && (b == KVC_MAX_BUDGET || a1 > targets[t]));
+                if (t == 0)
+                    printf("  %-18s %-5s 25%% of f16 exact at 4096 tokens (%llu B): budget %u tokens, arena %llu B\n",
+                           kvc_method_name(m), kvc_dtype_name(types[ti]), (unsigned long long)targets[t], b,
+                           (unsigned long long)a);
+            }
+        }
+    }
+    CHECK(kvc_stream_budget_for_bytes(NULL, 1000) == 0);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},
     {"param_descriptors_set_and_bound", param_descriptors_set_and_bound},
     {"exact_matches_attention", exact_matches_attention},

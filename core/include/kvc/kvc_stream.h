@@ -222,6 +222,21 @@ const char *kvc_stream_config_problem(const kvc_stream_config *cfg);
 size_t kvc_stream_arena_size(const kvc_stream_config *cfg);
 
 /**
+ * @brief Budgets in bytes: the largest token budget whose arena, with every
+ *        other field of @p cfg as given (method, storage type, sinks,
+ *        window, parameters), fits in @p bytes. The arena counts everything
+ *        the stream keeps: rows in their storage type, per-entry weights and
+ *        token ids, scratch and the header; so this turns bytes into
+ *        tokens x precision for any method.
+ * @param bytes  caller's byte budget for one stream (one layer x kv head);
+ *               e.g. 25% of an f16 exact cache of n tokens is n (d + dv) / 2.
+ * @return the budget in tokens (1 .. KVC_MAX_BUDGET), or 0 when no valid
+ *         budget fits (too few bytes, or a configuration that is invalid
+ *         at every budget). cfg->budget is ignored and not written.
+ */
+uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t bytes);
+
+/**
  * @brief Initialise a stream inside @p arena (zeroed first, so equal streams
  *        give equal bytes).
  * @param arena        aligned to KVC_ARENA_ALIGN.
