@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,10 @@ const char kvc_bench_shared_usage[] =
     "  --methods a,b,..      default: every method of the library (exact always runs as the reference)\n"
     "  --budgets p,q,..      budgets in percent of the context, 1..100 (default 5,10,25); per layer and\n"
     "                        kv head; sinks = window = min(32, budget/8) for every method that has them\n"
+    "  --bytes               budgets are percent of the bytes of an f16 exact cache of the context\n"
+    "                        (context x (d + dv) x 2 B per layer and kv head): each method keeps the most\n"
+    "                        tokens whose arena (rows in --dtype, metadata, scratch) fits; exact may be\n"
+    "                        listed in --methods (it then holds what fits); the reference stays f32\n"
     "  --csv FILE            one row per measurement\n"
     "  --seed S              keys, sampling seeds (default 1)\n"
     "  --threads N           workers (default: online CPUs)\n"
@@ -80,7 +85,7 @@ static int parse_methods(kvc_bench_opts *o, const char *list)
             fprintf(stderr, "kvc bench: unknown method '%s' (%s)\n", t, names);
             return 1;
         }
-        if (m == KVC_METHOD_EXACT) continue; /* always there */
+        if (m == KVC_METHOD_EXACT && !o->bytes) continue; /* always there */
         if (o->n_methods == KVC_BENCH_MAX_LIST) {
             fprintf(stderr, "kvc bench: at most %d methods\n", KVC_BENCH_MAX_LIST);
             return 1;
@@ -119,6 +124,7 @@ size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n)
     fl[n++] = (kvc_flag){"--quiet", 'b', &o->quiet, 0, 0, NULL};
     fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL};
     fl[n++] = (kvc_flag){"--budgets", 's', &o->budgets_text, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--bytes", 'b', &o->bytes, 0, 0, NULL};
     return n;
 }
 
@@ -126,6 +132,9 @@ int kvc_bench_finish(kvc_bench_opts *o)
 {
     if (o->threads_flag) o->threads = (int)o->threads_flag;
     if (o->methods_text && parse_methods(o, o->methods_text)) return 1;
+    if (!o->methods_text) /* the default list: exact is the reference only */
+        for (int i = 0; i < o->n_methods; i++)
+            if (o->methods[i] == KVC_METHOD_EXACT) o->methods[i--] = o->methods[--o->n_methods];
     if (o->budgets_text) {
         o->n_pct = kvc_bench_int_list("--budgets", o->budgets_text, 1, 100, o->pcts, KVC_BENCH_MAX_LIST);
         if (o->n_pct < 0) return 1;
@@ -133,7 +142,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
     tok_path_opt = o->tokenizer_path;
     o->n_cfg = 0;
     kvc_bench_cfg *g = &o->cfg[o->n_cfg++];
-    g->method = KVC_METHOD_EXACT, g->pct = 100;
+    g->method = KVC_METHOD_EXACT, g->pct = 100, g->reference = 1;
     snprintf(g->label, sizeof g->label, "exact");
     for (int i = 0; i < o->n_methods; i++)
         for (int j = 0; j < o->n_pct; j++) {
@@ -142,8 +151,8 @@ int kvc_bench_finish(kvc_bench_opts *o)
                 return 1;
             }
             g = &o->cfg[o->n_cfg++];
-            g->method = o->methods[i], g->pct = o->pcts[j];
-            snprintf(g->label, sizeof g->label, "%s %d%%", kvc_method_name(g->method), g->pct);
+            g->method = o->methods[i], g->pct = o->pcts[j], g->reference = 0;
+            snprintf(g->label, sizeof g->label, "%s %d%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "B" : "");
         }
     return 0;
 }
@@ -161,8 +170,44 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     sc->seed = o->seed;
     sc->prefix_len = (uint32_t)(prefix_len > 0 ? prefix_len : 1);
     kvc_method_opts_apply(&o->mo, sc);
+    sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads); /* as kvc_l2c_cache_config sets them */
+    if (o->bytes && g->reference) sc->dtype = KVC_DTYPE_F32; /* the ground truth */
+    if (o->bytes && !g->reference) {
+        const uint64_t target = (uint64_t)context * 2u * sc->d * 2u * (uint64_t)g->pct / 100u;
+        /* sinks and window follow the budget they help decide: size them from
+           a first fit, then fit the budget to the bytes with them fixed */
+        uint32_t b = kvc_stream_budget_for_bytes(sc, target);
+        if (b == 0) return "no budget of this method fits that many bytes";
+        b = b < (uint32_t)context ? b : (uint32_t)context;
+        sc->n_sink = sc->n_window = b / 8 < 32 ? b / 8 : 32;
+        b = kvc_stream_budget_for_bytes(sc, target);
+        if (b == 0) return "no budget of this method fits that many bytes";
+        sc->budget = b < (uint32_t)context ? b : (uint32_t)context;
+        if (g->method == KVC_METHOD_EXACT && sc->budget < (uint32_t)context)
+            return "exact in that many bytes holds fewer tokens than the context";
+    }
     kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
     return kvc_cache_config_problem(&cc);
+}
+
+void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int context, int prefix_len)
+{
+    const uint64_t hd = (uint64_t)(c->dim / c->n_heads), f16 = (uint64_t)context * 2u * hd * 2u;
+    printf("bytes per (layer, kv head) at %d tokens: f16 exact %" PRIu64 " B, f32 exact %" PRIu64 " B\n", context, f16,
+           2u * f16);
+    for (int g = 0; g < o->n_cfg; g++) {
+        kvc_stream_config sc;
+        const char *why = kvc_bench_stream(o, &o->cfg[g], c, context, prefix_len, &sc);
+        if (why) {
+            printf("  %-24s n/a: %s\n", o->cfg[g].label, why);
+            continue;
+        }
+        const uint64_t a = kvc_stream_arena_size(&sc);
+        const uint32_t kept = sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
+        printf("  %-24s %-5s %6u tokens (%5.1f%%)  %9" PRIu64 " B  %6.1f%% of f16  %6.1f%% of f32\n", o->cfg[g].label,
+               kvc_dtype_name(sc.dtype), kept, 100.0 * kept / context, a, 100.0 * (double)a / (double)f16,
+               50.0 * (double)a / (double)f16);
+    }
 }
 
 int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm)

@@ -23,7 +23,8 @@ int kvc_bench_kernels(int argc, char **argv);
 typedef struct kvc_bench_cfg {
     kvc_method method;
     int pct;
-    char label[40]; /* "subgen 10%" */
+    int reference;  /* 1: the exact reference column (f32 in --bytes mode) */
+    char label[40]; /* "subgen 10%", or "subgen 10%B" with --bytes */
 } kvc_bench_cfg;
 
 /** Options the three benchmarks share. */
@@ -34,6 +35,7 @@ typedef struct kvc_bench_opts {
     uint64_t seed;
     int threads;
     int quiet;              /* no progress line */
+    int bytes;              /* --bytes: budgets are percent of the f16 exact cache's bytes */
     kvc_bench_cfg cfg[KVC_BENCH_MAX_CFG];
     int n_cfg;              /* cfg[0] is exact */
     int pcts[KVC_BENCH_MAX_LIST], n_pct;
@@ -51,9 +53,9 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd);
 #include "cli.h"
 
 /** Append the shared flags (--model --tokenizer --csv --seed --threads --quiet
- *  --methods a,b,.. --budgets p,q,.. in percent of the context) to @p fl for
+ *  --methods a,b,.. --budgets p,q,.. in percent of the context, --bytes) to @p fl for
  *  kvc_cli_parse, which also takes the method tuning flags into o->mo.
- *  Returns the new count (8 more). */
+ *  Returns the new count (9 more). */
 size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n);
 
 /** Turn the lists into o->cfg; prints why and returns 1 on failure. */
@@ -65,11 +67,18 @@ extern const char kvc_bench_shared_usage[];
 /**
  * @brief The stream configuration of @p g on a context of @p context tokens
  *        (budget = pct % of it, sinks = window = min(32, budget / 8); prefill
- *        methods compress the first @p prefix_len tokens).
+ *        methods compress the first @p prefix_len tokens). With --bytes the
+ *        budget is the largest whose arena fits pct % of the f16 exact
+ *        cache's bytes, context x (d + dv) x 2 (kvc_stream_budget_for_bytes),
+ *        and the reference column stores f32.
  * @return NULL when usable, else why the library rejects it (a static sentence).
  */
 const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
                              int prefix_len, kvc_stream_config *sc);
+
+/** One line per configuration: tokens kept and arena bytes per (layer, kv head),
+ *  against the f16 and f32 exact caches of @p context tokens. */
+void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int context, int prefix_len);
 
 /** Open the model (o->model_path or the default); prints why and returns 1 on failure. */
 int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm);

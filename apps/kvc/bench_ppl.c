@@ -125,6 +125,7 @@ int kvc_bench_ppl(int argc, char **argv)
     if (kvc_bench_csv_open(&o, &csv)) goto done;
     printf("kvc bench ppl: %s, %d tokens (%d predicted), seed %" PRIu64 ", %d configurations, %d threads, kernels %s\n",
            text_path, n, n - 1, o.seed, o.n_cfg, o.threads, kvc_l2c_kernels()->name);
+    kvc_bench_print_bytes(&o, &lm.m.cfg, n, n - 1);
     ppl_ctx pc = {&o, &lm, toks, n, res, {0}};
     double work = 0;
     for (int g = 0; g < o.n_cfg; g++) work += 1.0 + o.cfg[g].pct / 25.0;

@@ -254,6 +254,7 @@ int kvc_bench_recall(int argc, char **argv)
     if (kvc_bench_csv_open(&o, &csv)) goto done;
     printf("kvc bench recall: seed %" PRIu64 ", %d contexts x %d depths x %d trials, %d configurations, %d threads, kernels %s\n",
            o.seed, n_ctx, n_dep, (int)trials, o.n_cfg, o.threads, kvc_l2c_kernels()->name);
+    for (int c = 0; c < n_ctx; c++) kvc_bench_print_bytes(&o, &lm.m.cfg, ctxs[c], ctxs[c]);
     /* items, longest context first (they take longest), keys from the seed */
     uint64_t rng = o.seed;
     int k = 0;
