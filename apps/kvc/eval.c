@@ -41,13 +41,16 @@ static double mean_of(const double *x, size_t n)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvc eval --trace DIR --method M --budget N [--seed S] [--sink A] [--window B]\n"
+            "usage: kvc eval --trace DIR --method M --budget N|--bytes-pct P [--seed S] [--sink A] [--window B]\n"
             "                [--head H] [--prefix P] [--reference auto|mpfr|f64] [method flags]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
             "  M is one of the library's methods (an unknown name lists them). N is the cache budget in tokens\n"
             "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d); a prefill method\n"
             "  compresses the whole trace as its prompt unless --prefix P says otherwise.\n"
+            "  --bytes-pct P (1..100) instead of --budget: the most tokens whose arena (rows in --dtype,\n"
+            "  metadata, scratch, header) fits P %% of an f16 exact cache of the trace, n (d + dv) 2 B.\n"
+            "  --score-from J: score positions J.. (default: where the method compresses, token count > N).\n"
             "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
             "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n"
             "  method flags:\n");
@@ -57,7 +60,7 @@ static void usage(FILE *f)
 int kvc_cmd_eval(int argc, char **argv)
 {
     const char *trace_dir = NULL, *reference = "auto";
-    uint64_t head = 0, prefix = 0;
+    uint64_t head = 0, prefix = 0, bytes_pct = 0, score_from = 0;
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
@@ -67,13 +70,15 @@ int kvc_cmd_eval(int argc, char **argv)
     fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL};
     fl[nf++] = (kvc_flag){"--prefix", 'u', &prefix, 1, 1u << 28, NULL};
     fl[nf++] = (kvc_flag){"--reference", 's', &reference, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--bytes-pct", 'u', &bytes_pct, 1, 100, NULL};
+    fl[nf++] = (kvc_flag){"--score-from", 'u', &score_from, 1, 1u << 28, NULL};
     const int prc = kvc_cli_parse("eval", argc, argv, fl, nf, &mo, usage);
     if (prc) return prc == 1 ? 0 : 2;
     const char *method_name = cf.method;
     const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
     const int have_budget = cf.have_budget;
-    if (!trace_dir || !method_name || !have_budget) {
-        fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
+    if (!trace_dir || !method_name || (!have_budget && !bytes_pct)) {
+        fprintf(stderr, "kvc eval: --trace, --method and --budget (or --bytes-pct) are required\n");
         usage(stderr);
         return 2;
     }
@@ -105,10 +110,27 @@ int kvc_cmd_eval(int argc, char **argv)
     kvc_method_opts_apply(&mo, &cfg);
     /* a prefill method compresses the whole trace as its prompt unless told otherwise */
     cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
+    if (bytes_pct) {
+        /* the most tokens whose arena fits P % of an f16 exact cache of the trace */
+        const uint64_t target = (uint64_t)tr.n * (tr.d + tr.dv) * 2u * bytes_pct / 100u;
+        const uint32_t b = kvc_stream_budget_for_bytes(&cfg, target);
+        if (b == 0) {
+            fprintf(stderr, "kvc eval: no budget of %s fits %" PRIu64 " bytes (%" PRIu64 "%% of an f16 exact cache)\n",
+                    method_name, target, bytes_pct);
+            kvc_trace_free(&tr);
+            return 1;
+        }
+        cfg.budget = b < tr.n ? b : (uint32_t)tr.n;
+        printf("kvc eval: --bytes-pct %" PRIu64 ": %" PRIu64 " B per stream -> budget %" PRIu32 " tokens, arena %zu B "
+               "(%.1f%% of f16 exact, %.1f%% of f32)\n",
+               bytes_pct, target, cfg.budget, kvc_stream_arena_size(&cfg),
+               100.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0),
+               50.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0));
+    }
     kvc_eval_result res;
     int use_mp = !strcmp(reference, "mpfr") ||
                  (!strcmp(reference, "auto") && (double)tr.n * (double)tr.n * (double)tr.d <= 2147483648.0);
-    int rc = kvc_eval_run_ref(&tr, &cfg, trace_dir, (size_t)head, 1, use_mp, &res);
+    int rc = kvc_eval_run_ref(&tr, &cfg, trace_dir, (size_t)head, 1, use_mp, (size_t)score_from, &res);
     kvc_trace_free(&tr);
     return rc;
 }
@@ -116,11 +138,11 @@ int kvc_cmd_eval(int argc, char **argv)
 int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
                  int verbose, kvc_eval_result *out)
 {
-    return kvc_eval_run_ref(tr, cfg, label, head, verbose, 0, out);
+    return kvc_eval_run_ref(tr, cfg, label, head, verbose, 0, 0, out);
 }
 
 int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                     int verbose, int use_mp, kvc_eval_result *out)
+                     int verbose, int use_mp, size_t score_from, kvc_eval_result *out)
 {
     memset(out, 0, sizeof *out);
     const char *why = kvc_stream_config_problem(cfg);
@@ -171,8 +193,9 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
                plan.worst_elements, plan.budget_elements, plan.metadata_bytes, plan.arena_bytes);
     }
 
-    /* positions where the method compresses: more tokens seen than the budget */
-    size_t n_pos = 0, first = cfg->budget < n ? cfg->budget : 0;
+    /* positions where the method compresses: more tokens seen than the budget
+       (or from score_from on, so that configurations compare on one set) */
+    size_t n_pos = 0, first = score_from ? score_from : cfg->budget < n ? cfg->budget : 0;
     double vf2 = 0.0;
     for (size_t j = 0; j < n; j++) {
         const float *kj = tr->k + j * d, *vj = tr->v + j * dv, *qj = tr->q + j * d;
@@ -232,7 +255,9 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     out->max_tokens = (stats.peak_elements + (d + dv) - 1) / (d + dv);
     out->arena_bytes = (size_t)plan.arena_bytes;
     if (verbose) {
-        if (first > 0)
+        if (score_from)
+            printf("  positions: %zu from %zu on (--score-from)\n", n_pos, score_from);
+        else if (first > 0)
             printf("  positions: %zu compressing (token count > budget %" PRIu32 ")\n", n_pos, cfg->budget);
         else
             printf("  positions: all %zu (the trace never exceeds the budget, nothing is compressed)\n", n_pos);

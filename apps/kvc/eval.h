@@ -22,7 +22,8 @@ int kvc_cmd_eval(int argc, char **argv);
  *  invalid configuration, ...). */
 int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
                  int verbose, kvc_eval_result *out);
-/** Same, choosing the reference: MPFR oracle (use_mp = 1) or the double path. */
+/** Same, choosing the reference: MPFR oracle (use_mp = 1) or the double path,
+ *  and the first scored position (score_from; 0 = where the method compresses). */
 int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                     int verbose, int use_mp, kvc_eval_result *out);
+                     int verbose, int use_mp, size_t score_from, kvc_eval_result *out);
 #endif
