@@ -183,6 +183,13 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
         b = kvc_stream_budget_for_bytes(sc, target);
         if (b == 0) return "no budget of this method fits that many bytes";
         sc->budget = b < (uint32_t)context ? b : (uint32_t)context;
+        /* protected spans are sized from the budget; they take tokens from
+           the method, which can change its metadata: shrink until it fits */
+        kvc_method_opts_protect(&o->mo, sc);
+        while (sc->n_protect && sc->budget > 1 && (kvc_stream_arena_size(sc) == 0 || kvc_stream_arena_size(sc) > target)) {
+            sc->budget--;
+            kvc_method_opts_protect(&o->mo, sc);
+        }
         if (g->method == KVC_METHOD_EXACT && sc->budget < (uint32_t)context)
             return "exact in that many bytes holds fewer tokens than the context";
     }

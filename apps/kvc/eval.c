@@ -121,6 +121,11 @@ int kvc_cmd_eval(int argc, char **argv)
             return 1;
         }
         cfg.budget = b < tr.n ? b : (uint32_t)tr.n;
+        kvc_method_opts_protect(&mo, &cfg);
+        while (cfg.n_protect && cfg.budget > 1 && (kvc_stream_arena_size(&cfg) == 0 || kvc_stream_arena_size(&cfg) > target)) {
+            cfg.budget--;
+            kvc_method_opts_protect(&mo, &cfg);
+        }
         printf("kvc eval: --bytes-pct %" PRIu64 ": %" PRIu64 " B per stream -> budget %" PRIu32 " tokens, arena %zu B "
                "(%.1f%% of f16 exact, %.1f%% of f32)\n",
                bytes_pct, target, cfg.budget, kvc_stream_arena_size(&cfg),

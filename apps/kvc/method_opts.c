@@ -24,6 +24,8 @@ static const kvc_param_desc *find(const char *name, kvc_method *owner)
 void kvc_method_opts_usage_print(FILE *f)
 {
     fprintf(f, "  --beta X               score scale (default 1/sqrt(d))\n");
+    fprintf(f, "  --protect P            percent of the budget (0..50) kept for protected spans: tokens within\n"
+               "                         --protect-radius R (default 25) of a key outlier, exact (default 0: off)\n");
     fprintf(f, "  --dtype f32|f16|int8|int4  storage type of cached keys and values (default f32; int8 = one\n"
                "                         scale per row; int4 = f16 scale and minimum per 32 elements)\n");
     for (size_t i = 0; i < kvc_method_count(); i++) {
@@ -51,10 +53,26 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
         }
         return kvc_cli_f64(a, val, 1e-6, 1e6, &o->beta) ? -1 : 1;
     }
+    if (!strcmp(a, "--protect")) {
+        if (!val) {
+            fprintf(stderr, "kvc: --protect needs a value\n");
+            return -1;
+        }
+        return kvc_cli_f64(a, val, 0, 50, &o->protect_pct) ? -1 : 1;
+    }
+    if (!strcmp(a, "--protect-radius")) {
+        double r;
+        if (!val || kvc_cli_f64(a, val, 1, 4096, &r) || r != (double)(uint64_t)r) {
+            fprintf(stderr, "kvc: --protect-radius expects a whole number in 1..4096, got '%s'\n", val ? val : "");
+            return -1;
+        }
+        o->protect_radius = (uint64_t)r;
+        return 1;
+    }
     if (!strcmp(a, "--dtype")) {
         kvc_dtype t;
         if (!val || kvc_dtype_parse(val, &t) != KVC_OK || !kvc_dtype_implemented(t)) {
-            fprintf(stderr, "kvc: --dtype must be f32, f16 or int8, got '%s'\n", val ? val : "");
+            fprintf(stderr, "kvc: --dtype must be f32, f16, int8 or int4, got '%s'\n", val ? val : "");
             return -1;
         }
         o->dtype = t, o->have_dtype = 1;
@@ -96,6 +114,13 @@ void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg)
     if (o->beta > 0) cfg->beta = (float)o->beta;
     if (o->have_dtype) cfg->dtype = o->dtype;
     for (size_t i = 0; i < o->n; i++) (void)kvc_stream_config_set(cfg, o->name[i], o->value[i]); /* other methods' flags: no-op */
+    kvc_method_opts_protect(o, cfg);
+}
+
+void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg)
+{
+    cfg->n_protect = o->protect_pct > 0 ? (uint32_t)((double)cfg->budget * o->protect_pct / 100.0) : 0u;
+    cfg->protect_radius = (uint32_t)o->protect_radius;
 }
 
 void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap)
@@ -103,5 +128,8 @@ void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap)
     size_t n = strlen(buf);
     if (o->beta > 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --beta %g", o->beta);
     if (o->have_dtype && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --dtype %s", kvc_dtype_name(o->dtype));
+    if (o->protect_pct > 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --protect %g", o->protect_pct);
+    if (o->protect_radius && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, " --protect-radius %u", (unsigned)o->protect_radius);
     for (size_t i = 0; i < o->n && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, " --%s %s", o->name[i], o->value[i]);
 }

@@ -15,6 +15,8 @@ typedef struct kvc_method_opts {
     double beta;
     int have_dtype;
     kvc_dtype dtype;   /* --dtype: storage type of cached keys and values */
+    double protect_pct;        /* --protect P: percent of the budget for protected spans (0 = off) */
+    uint64_t protect_radius;   /* --protect-radius R (0 = the library's 25) */
     size_t n;
     const char *name[KVC_METHOD_OPTS_MAX]; /* descriptor names (static strings of the library) */
     const char *value[KVC_METHOD_OPTS_MAX];/* as given (argv strings) */
@@ -30,8 +32,12 @@ void kvc_method_opts_usage_print(FILE *f);
  */
 int kvc_method_opts_take(kvc_method_opts *o, const char *flag, const char *val);
 
-/** Set the taken flags that belong to @p cfg's method into @p cfg. */
+/** Set the taken flags that belong to @p cfg's method into @p cfg (protected
+ *  spans sized from cfg->budget: set the budget first). */
 void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg);
+
+/** Size the protected spans (--protect P %) from cfg->budget again, after a caller changed the budget. */
+void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg);
 
 /** Append " --flag value" for every set flag to @p buf (for labels and CSV). */
 void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap);

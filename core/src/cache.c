@@ -19,8 +19,8 @@ struct kvc_cache {
     uint64_t digest;      /* of cfg, off_table and total_bytes (fixed at init) */
     kvc_cache_config cfg;
 };
-_Static_assert(sizeof(kvc_cache_config) == 152, "kvc_cache_config must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_cache) == 184, "the cache header must be the same on every ABI");
+_Static_assert(sizeof(kvc_cache_config) == 160, "kvc_cache_config must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_cache) == 192, "the cache header must be the same on every ABI");
 
 static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table);
 

@@ -37,14 +37,20 @@ static const char *field_problem(const kvc_stream_config *c)
     if (c->budget < 1 || c->budget > KVC_MAX_BUDGET) return "budget must be in 1..16777216 tokens";
     if (c->n_sink > KVC_MAX_BUDGET || c->n_window > KVC_MAX_BUDGET) return "n_sink and n_window must be <= 16777216";
     if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";
+    if (c->n_protect > KVC_MAX_BUDGET || c->protect_radius > 4096u)
+        return "n_protect must be <= 16777216 and protect_radius <= 4096 (0 = 25)";
     const kvc_method_ops *o = kvc_method_ops_of(c->method);
     if (o->window_is_budget) {
-        if ((uint64_t)c->n_sink + 1u > c->budget)
-            return "budget must be at least n_sink + 1 (the current token) for sink-window";
+        if ((uint64_t)c->n_sink + c->n_protect + 1u > c->budget)
+            return "budget must be at least n_sink + n_protect + 1 (the current token) for sink-window";
+        if (c->n_protect > 0 && (uint64_t)c->n_sink + c->n_protect + 1u == c->budget)
+            return "protected spans need a window: budget must exceed n_sink + n_protect + 1";
         return NULL;
     }
-    if ((uint64_t)c->n_sink + c->n_window + 2u > c->budget)
-        return "budget must be at least n_sink + n_window + 2 (current token + one method token)";
+    if (c->n_protect > 0 && c->n_window == 0) return "protected spans need a window (n_window >= 1)";
+    if ((uint64_t)c->n_sink + c->n_window + c->n_protect + 2u > c->budget)
+        return c->n_protect ? "budget must be at least n_sink + n_window + n_protect + 2 (current token + one method token)"
+                            : "budget must be at least n_sink + n_window + 2 (current token + one method token)";
     return o->fields ? o->fields(c) : NULL;
 }
 
@@ -54,7 +60,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     const char *why = field_problem(c);
     if (why != NULL) return why;
     if (!kvc_dtype_implemented(c->dtype))
-        return "storage type not implemented in this build (f32, f16 and int8 are; q15 and kivi are planned)";
+        return "storage type not implemented in this build (f32, f16, int8 and int4 are; q15 and kivi are planned)";
 
     kvc_stream_plan p;
     memset(&p, 0, sizeof p);
@@ -65,22 +71,25 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     p.dv = c->dv;
     p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
     p.n_sink = c->n_sink;
+    p.n_protect = c->n_protect;
+    p.protect_radius = c->n_protect ? (c->protect_radius ? c->protect_radius : 25u) : 0u;
     p.budget_elements = (uint64_t)c->budget * tok;
     uint64_t method_worst = 0;
 
     const kvc_method_ops *o = kvc_method_ops_of(c->method);
     if (o->window_is_budget) {
-        p.n_window = c->budget - c->n_sink - 1u; /* the FIFO is the rest of the budget */
+        p.n_window = c->budget - c->n_sink - c->n_protect - 1u; /* the FIFO is the rest of the budget */
         p.method_tokens = 0;
     } else {
         p.n_window = c->n_window;
-        p.method_tokens = c->budget - c->n_sink - c->n_window - 1u;
+        p.method_tokens = c->budget - c->n_sink - c->n_window - c->n_protect - 1u;
     }
     if (o->plan) {
         why = o->plan(c, &p, &method_worst);
         if (why != NULL) return why;
     }
-    p.worst_elements = ((uint64_t)p.n_sink + p.n_window + 1u) * tok + method_worst;
+    p.worst_elements = ((uint64_t)p.n_sink + p.n_window + p.n_protect + 1u) * tok + method_worst;
+    if (p.n_protect) p.metadata_bytes += p.n_window; /* the window's outlier flags */
     kvc_stream_layout lay;
     p.arena_bytes = kvc_stream_layout_make(&p, kvc_stream_method_bytes(&p), &lay);
     /* sizes are computed in 64 bits; a 32-bit target refuses what it cannot address */
@@ -125,6 +134,9 @@ uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes,
     const uint64_t stage = p->dtype == KVC_DTYPE_F32 ? 0u : (uint64_t)p->d + p->dv;
     lay->off_pend_k = kvc_carve(&cur, (uint64_t)p->d * sizeof(float));
     lay->off_pend_v = kvc_carve(&cur, ((uint64_t)p->dv + stage) * sizeof(float));
+    lay->off_prot_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_protect, p->d));
+    lay->off_prot_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_protect, p->dv));
+    lay->off_wflag = kvc_carve(&cur, p->n_protect ? p->n_window : 0u);
     lay->off_method = kvc_carve(&cur, method_bytes);
     lay->method_bytes = method_bytes;
     return cur;

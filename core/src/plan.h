@@ -5,6 +5,7 @@
 
 typedef struct kvc_stream_layout {
     uint64_t off_sink_k, off_sink_v, off_win_k, off_win_v, off_pend_k, off_pend_v, off_method;
+    uint64_t off_prot_k, off_prot_v, off_wflag; /* protected rows, one outlier flag per window slot */
     uint64_t method_bytes;
 } kvc_stream_layout;
 

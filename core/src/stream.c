@@ -28,21 +28,27 @@ struct kvc_stream {
     uint32_t has_pending;
     uint32_t sink_used;
     uint32_t win_head, win_count;
-    uint32_t pad_;
+    uint32_t prot_count;     /* tokens in the protected spans */
     uint64_t n_seen;         /* tokens appended */
     uint64_t method_in;      /* tokens handed to the method (or dropped by sink-window) */
     uint64_t peak_elements;
+    uint64_t last_flag;      /* 1 + id of the latest outlier that left the window; 0 = none */
     uint64_t digest;         /* of cfg, plan and lay, which never change after init */
     kvc_stream_config cfg;
     kvc_stream_plan plan;
     kvc_stream_layout lay;
 };
 /* Same bytes on 32- and 64-bit targets: a snapshot moves between a device and a host. */
-_Static_assert(sizeof(kvc_stream_config) == 128, "kvc_stream_config must be the same on every ABI");
-_Static_assert(sizeof(kvc_stream_plan) == 160, "kvc_stream_plan must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_stream) == 408, "the stream header must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_config) == 136, "kvc_stream_config must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_plan) == 168, "kvc_stream_plan must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_stream) == 456, "the stream header must be the same on every ABI");
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
+
+/* The first view segments that hold the most recent tokens in token order
+ * (sinks, window ring, current token): a batched attend's causal block. */
+#define KVC_STREAM_CAUSAL_SEGMENTS 4u
+_Static_assert(KVC_STREAM_CAUSAL_SEGMENTS + 1u == KVC_STREAM_EXACT_SEGMENTS, "the protected spans follow the causal block");
 
 static uint64_t header_digest(const kvc_stream *st)
 {
@@ -80,11 +86,12 @@ static kvc_status stream_check(const kvc_stream *st)
         memcmp(&lay, &st->lay, sizeof lay) != 0 || p->arena_bytes > (uint64_t)PTRDIFF_MAX)
         return KVC_E_CORRUPT;
     /* sinks fill first, then the window, then tokens reach the method */
-    const uint64_t held = (uint64_t)st->sink_used + st->win_count + st->has_pending;
+    const uint64_t held = (uint64_t)st->sink_used + st->win_count + st->has_pending + st->prot_count;
     if (st->has_pending > 1u || st->has_pending != (st->n_seen > 0) || st->sink_used > p->n_sink ||
         st->win_count > p->n_window || (p->n_window ? st->win_head >= p->n_window : st->win_head != 0) ||
         (st->sink_used < p->n_sink && st->win_count != 0) ||
-        (st->method_in > 0 && (st->sink_used < p->n_sink || st->win_count < p->n_window)) ||
+        ((st->method_in > 0 || st->prot_count > 0) && (st->sink_used < p->n_sink || st->win_count < p->n_window)) ||
+        st->prot_count > p->n_protect || st->last_flag > st->n_seen ||
         st->n_seen != held + st->method_in || st->n_seen > UINT32_MAX || st->peak_elements > p->worst_elements)
         return KVC_E_CORRUPT;
     if (!method_check(st, KVC_AT_C(st, st->lay.off_method, void))) return KVC_E_CORRUPT;
@@ -144,7 +151,7 @@ static uint64_t method_elements(const kvc_stream *st)
 
 static uint64_t stream_elements(const kvc_stream *st)
 {
-    const uint64_t exact_tokens = (uint64_t)st->sink_used + st->win_count + st->has_pending;
+    const uint64_t exact_tokens = (uint64_t)st->sink_used + st->win_count + st->has_pending + st->prot_count;
     return exact_tokens * (st->plan.d + st->plan.dv) + method_elements(st);
 }
 
@@ -161,6 +168,40 @@ static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *
 static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, const kvc_kernels *kern)
 {
     return kvc_rows_at(st, off, dim, st->plan.dtype, kern);
+}
+
+/* Protected spans. A token entering the window is an outlier when its key is
+ * anti-correlated with the keys already there: <k, sum_window k_i> <= 0
+ * (the window must hold at least 8 keys, so a near-empty window flags
+ * nothing). The window's rows are in the storage type; dot_f32 reads them. */
+static uint8_t outlier_flag(const kvc_stream *st, const kvc_rows *wk, const float *k)
+{
+    const uint32_t n = st->win_count, W = st->plan.n_window;
+    if (n < 8u && n < W) return 0u;
+    double s = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot = st->win_head + i;
+        if (slot >= W) slot -= W;
+        s += wk->rk->dot_f32(kvc_row(wk, slot), k, st->plan.d);
+    }
+    return s <= 0.0 ? 1u : 0u;
+}
+
+/* The window's oldest token (id `token`, in `slot`) is leaving: is an outlier
+ * within protect_radius positions of it? Earlier outliers: the latest that
+ * left (last_flag); itself and later ones: the flags of the next slots. */
+static int leaves_protected(const kvc_stream *st, uint32_t slot, uint64_t token)
+{
+    const kvc_stream_plan *p = &st->plan;
+    const uint8_t *flag = KVC_AT_C(st, st->lay.off_wflag, uint8_t);
+    if (st->last_flag && token - (st->last_flag - 1u) <= p->protect_radius) return 1;
+    const uint32_t ahead = p->protect_radius < st->win_count ? p->protect_radius + 1u : st->win_count;
+    for (uint32_t i = 0; i < ahead; i++) {
+        uint32_t s = slot + i;
+        if (s >= p->n_window) s -= p->n_window;
+        if (flag[s]) return 1;
+    }
+    return 0;
 }
 
 /* Would committing the pending token push a token into the method? */
@@ -189,6 +230,7 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
     }
     const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, kern);
     const kvc_rows wv = exact_rows(st, st->lay.off_win_v, p->dv, kern);
+    const uint8_t flag = p->n_protect ? outlier_flag(st, &wk, pk) : 0u; /* against the window before it */
     uint32_t slot;
     if (st->win_count < p->n_window) {
         slot = st->win_head + st->win_count;
@@ -197,7 +239,14 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
     } else {
         slot = st->win_head;
         const uint64_t oldest = st->n_seen - 1u - st->win_count;
-        if (p->dtype == KVC_DTYPE_F32) {
+        if (p->n_protect && leaves_protected(st, slot, oldest) && st->prot_count < p->n_protect) {
+            /* kept exactly: the stored row moves as bytes, no requantisation */
+            const kvc_rows rk = exact_rows(st, st->lay.off_prot_k, p->d, kern);
+            const kvc_rows rv = exact_rows(st, st->lay.off_prot_v, p->dv, kern);
+            kvc_row_copy(&rk, st->prot_count, &wk, slot);
+            kvc_row_copy(&rv, st->prot_count, &wv, slot);
+            st->prot_count++;
+        } else if (p->dtype == KVC_DTYPE_F32) {
             method_update(st, kern, (const float *)kvc_row(&wk, slot), (const float *)kvc_row(&wv, slot), oldest);
         } else { /* the oldest row, dequantised into the staging row after the pending value */
             float *stage_k = pv + p->dv, *stage_v = stage_k + p->d;
@@ -205,10 +254,12 @@ static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
             wv.rk->load(kvc_row(&wv, slot), stage_v, p->dv);
             method_update(st, kern, stage_k, stage_v, oldest);
         }
+        if (p->n_protect && KVC_AT(st, st->lay.off_wflag, uint8_t)[slot]) st->last_flag = oldest + 1u;
         st->win_head = slot + 1u == p->n_window ? 0u : slot + 1u;
     }
     kvc_row_store(&wk, slot, pk);
     kvc_row_store(&wv, slot, pv);
+    if (p->n_protect) KVC_AT(st, st->lay.off_wflag, uint8_t)[slot] = flag;
 }
 
 kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
@@ -280,6 +331,9 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     const kvc_rows pk = kvc_rows_at(st, st->lay.off_pend_k, p->d, KVC_DTYPE_F32, NULL);
     const kvc_rows pv = kvc_rows_at(st, st->lay.off_pend_v, p->dv, KVC_DTYPE_F32, NULL);
     put_segment(view, &pk, &pv, 0, st->has_pending);
+    /* the protected spans: exact, older than the window (not causal) */
+    const kvc_rows rk = exact_rows(st, st->lay.off_prot_k, p->d, NULL), rv = exact_rows(st, st->lay.off_prot_v, p->dv, NULL);
+    put_segment(view, &rk, &rv, 0, st->prot_count);
     const kvc_method_ops *o = kvc_method_ops_of(p->method);
     if (o->view) view->n_seg += o->view(method_of_c(st), p, &view->seg[view->n_seg]);
 }
@@ -333,6 +387,7 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats)
     stats->elements = stream_elements(st);
     stats->peak_elements = st->peak_elements;
     stats->method_tokens_in = st->method_in;
+    stats->protected_tokens = st->prot_count;
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     if (o->fill_stats) o->fill_stats(method_of_c(st), stats);
     return KVC_OK;
@@ -371,7 +426,7 @@ kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern
         return KVC_E_ARG;
     if (!st->has_pending) return KVC_E_STATE;
     /* the positions must be the last tokens of the exact block (in token order) */
-    const uint64_t recent = st->method_in == 0 ? st->n_seen : (uint64_t)st->win_count + 1u;
+    const uint64_t recent = st->method_in == 0 && st->prot_count == 0 ? st->n_seen : (uint64_t)st->win_count + 1u;
     if (n_pos > recent) return KVC_E_ARG;
     if (kern == NULL) kern = kvc_kernels_ref();
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
@@ -382,7 +437,7 @@ kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern
     view_fill(st, &view);
     if (mass != NULL)
         for (size_t i = 0, n = view_entries(&view, 0); i < n; i++) mass[i] = 0.0;
-    kvc_attend_batch b = {q, n_pos, n_q, KVC_STREAM_EXACT_SEGMENTS, out, mass, NULL};
+    kvc_attend_batch b = {q, n_pos, n_q, KVC_STREAM_CAUSAL_SEGMENTS, out, mass, NULL};
     const kvc_status rc = kern->attend_batch(kern, &view, &b, work, work_bytes);
     if (rc != KVC_OK) return rc;
     if (!kvc_all_finite(out, n_pos * n_q * st->plan.dv)) {

@@ -577,7 +577,68 @@ static int budget_for_bytes_is_largest(void)
     return 0;
 }
 
+/* Protected spans: in a stream of keys that share one direction (filler), a
+ * block of 5 needle keys pointing the other way is flagged, and the tokens
+ * within the radius of it are kept exactly in the protected segment when they
+ * leave the window, for every method; the filler is not. With protection off
+ * the segment is empty and the plan gives those tokens to the method. */
+static int protected_spans_keep_needles(void)
+{
+    const size_t n = 600, d = 16, needle = 300, radius = 4;
+    kvc_rng r;
+    kvc_rng_seed(&r, 81);
+    printf("seed 81, n=%zu, d=%zu, needle tokens %zu..%zu, radius %zu\n", n, d, needle, needle + 4, radius);
+    float *k = tu_normal(&r, n, d, 0.3), *v = tu_normal(&r, n, d, 1.0);
+    for (size_t j = 0; j < n; j++) {
+        const int in_needle = j >= needle && j < needle + 5;
+        k[j * d] += in_needle ? -3.0f : 3.0f; /* filler shares +e0, the needle points to -e0 */
+        v[j * d + 1] = (float)j;               /* the value names its token */
+    }
+    for (int mi = 0; mi < N_METHODS; mi++) {
+        const kvc_method m = all_methods_at(mi);
+        /* exact holds every token beside the protected slots */
+        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
+        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
+        c.n_protect = 40, c.protect_radius = (uint32_t)radius;
+        kvc_stream *st = tu_stream(&c);
+        CHECK_MSG(st != NULL, "%s: %s", kvc_method_name(m), kvc_stream_config_problem(&c));
+        for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+        CHECK(kvc_stream_validate(st, kvc_stream_arena_size(&c)) == KVC_OK);
+        kvc_view view;
+        CHECK(kvc_stream_view(st, &view) == KVC_OK);
+        const kvc_segment *g = &view.seg[KVC_STREAM_EXACT_SEGMENTS - 1];
+        /* the needle and its radius (295..308), nothing else */
+        CHECK_MSG(g->n == 5 + 2 * radius, "%s: %zu protected tokens", kvc_method_name(m), g->n);
+        for (size_t i = 0; i < g->n; i++) {
+            const size_t tok = (size_t)g->values[i * d + 1];
+            CHECK(g->weights == NULL && g->role == KVC_SET_BOTH && g->values[i * d + 1] == (float)tok);
+            CHECK_MSG(tok + radius >= needle && tok < needle + 5 + radius, "%s kept token %zu", kvc_method_name(m), tok);
+        }
+        kvc_stream_stats stats;
+        CHECK(kvc_stream_get_stats(st, &stats) == KVC_OK && stats.protected_tokens == g->n);
+        free(st);
+        c.n_protect = 0;
+        st = tu_stream(&c);
+        for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+        CHECK(kvc_stream_view(st, &view) == KVC_OK && view.seg[KVC_STREAM_EXACT_SEGMENTS - 1].n == 0);
+        free(st);
+    }
+    printf("every method kept exactly tokens %zu..%zu in its protected segment\n", needle - radius, needle + 4 + radius);
+    /* the rules: protection needs a window, and takes its tokens from the budget */
+    kvc_stream_config c = cfg_of(KVC_METHOD_UNIFORM, 16, 16, 100, 1);
+    c.n_protect = 10, c.n_window = 0;
+    CHECK(kvc_stream_arena_size(&c) == 0 && kvc_stream_config_problem(&c) != NULL);
+    c.n_window = 32, c.n_protect = 100 - 32 - 32 - 1;
+    CHECK(kvc_stream_arena_size(&c) == 0);
+    c.n_protect = 100 - 32 - 32 - 2;
+    kvc_stream_plan p;
+    CHECK(kvc_stream_plan_make(&c, &p) == KVC_OK && p.method_tokens == 1 && p.n_protect == 34 && p.protect_radius == 25);
+    free(k), free(v);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"protected_spans_keep_needles", protected_spans_keep_needles},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},
     {"param_descriptors_set_and_bound", param_descriptors_set_and_bound},

@@ -116,6 +116,17 @@ typedef struct kvc_stream_config {
                                          levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
     uint32_t prefix_len; /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
     kvc_express_params express;
+    /** Needle-preserving spans (README "Protected spans"): tokens of the budget
+     *  that keep, exactly and with weight 1, the tokens near a key outlier when
+     *  they leave the window, instead of handing them to the method. A token
+     *  is an outlier when its key is anti-correlated with the keys in the
+     *  window before it, <k_j, sum of window keys> <= 0 (BalanceKV's augmented
+     *  test on a sliding block); a token leaving the window is protected when
+     *  an outlier lies within protect_radius positions of it. First come,
+     *  first kept: when the n_protect slots are full, protected tokens go to
+     *  the method. 0 = off (default); needs n_window >= 1. */
+    uint32_t n_protect;
+    uint32_t protect_radius; /**< positions either side, 1 .. 4096; 0 -> 25 (the paper's dilation) */
 } kvc_stream_config;
 
 /** What a configuration turns into (all derived from the budget). */
@@ -124,6 +135,7 @@ typedef struct kvc_stream_plan {
     uint32_t d, dv;
     float beta;
     uint32_t n_sink, n_window; /**< exact regions actually used */
+    uint32_t n_protect, protect_radius; /**< protected spans (0, 0 when off) */
     uint32_t method_tokens;    /**< budget left to the method (tokens) */
     uint32_t capacity;         /**< exact / uniform: token slots of the method */
     uint32_t t, s, m_max;      /**< SubGen */
@@ -334,9 +346,10 @@ kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const dou
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
 
 /** Number of leading segments of a stream's view that are its exact regions
- *  (sinks, the window ring in two pieces, the current token); the method's
- *  own segments follow them. */
-#define KVC_STREAM_EXACT_SEGMENTS 4u
+ *  (sinks, the window ring in two pieces, the current token, the protected
+ *  spans); the method's own segments follow them. The first four hold the
+ *  most recent tokens in token order (the causal block of a batched attend). */
+#define KVC_STREAM_EXACT_SEGMENTS 5u
 
 /** @brief The weighted cache the next attend would use (pointers into the arena). */
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);
@@ -393,6 +406,7 @@ typedef struct kvc_stream_stats {
     uint32_t buckets;         /**< live numerator buckets */
     /* Express only */
     uint32_t round;           /**< r: thinning factor t = 4^r */
+    uint32_t protected_tokens;/**< tokens held in the protected spans (n_protect) */
 } kvc_stream_stats;
 
 /** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
