@@ -119,7 +119,10 @@ void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg)
 
 void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg)
 {
-    cfg->n_protect = o->protect_pct > 0 ? (uint32_t)((double)cfg->budget * o->protect_pct / 100.0) : 0u;
+    /* exact keeps every token anyway: protection would only take its slots */
+    cfg->n_protect = o->protect_pct > 0 && cfg->method != KVC_METHOD_EXACT
+                         ? (uint32_t)((double)cfg->budget * o->protect_pct / 100.0)
+                         : 0u;
     cfg->protect_radius = (uint32_t)o->protect_radius;
 }
 
