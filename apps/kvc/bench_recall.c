@@ -192,7 +192,9 @@ static void recall_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90]\n"
-            "                        [--trials N] [--prefill exact|stream] [shared options]\n"
+            "                        [--trials N] [--prefill exact|stream] [--haystack FILE] [shared options]\n"
+            "  --haystack FILE: natural text instead of the repeated filler sentences (blocks of ~100\n"
+            "  bytes of FILE, in order), where key outliers are not easy to spot.\n"
             "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
             "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
             "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
@@ -209,13 +211,14 @@ int kvc_bench_recall(int argc, char **argv)
     int depths[KVC_BENCH_MAX_LIST] = {10, 30, 50, 70, 90}, n_dep = 5;
     uint64_t trials = 1;
     int stream_prefill = 0;
-    const char *contexts = NULL, *depth_list = NULL, *prefill = NULL;
+    const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL;
     kvc_flag fl[16];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--trials", 'u', &trials, 1, 1000, NULL};
     fl[nf++] = (kvc_flag){"--prefill", 's', &prefill, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--haystack", 's', &haystack, 0, 0, NULL};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -230,6 +233,15 @@ int kvc_bench_recall(int argc, char **argv)
         stream_prefill = !strcmp(prefill, "stream");
     }
     if (kvc_bench_finish(&o)) return 2;
+    if (haystack) {
+        char *text = kvc_lm_read_text(haystack);
+        const int bad = !text || kvc_passkey_set_haystack(text);
+        free(text);
+        if (bad) {
+            fprintf(stderr, "kvc bench recall: cannot use '%s' as the haystack (unreadable or empty)\n", haystack);
+            return 2;
+        }
+    }
     kvc_lm lm;
     if (kvc_bench_open(&o, &lm)) return 1;
     recall_ctx rc;

@@ -14,15 +14,74 @@ static const char INTRO[] = "There is an important info hidden inside a lot of i
 static const char FILL[] = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 static const char QUESTION[] = " What is the pass key? The pass key is";
 
+/* A natural-text haystack (kvc_passkey_set_haystack): the file cut into
+ * blocks of about HAY_BLOCK bytes at spaces, each starting with a space and
+ * ending without one; block b of a prompt is hay[b % n_hay]. */
+#define HAY_BLOCK 100
+#define HAY_MAX 4096
+static char *hay_text;
+static const char *hay[HAY_MAX];
+static size_t hay_len[HAY_MAX];
+static int n_hay;
+
+int kvc_passkey_set_haystack(const char *text)
+{
+    free(hay_text);
+    hay_text = NULL, n_hay = 0;
+    if (text == NULL) return 0;
+    const size_t n = strlen(text);
+    hay_text = malloc(n + 2);
+    if (!hay_text) return 1;
+    /* whitespace runs become one space; the text starts with a space */
+    size_t w = 0;
+    hay_text[w++] = ' ';
+    for (size_t i = 0; i < n; i++) {
+        const char c = isspace((unsigned char)text[i]) ? ' ' : text[i];
+        if (c == ' ' && hay_text[w - 1] == ' ') continue;
+        hay_text[w++] = c;
+    }
+    while (w > 1 && hay_text[w - 1] == ' ') w--;
+    hay_text[w] = 0;
+    size_t at = 0;
+    while (at < w && n_hay < HAY_MAX) {
+        size_t end = at + HAY_BLOCK < w ? at + HAY_BLOCK : w;
+        while (end < w && hay_text[end] != ' ') end++; /* the next block starts at a space */
+        hay[n_hay] = hay_text + at, hay_len[n_hay] = end - at, n_hay++;
+        at = end;
+    }
+    return n_hay > 0 ? 0 : 1;
+}
+
+static const char *block_text(int b, size_t *len)
+{
+    if (n_hay == 0) {
+        *len = sizeof FILL - 1;
+        return FILL;
+    }
+    *len = hay_len[b % n_hay];
+    return hay[b % n_hay];
+}
+
 static char *compose(int blocks, int needle_at, const char *needle, int with_question)
 {
-    const size_t len = sizeof INTRO + (size_t)blocks * (sizeof FILL - 1) + strlen(needle) + sizeof QUESTION + 1;
+    size_t len = sizeof INTRO + strlen(needle) + sizeof QUESTION + 1;
+    for (int b = 0; b < blocks; b++) {
+        size_t l;
+        block_text(b, &l);
+        len += l;
+    }
     char *t = malloc(len), *p = t;
     if (!t) return NULL;
     p += sprintf(p, "%s", INTRO);
     for (int b = 0; b <= blocks; b++) {
         if (b == needle_at) p += sprintf(p, "%s", needle);
-        if (b < blocks) p += sprintf(p, "%s", FILL);
+        if (b < blocks) {
+            size_t l;
+            const char *x = block_text(b, &l);
+            memcpy(p, x, l);
+            p += l;
+            *p = 0;
+        }
     }
     if (with_question) sprintf(p, "%s", QUESTION);
     return t;
@@ -55,6 +114,15 @@ int kvc_passkey_build(const kvc_lm *lm, int context, int answer_room, double dep
     const int base = count(lm, 0, 0, needle, 1, tmp, cap), one = count(lm, 1, 0, needle, 1, tmp, cap);
     if (base < 0 || one <= base || base > limit) goto fail;
     int blocks = (limit - base) / (one - base) + 1, n = 0, at = 0;
+    /* natural-text blocks differ in length: move the first guess by the
+       measured tokens per block (twice), then step down to the fit below */
+    for (int it = 0; it < 2 && n_hay > 0 && blocks > 0; it++) {
+        const int m = count(lm, blocks, (int)(depth * blocks + 0.5), needle, 1, tmp, cap);
+        if (m <= base) break;
+        const int next = (int)((double)blocks * (limit - base) / (double)(m - base)) + 1;
+        if (next == blocks) break;
+        blocks = next;
+    }
     for (; blocks >= 0; blocks--) {
         at = (int)(depth * blocks + 0.5);
         n = count(lm, blocks, at, needle, 1, tmp, cap);

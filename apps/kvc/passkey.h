@@ -24,6 +24,16 @@ int kvc_passkey_build(const kvc_lm *lm, int context, int answer_room, double dep
                       kvc_passkey *pk);
 
 /**
+ * @brief Use natural text as the haystack instead of the repeated filler:
+ *        @p text cut into blocks of about 100 bytes at spaces (whitespace
+ *        runs become one space), block b of a prompt being block b modulo
+ *        their count. NULL restores the filler. Not thread-safe: call it
+ *        before building prompts.
+ * @return 0, or 1 when out of memory or the text is empty.
+ */
+int kvc_passkey_set_haystack(const char *text);
+
+/**
  * @brief The key the model answered: the first run of digits in @p text
  *        (copied into @p out, at most 15 digits), "" when there is none.
  */

@@ -77,6 +77,12 @@ static int passkey_prompt_layout(void)
     kvc_lm lm;
     CHECK(open_stories(&lm) == 0);
     int rc = check_layout(&lm, 400); /* stories260K: 512-token context */
+    /* a natural-text haystack (--haystack): same layout rules */
+    char *story = kvc_lm_read_text(KVC_STORY_PATH);
+    CHECK(story && kvc_passkey_set_haystack(story) == 0);
+    if (!rc) rc = check_layout(&lm, 400);
+    kvc_passkey_set_haystack(NULL);
+    free(story);
     kvc_lm_close(&lm);
     if (rc) return rc;
     int s = open_smollm2(&lm);
