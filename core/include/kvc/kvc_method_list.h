@@ -32,6 +32,7 @@
     X(express_prefill, EXPRESS_PREFILL, 8,                                                                     \
       "Express over a known prompt (equal to Offline-Express on it), then an exact tail")                     \
     X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")       \
+    X(keydiff, KEYDIFF, 10, "KeyDiff (Park et al. 2025): evict the key most similar to the mean normalised key") \
     KVC_EXTRA_METHODS(X)
 
 #endif
