@@ -176,20 +176,11 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
         const uint64_t target = (uint64_t)context * 2u * sc->d * 2u * (uint64_t)g->pct / 100u;
         /* sinks and window follow the budget they help decide: size them from
            a first fit, then fit the budget to the bytes with them fixed */
-        uint32_t b = kvc_stream_budget_for_bytes(sc, target);
+        const uint32_t b = kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context);
         if (b == 0) return "no budget of this method fits that many bytes";
-        b = b < (uint32_t)context ? b : (uint32_t)context;
         sc->n_sink = sc->n_window = b / 8 < 32 ? b / 8 : 32;
-        b = kvc_stream_budget_for_bytes(sc, target);
-        if (b == 0) return "no budget of this method fits that many bytes";
-        sc->budget = b < (uint32_t)context ? b : (uint32_t)context;
-        /* protected spans are sized from the budget; they take tokens from
-           the method, which can change its metadata: shrink until it fits */
-        kvc_method_opts_protect(&o->mo, sc);
-        while (sc->n_protect && sc->budget > 1 && (kvc_stream_arena_size(sc) == 0 || kvc_stream_arena_size(sc) > target)) {
-            sc->budget--;
-            kvc_method_opts_protect(&o->mo, sc);
-        }
+        if (kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context) == 0)
+            return "no budget of this method fits that many bytes";
         if (g->method == KVC_METHOD_EXACT && sc->budget < (uint32_t)context)
             return "exact in that many bytes holds fewer tokens than the context";
     }

@@ -113,18 +113,11 @@ int kvc_cmd_eval(int argc, char **argv)
     if (bytes_pct) {
         /* the most tokens whose arena fits P % of an f16 exact cache of the trace */
         const uint64_t target = (uint64_t)tr.n * (tr.d + tr.dv) * 2u * bytes_pct / 100u;
-        const uint32_t b = kvc_stream_budget_for_bytes(&cfg, target);
-        if (b == 0) {
+        if (kvc_method_opts_fit_bytes(&mo, &cfg, target, (uint32_t)tr.n) == 0) {
             fprintf(stderr, "kvc eval: no budget of %s fits %" PRIu64 " bytes (%" PRIu64 "%% of an f16 exact cache)\n",
                     method_name, target, bytes_pct);
             kvc_trace_free(&tr);
             return 1;
-        }
-        cfg.budget = b < tr.n ? b : (uint32_t)tr.n;
-        kvc_method_opts_protect(&mo, &cfg);
-        while (cfg.n_protect && cfg.budget > 1 && (kvc_stream_arena_size(&cfg) == 0 || kvc_stream_arena_size(&cfg) > target)) {
-            cfg.budget--;
-            kvc_method_opts_protect(&mo, &cfg);
         }
         printf("kvc eval: --bytes-pct %" PRIu64 ": %" PRIu64 " B per stream -> budget %" PRIu32 " tokens, arena %zu B "
                "(%.1f%% of f16 exact, %.1f%% of f32)\n",

@@ -136,3 +136,23 @@ void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, " --protect-radius %u", (unsigned)o->protect_radius);
     for (size_t i = 0; i < o->n && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, " --%s %s", o->name[i], o->value[i]);
 }
+
+uint32_t kvc_method_opts_fit_bytes(const kvc_method_opts *o, kvc_stream_config *cfg, uint64_t bytes,
+                                   uint32_t max_tokens)
+{
+    kvc_stream_config c = *cfg;
+    c.n_protect = 0;
+    uint32_t b = kvc_stream_budget_for_bytes(&c, bytes);
+    if (b == 0) return 0;
+    c.budget = b < max_tokens ? b : max_tokens;
+    /* protected spans take tokens from the method, which can change its
+       metadata: shrink until the arena fits */
+    kvc_method_opts_protect(o, &c);
+    while (c.n_protect && c.budget > 1 && (kvc_stream_arena_size(&c) == 0 || kvc_stream_arena_size(&c) > bytes)) {
+        c.budget--;
+        kvc_method_opts_protect(o, &c);
+    }
+    if (kvc_stream_arena_size(&c) == 0) return 0;
+    *cfg = c;
+    return c.budget;
+}

@@ -39,6 +39,15 @@ void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg);
 /** Size the protected spans (--protect P %) from cfg->budget again, after a caller changed the budget. */
 void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg);
 
+/**
+ * @brief Budgets in bytes: set cfg->budget to the most tokens (at most
+ *        @p max_tokens) whose arena fits @p bytes, with the protected spans
+ *        (--protect) sized from that budget (shrunk until the arena fits).
+ * @return the budget, or 0 when nothing fits (cfg->budget then unchanged).
+ */
+uint32_t kvc_method_opts_fit_bytes(const kvc_method_opts *o, kvc_stream_config *cfg, uint64_t bytes,
+                                   uint32_t max_tokens);
+
 /** Append " --flag value" for every set flag to @p buf (for labels and CSV). */
 void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap);
 #endif
