@@ -172,7 +172,7 @@ static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, con
 }
 
 /* Protected spans. A token entering the window is an outlier when its key
- * points away from the keys already there: its cosine to their sum falls
+ * points away from the (at most 32) most recent keys already there: its cosine to their sum falls
  * more than KVC_FLAG_Z moving standard deviations below the moving mean of
  * that cosine (rate KVC_FLAG_RATE). The raw test of BalanceKV's augmented
  * variant, <k, sum> <= 0, never fires on SmolLM2: every key shares one
@@ -180,19 +180,22 @@ static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, con
  * text). With z = 3 and rate 1/32, a passkey needle is flagged in 14 of 15
  * heads (layers 0, 7, 15, 22, 29), and 0-2.3% of natural-text tokens are
  * (README "Protected spans"). A near-empty window (fewer than 8 keys, or
- * before 2 windows of tokens) flags nothing. Window rows are read through
+ * before 64 tokens) flags nothing. Window rows are read through
  * the table's row kernels, so any storage type works. */
 #define KVC_FLAG_Z 3.0
 #define KVC_FLAG_RATE (1.0 / 32.0)
 #define KVC_FLAG_MIN_DEV 0.005
+#define KVC_FLAG_CONTEXT 32u
 
 static uint8_t outlier_flag(kvc_stream *st, const kvc_rows *wk, const float *k)
 {
-    const uint32_t n = st->win_count, W = st->plan.n_window, d = st->plan.d;
+    const uint32_t W = st->plan.n_window, d = st->plan.d;
+    /* the KVC_FLAG_CONTEXT most recent keys, however long the window (sink-window's is the budget) */
+    const uint32_t n = st->win_count < KVC_FLAG_CONTEXT ? st->win_count : KVC_FLAG_CONTEXT;
     if (n < 8u && n < W) return 0u;
     double sum[KVC_MAX_HEAD_DIM];
     for (uint32_t c = 0; c < d; c++) sum[c] = 0.0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = st->win_count - n; i < st->win_count; i++) {
         uint32_t slot = st->win_head + i;
         if (slot >= W) slot -= W;
         wk->rk->axpy(sum, 1.0, kvc_row(wk, slot), d);
@@ -206,7 +209,7 @@ static uint8_t outlier_flag(kvc_stream *st, const kvc_rows *wk, const float *k)
     if ((st->flag_mu == 0.0 && st->flag_var == 0.0) || !isfinite(st->flag_mu) || !(st->flag_var >= 0.0) ||
         !isfinite(st->flag_var))
         st->flag_mu = cosv, st->flag_var = 0.0;
-    const int warm = st->n_seen >= 2u * (uint64_t)W;
+    const int warm = st->n_seen >= 2u * (uint64_t)KVC_FLAG_CONTEXT;
     /* a deviation below KVC_FLAG_MIN_DEV is no evidence (rounding, a
        perfectly periodic filler whose variance is ~0) */
     const double sd = sqrt(st->flag_var) > KVC_FLAG_MIN_DEV ? sqrt(st->flag_var) : KVC_FLAG_MIN_DEV;
