@@ -172,9 +172,9 @@ static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, con
 }
 
 /* Protected spans. A token entering the window is an outlier when its key
- * points away from the (at most 32) most recent keys already there: its cosine to their sum falls
- * more than KVC_FLAG_Z moving standard deviations below the moving mean of
- * that cosine (rate KVC_FLAG_RATE). The raw test of BalanceKV's augmented
+ * points away from the (at most 32) most recent keys already there: its
+ * cosine to their sum falls more than KVC_FLAG_Z moving standard deviations
+ * below the moving mean of that cosine (rate KVC_FLAG_RATE). The raw test of BalanceKV's augmented
  * variant, <k, sum> <= 0, never fires on SmolLM2: every key shares one
  * dominant direction (measured: 0 of 2016 tokens in 15 heads of the GPL-3
  * text). With z = 3 and rate 1/32, a passkey needle is flagged in 14 of 15
