@@ -142,6 +142,8 @@ int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *
 int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
                      int verbose, int use_mp, size_t score_from, kvc_eval_result *out)
 {
+    void *obs_work = NULL; /* kvc_stream_attend_observed's workspace (query-aware methods) */
+    size_t obs_cap = 0;
     memset(out, 0, sizeof *out);
     const char *why = kvc_stream_config_problem(cfg);
     if (why) {
@@ -194,6 +196,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     /* positions where the method compresses: more tokens seen than the budget
        (or from score_from on, so that configurations compare on one set) */
     size_t n_pos = 0, first = score_from ? score_from : cfg->budget < n ? cfg->budget : 0;
+    const int observes = kvc_method_observes(cfg->method);
     double vf2 = 0.0;
     for (size_t j = 0; j < n; j++) {
         const float *kj = tr->k + j * d, *vj = tr->v + j * dv, *qj = tr->q + j * d;
@@ -206,8 +209,23 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         if (gram)
             for (size_t a = 0; a < dv; a++)
                 for (size_t b = 0; b < dv; b++) gram[a * dv + b] += (double)vj[a] * (double)vj[b];
+        if (observes) { /* H2O / TOVA: every position attends and is observed, as in a decoder */
+            const size_t wb = kvc_stream_attend_observed_work_bytes(st, 1);
+            if (wb > obs_cap) {
+                free(obs_work);
+                obs_cap = wb * 2;
+                obs_work = malloc(obs_cap);
+                if (obs_work == NULL) {
+                    s = KVC_E_CAPACITY;
+                    fprintf(stderr, "kvc eval: out of memory\n");
+                    goto done;
+                }
+            }
+            s = kvc_stream_attend_observed(st, NULL, qj, 1, z, obs_work, obs_cap);
+        } else if (j >= first) {
+            s = kvc_stream_attend(st, NULL, qj, 1, z);
+        }
         if (j < first) continue;
-        s = kvc_stream_attend(st, NULL, qj, 1, z);
         if (s != KVC_OK) {
             fprintf(stderr, "kvc eval: attend at token %zu failed: %s\n", j, kvc_status_str(s));
             goto done;
@@ -275,6 +293,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     }
     rc = 0;
 done:
+    free(obs_work);
     free(arena);
     free(z);
     free(ex);

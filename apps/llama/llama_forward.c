@@ -136,6 +136,16 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     (void)pos;
     kvc_status rc = kvc_cache_append(c, kern, (uint32_t)layer, k, v);
     if (rc != KVC_OK) return rc;
+    const kvc_cache_config *cfg0 = kvc_cache_get_config(c);
+    if (cfg0 == NULL) return KVC_E_CORRUPT;
+    if (kvc_method_observes(cfg0->stream.method)) {
+        /* H2O / TOVA choose from the attention they receive: one observed
+           attend per kv head (serial: it writes the streams' scores) */
+        const size_t wb = kvc_cache_attend_observed_work_bytes(c, (uint32_t)layer);
+        if (wb == 0) return KVC_E_CORRUPT;
+        if (grow((void **)&g_split.work, &g_split.work_cap, wb)) return KVC_E_CAPACITY;
+        return kvc_cache_attend_observed(c, kern, (uint32_t)layer, q, out, g_split.work, g_split.work_cap);
+    }
     const size_t threads = (size_t)kvc_pool_threads();
     const kvc_stream *st0 = kvc_cache_stream(c, (uint32_t)layer, 0);
     if (threads < 2 || st0 == NULL || kvc_stream_view_entries(st0) < 2 * g_split_min)

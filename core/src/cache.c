@@ -258,6 +258,36 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
     return KVC_OK;
 }
 
+size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer)
+{
+    if (cache_check(c) != KVC_OK || layer >= c->cfg.n_layers) return 0;
+    const size_t group = c->cfg.n_heads / c->cfg.n_kv_heads;
+    size_t most = 0;
+    for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
+        const size_t w = kvc_stream_attend_observed_work_bytes(stream_at(c, layer, h), group);
+        if (w == 0) return 0;
+        if (w > most) most = w;
+    }
+    return most;
+}
+
+kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                                     float *out, void *work, size_t work_bytes)
+{
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (layer >= c->cfg.n_layers || q == NULL || out == NULL) return KVC_E_ARG;
+    const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads, group = c->cfg.n_heads / nkv;
+    for (uint32_t h = 0; h < nkv; h++)
+        if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
+    for (uint32_t h = 0; h < nkv; h++) {
+        rc = kvc_stream_attend_observed(stream_checked_at(c, layer, h), kern, q + h * group * hd, group,
+                                        out + h * group * hd, work, work_bytes);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
+}
+
 const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c)
 {
     return cache_check(c) == KVC_OK ? &c->cfg : NULL;

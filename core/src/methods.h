@@ -75,9 +75,12 @@ typedef struct kvc_method_ops {
     unsigned choices_read_values;
     /* query-aware hooks (NULL: not used). observe: the attention mass each
        entry of the method's own view segments received over one batched
-       attend (view order, `n` entries). prefill_queries: the prompt's last
+       attend (view order, `n` entries), and that of the `n_recent` tokens of
+       the window and the current token (tokens first_recent, first_recent +
+       1, ..., oldest first), which reach the method later. prefill_queries: the prompt's last
        queries, n_rows rows of d floats (SnapKV's observation window). */
-    void (*observe)(void *st, const kvc_method_ctx *cx, const double *mass, size_t n);
+    void (*observe)(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                    size_t n_recent, uint64_t first_recent);
     void (*prefill_queries)(void *st, const kvc_method_ctx *cx, const float *q, size_t n_rows);
     /* printing (NULL: nothing to add): the method's derived parameters as
        " name=value" pairs, and its live counters as one line */

@@ -38,6 +38,12 @@ const char *kvc_method_summary(kvc_method m)
     return o ? o->summary : NULL;
 }
 
+int kvc_method_observes(kvc_method m)
+{
+    const kvc_method_ops *o = kvc_method_ops_of(m);
+    return o != NULL && o->observe != NULL;
+}
+
 kvc_status kvc_method_parse(const char *name, kvc_method *out)
 {
     if (name == NULL || out == NULL) return KVC_E_ARG;

@@ -496,8 +496,37 @@ kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const dou
     if (kern == NULL) kern = kvc_kernels_ref();
     const kvc_method_ctx cx = {kern, &st->plan};
     const size_t exact = view_entries(&view, 0) - view_entries(&view, KVC_STREAM_EXACT_SEGMENTS);
-    o->observe(method_of(st), &cx, mass + exact, n_entries - exact);
+    /* the window and the current token follow the sinks in the view, oldest
+       first: consecutive tokens ending with the current one (n_seen - 1) */
+    const size_t n_recent = (size_t)st->win_count + st->has_pending;
+    o->observe(method_of(st), &cx, mass + exact, n_entries - exact, mass + st->sink_used, n_recent,
+               st->n_seen - n_recent);
     return KVC_OK;
+}
+
+size_t kvc_stream_attend_observed_work_bytes(const kvc_stream *st, size_t n_q)
+{
+    if (stream_check(st) != KVC_OK || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return 0;
+    kvc_view view;
+    view_fill(st, &view);
+    const size_t aw = (size_t)kvc_attend_work_bytes(1, n_q, st->plan.dv);
+    return KVC_ALIGN_UP(aw) + view_entries(&view, 0) * sizeof(double);
+}
+
+kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                      float *out, void *work, size_t work_bytes)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (kvc_method_ops_of(st->plan.method)->observe == NULL) return kvc_stream_attend_prechecked(st, kern, q, n_q, out);
+    const size_t need = kvc_stream_attend_observed_work_bytes(st, n_q);
+    if (work == NULL || need == 0 || work_bytes < need || ((uintptr_t)work % sizeof(double)) != 0) return KVC_E_ARG;
+    const size_t aw = KVC_ALIGN_UP((size_t)kvc_attend_work_bytes(1, n_q, st->plan.dv));
+    double *mass = (double *)(void *)((unsigned char *)work + aw);
+    const size_t n = (need - aw) / sizeof(double);
+    kvc_status rc = kvc_stream_attend_batch(st, kern, q, 1, n_q, out, mass, work, aw);
+    if (rc != KVC_OK) return rc;
+    return kvc_stream_observe(st, kern, mass, n);
 }
 
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows)

@@ -94,10 +94,11 @@ static int toy_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            s->seen == method_in && s->count == (method_in < s->capacity ? method_in : s->capacity);
 }
 
-static void toy_observe(void *st, const kvc_method_ctx *cx, const double *mass, size_t n)
+static void toy_observe(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                        size_t n_recent, uint64_t first_recent)
 {
     toy_state *s = (toy_state *)st;
-    (void)cx;
+    (void)cx, (void)recent, (void)n_recent, (void)first_recent;
     double *score = KVC_AT(s, s->off_score, double);
     for (size_t i = 0; i < n && i < s->count; i++) score[i] += mass[i];
     s->observes++;

@@ -393,7 +393,8 @@ static int plan_derivation_formulas(void)
     CHECK(p.capacity == 447 && p.worst_elements == 512u * 128u);
     kvc_method m;
     CHECK(kvc_method_parse("sink-window", &m) == KVC_OK && m == KVC_METHOD_SINK_WINDOW);
-    CHECK(kvc_method_parse("h2o", &m) == KVC_E_ARG);
+    CHECK(kvc_method_parse("h2o", &m) == KVC_OK && m == KVC_METHOD_H2O);
+    CHECK(kvc_method_parse("snapkv-typo", &m) == KVC_E_ARG);
     return 0;
 }
 

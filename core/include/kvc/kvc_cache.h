@@ -90,6 +90,21 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
 kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer,
                             const float *q, float *out);
 
+/** @brief Workspace bytes kvc_cache_attend_observed needs now for @p layer (the largest of its
+ *         streams'; ask before each call, the views grow); 0 for a bad handle or layer. */
+size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer);
+
+/**
+ * @brief kvc_cache_attend for query-aware methods (kvc_method_observes): each
+ *        kv head's stream also receives the attention its entries got from the
+ *        head's query group (kvc_stream_attend_observed).
+ * @param work  kvc_cache_attend_observed_work_bytes(c, layer) bytes, 8-aligned.
+ * @return KVC_OK or the first failing stream's status (earlier heads have
+ *         observed: a failure here means a corrupted cache or bad input).
+ */
+kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                                     float *out, void *work, size_t work_bytes);
+
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
 const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
 

@@ -33,6 +33,8 @@
       "Express over a known prompt (equal to Offline-Express on it), then an exact tail")                     \
     X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")       \
     X(keydiff, KEYDIFF, 10, "KeyDiff (Park et al. 2025): evict the key most similar to the mean normalised key") \
+    X(h2o, H2O, 11, "H2O (Zhang et al. 2023): evict the lowest accumulated attention; needs observed attends")   \
+    X(tova, TOVA, 12, "TOVA (Oren et al. 2024): evict the lowest attention of the last query; needs observed attends") \
     KVC_EXTRA_METHODS(X)
 
 #endif

@@ -170,6 +170,13 @@ const char *kvc_method_name(kvc_method m);
 /** One line on what the method keeps; NULL for an unknown value. */
 const char *kvc_method_summary(kvc_method m);
 
+/** 1 when method @p m chooses what it keeps from the attention the decoder's
+ *  queries give (H2O, TOVA): a decoder must attend through
+ *  kvc_stream_attend_observed / kvc_cache_attend_observed (or call
+ *  kvc_stream_observe itself), or the method never sees a score. 0 otherwise
+ *  and for an unknown value. */
+int kvc_method_observes(kvc_method m);
+
 /** Parse a method name; returns KVC_E_ARG for an unknown name. */
 kvc_status kvc_method_parse(const char *name, kvc_method *out);
 
@@ -337,6 +344,22 @@ kvc_status kvc_stream_attend_part(const kvc_stream *st, const kvc_kernels *kern,
  */
 kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const double *mass, size_t n_entries);
 
+/** @brief Workspace bytes kvc_stream_attend_observed needs now for @p n_q heads
+ *         (the view grows while the stream fills: ask before each call); 0 for a bad handle. */
+size_t kvc_stream_attend_observed_work_bytes(const kvc_stream *st, size_t n_q);
+
+/**
+ * @brief The decode step of a query-aware method in one call: attend the
+ *        current position (as kvc_stream_attend) and hand the method the
+ *        attention each entry received (kvc_stream_observe). For a method that
+ *        does not observe (kvc_method_observes = 0) it is kvc_stream_attend.
+ * @param q     n_q x d finite floats.  @param out  n_q x dv floats.
+ * @param work  kvc_stream_attend_observed_work_bytes(st, n_q) bytes, 8-aligned.
+ * @return as kvc_stream_attend_batch; on an error nothing was observed.
+ */
+kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                      float *out, void *work, size_t work_bytes);
+
 /**
  * @brief Query-aware methods: the prompt's last queries (SnapKV's observation
  *        window), typically given once before the prompt is appended.
@@ -407,6 +430,8 @@ typedef struct kvc_stream_stats {
     /* Express only */
     uint32_t round;           /**< r: thinning factor t = 4^r */
     uint32_t protected_tokens;/**< tokens held in the protected spans (n_protect) */
+    /* H2O / TOVA only */
+    uint64_t observes;        /**< kvc_stream_observe calls the method received */
 } kvc_stream_stats;
 
 /** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
