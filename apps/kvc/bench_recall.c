@@ -14,6 +14,7 @@
  * --prefill stream every haystack token is also computed through the
  * compressed cache (one full prefill per method and budget: slower). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,7 +136,9 @@ static void run_item(void *vctx, int idx, int wid)
         kvc_cache *cache;
         void *arena = kvc_lm_cache_new("bench recall", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &cache, NULL);
         if (!arena) continue;
-        kvc_status st = rc->stream_prefill
+        /* H2O / TOVA score tokens by the attention they receive, so their
+           prompt goes through the cache even under the exact protocol */
+        kvc_status st = rc->stream_prefill || kvc_method_observes(sc.method)
                             ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL,
                                           NULL)
                             : kvc_kv_record_replay(&w->rec, cache, nh);
@@ -152,16 +155,47 @@ static void run_item(void *vctx, int idx, int wid)
     kvc_bench_progress_add(&rc->prog, (double)it->context, what);
 }
 
+/* The 95% Wilson score interval of ok successes in n trials, in percent
+ * (it stays inside [0, 100] and is honest at 0/n and n/n, where the normal
+ * approximation collapses to a point). */
+static void wilson95(int ok, int n, double *lo, double *hi)
+{
+    const double z = 1.959963984540054, p = (double)ok / n, z2n = z * z / n;
+    const double mid = (p + z2n / 2.0) / (1.0 + z2n);
+    const double half = z * sqrt(p * (1.0 - p) / n + z2n / (4.0 * n)) / (1.0 + z2n);
+    *lo = 100.0 * (mid - half < 0.0 ? 0.0 : mid - half);
+    *hi = 100.0 * (mid + half > 1.0 ? 1.0 : mid + half);
+}
+
+/* One cell of the table: "ok/n [lo,hi]", or why there is no number. */
+static void recall_cell(char *cell, size_t cap, int ok, int n, int na, int failed)
+{
+    double lo, hi;
+    if (failed) snprintf(cell, cap, "error");
+    else if (n == 0) snprintf(cell, cap, na ? "n/a" : "-");
+    else wilson95(ok, n, &lo, &hi), snprintf(cell, cap, "%d/%d [%.0f,%.0f]", ok, n, lo, hi);
+}
+
 static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
 {
     const kvc_bench_opts *o = rc->o;
-    printf("\npasskey recall: correct / trials per context length (prefill %s)\n%-26s",
-           rc->stream_prefill ? "through each cache" : "at full attention, then compressed", "method budget");
-    for (int c = 0; c < n_ctx; c++) printf(" %9d", ctxs[c]);
-    printf("\n");
+    printf("\npasskey recall: correct / trials per context length, [95%% Wilson interval, %%] (prefill %s)\n%-26s",
+           rc->stream_prefill ? "through each cache"
+                              : "at full attention, then compressed; h2o and tova: through the cache, whose "
+                                "attention they score",
+           "method budget");
+    for (int c = 0; c < n_ctx; c++) printf(" %16d", ctxs[c]);
+    printf(" %16s\n", "all");
     for (int g = 0; g < o->n_cfg; g++) {
         printf("%-26s", o->cfg[g].label);
-        for (int c = 0; c < n_ctx; c++) {
+        int all_ok = 0, all_n = 0, all_failed = 0;
+        for (int c = 0; c <= n_ctx; c++) {
+            if (c == n_ctx) { /* the row's total */
+                char cell[40];
+                recall_cell(cell, sizeof cell, all_ok, all_n, 0, all_failed);
+                printf(" %16s", cell);
+                break;
+            }
             int ok = 0, n = 0, na = 0, failed = 0;
             for (int i = 0; i < rc->n_items; i++) {
                 if (rc->items[i].context != ctxs[c]) continue;
@@ -170,11 +204,10 @@ static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
                 else if (st == -2) failed++;
                 else ok += st, n++;
             }
-            char cell[32];
-            if (failed) snprintf(cell, sizeof cell, "error");
-            else if (n == 0 && na) snprintf(cell, sizeof cell, "n/a");
-            else snprintf(cell, sizeof cell, "%d/%d", ok, n);
-            printf(" %9s", cell);
+            char cell[40];
+            recall_cell(cell, sizeof cell, ok, n, na, failed);
+            printf(" %16s", cell);
+            all_ok += ok, all_n += n, all_failed += failed;
         }
         printf("\n");
     }

@@ -5,6 +5,7 @@
  * hook (the cache manager), so the cache sees exactly what single steps show. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +123,18 @@ static int grow(void **p, size_t *cap, size_t need)
     return 0;
 }
 
+/* The observed attend's workspace, one per thread (benchmarks run one decoder
+ * per worker thread), grown as the views grow. The buffers live in a global
+ * table, so they stay reachable after their thread ends; a thread takes the
+ * next slot the first time it needs one. */
+#define KVC_OBSERVED_SLOTS 256
+static struct {
+    void *work;
+    size_t cap;
+} g_observed[KVC_OBSERVED_SLOTS];
+static atomic_int g_observed_next;
+static _Thread_local int g_observed_slot = -1;
+
 /* Entries per part below which the split does not pay for itself (waking the
  * workers costs about what the attend of a few hundred entries does). */
 static size_t g_split_min = 512;
@@ -143,8 +156,11 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
            attend per kv head (serial: it writes the streams' scores) */
         const size_t wb = kvc_cache_attend_observed_work_bytes(c, (uint32_t)layer);
         if (wb == 0) return KVC_E_CORRUPT;
-        if (grow((void **)&g_split.work, &g_split.work_cap, wb)) return KVC_E_CAPACITY;
-        return kvc_cache_attend_observed(c, kern, (uint32_t)layer, q, out, g_split.work, g_split.work_cap);
+        if (g_observed_slot < 0) g_observed_slot = atomic_fetch_add(&g_observed_next, 1);
+        if (g_observed_slot >= KVC_OBSERVED_SLOTS) return KVC_E_CAPACITY;
+        const int o = g_observed_slot;
+        if (grow(&g_observed[o].work, &g_observed[o].cap, wb)) return KVC_E_CAPACITY;
+        return kvc_cache_attend_observed(c, kern, (uint32_t)layer, q, out, g_observed[o].work, g_observed[o].cap);
     }
     const size_t threads = (size_t)kvc_pool_threads();
     const kvc_stream *st0 = kvc_cache_stream(c, (uint32_t)layer, 0);
