@@ -149,9 +149,7 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     (void)pos;
     kvc_status rc = kvc_cache_append(c, kern, (uint32_t)layer, k, v);
     if (rc != KVC_OK) return rc;
-    const kvc_cache_config *cfg0 = kvc_cache_get_config(c);
-    if (cfg0 == NULL) return KVC_E_CORRUPT;
-    if (kvc_method_observes(cfg0->stream.method)) {
+    if (kvc_cache_observes(c)) {
         /* H2O / TOVA choose from the attention they receive: one observed
            attend per kv head (serial: it writes the streams' scores) */
         const size_t wb = kvc_cache_attend_observed_work_bytes(c, (uint32_t)layer);

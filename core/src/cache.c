@@ -1,6 +1,8 @@
 /* Cache manager: n_layers x n_kv_heads streams in one arena. The header keeps
- * each stream's offset (a table right after it); streams are independent
- * state machines, so the manager itself holds no per-token state. */
+ * each stream's offset (a table right after it) and, under KVC_BUDGET_HEADS,
+ * each stream's own method, budget, sinks and window (a second table); streams
+ * are independent state machines, so the manager itself holds no per-token
+ * state. */
 #include "kvc/kvc_cache.h"
 
 #include <stdint.h>
@@ -22,36 +24,65 @@ struct kvc_cache {
 _Static_assert(sizeof(kvc_cache_config) == 160, "kvc_cache_config must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_cache) == 192, "the cache header must be the same on every ABI");
 
-static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table);
+static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table);
+
+/* Where the tables sit: the offsets right after the header, then (head-wise
+ * policy only) the settings; tables_end is where the first stream may start. */
+static uint64_t n_streams(const kvc_cache_config *c) { return (uint64_t)c->n_layers * c->n_kv_heads; }
+static uint64_t table_off(void) { return KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)); }
+static uint64_t heads_off(const kvc_cache_config *c) { return KVC_ALIGN_UP(table_off() + n_streams(c) * sizeof(uint64_t)); }
+static uint64_t heads_bytes(const kvc_cache_config *c)
+{
+    return c->policy == KVC_BUDGET_HEADS ? n_streams(c) * sizeof(kvc_cache_head) : 0;
+}
+static uint64_t tables_end(const kvc_cache_config *c) { return KVC_ALIGN_UP(heads_off(c) + heads_bytes(c)); }
+
+static const kvc_cache_head *heads_of(const kvc_cache *c)
+{
+    return c->cfg.policy == KVC_BUDGET_HEADS ? KVC_AT_C(c, heads_off(&c->cfg), kvc_cache_head) : NULL;
+}
 
 static uint64_t cache_digest(const kvc_cache *c)
 {
     uint64_t h = kvc_digest(KVC_DIGEST_SEED, &c->off_table, sizeof c->off_table);
     h = kvc_digest(h, &c->total_bytes, sizeof c->total_bytes);
-    return kvc_digest(h, &c->cfg, sizeof c->cfg);
+    h = kvc_digest(h, &c->cfg, sizeof c->cfg);
+    if (c->cfg.policy == KVC_BUDGET_HEADS) h = kvc_digest(h, heads_of(c), (size_t)heads_bytes(&c->cfg));
+    return h;
 }
 
 static uint32_t layer_budget(const kvc_cache_config *c, uint32_t layer)
 {
-    if (c->policy == KVC_BUDGET_UNIFORM || c->n_layers == 1) return c->stream.budget;
+    if (c->policy != KVC_BUDGET_PYRAMID || c->n_layers == 1) return c->stream.budget;
     const double r = c->pyramid_ratio > 0.0f ? (double)c->pyramid_ratio : 0.5;
     const double frac = 1.0 + r - 2.0 * r * (double)layer / (double)(c->n_layers - 1u);
     return (uint32_t)((double)c->stream.budget * frac); /* floor: the total never exceeds L * budget */
 }
 
-static kvc_stream_config stream_config(const kvc_cache_config *c, uint32_t layer, uint32_t head)
+/* The configuration of stream (layer, head); `heads` is the head-wise table
+ * (NULL under the other policies). */
+static kvc_stream_config stream_config(const kvc_cache_config *c, const kvc_cache_head *heads, uint32_t layer,
+                                       uint32_t head)
 {
     kvc_stream_config s = c->stream;
     s.d = c->head_dim;
     s.dv = c->head_dim;
     s.budget = layer_budget(c, layer);
+    if (heads != NULL) {
+        const kvc_cache_head *e = &heads[(size_t)layer * c->n_kv_heads + head];
+        s.method = (kvc_method)e->method;
+        s.budget = e->budget, s.n_sink = e->n_sink, s.n_window = e->n_window;
+    }
     s.seed = c->stream.seed + (uint64_t)layer * c->n_kv_heads + head;
     return s;
 }
 
-const char *kvc_cache_config_problem_at(const kvc_cache_config *c, uint32_t *layer)
+/* The rules of every policy; `heads` must be given exactly under KVC_BUDGET_HEADS. */
+static const char *cache_problem(const kvc_cache_config *c, const kvc_cache_head *heads, uint32_t *layer,
+                                 uint32_t *head)
 {
     if (layer) *layer = UINT32_MAX;
+    if (head) *head = UINT32_MAX;
     if (c == NULL) return "configuration is NULL";
     if (c->n_layers < 1 || c->n_layers > KVC_CACHE_MAX_LAYERS) return "n_layers must be in 1..256";
     if (c->n_kv_heads < 1 || c->n_kv_heads > KVC_CACHE_MAX_HEADS) return "n_kv_heads must be in 1..256";
@@ -59,21 +90,46 @@ const char *kvc_cache_config_problem_at(const kvc_cache_config *c, uint32_t *lay
         return "n_heads must be a positive multiple of n_kv_heads";
     if (c->n_heads / c->n_kv_heads > KVC_MAX_QUERY_HEADS) return "at most 64 query heads per kv-head";
     if (c->head_dim < 1 || c->head_dim > KVC_MAX_HEAD_DIM) return "head_dim must be in 1..256";
-    if (c->policy != KVC_BUDGET_UNIFORM && c->policy != KVC_BUDGET_PYRAMID) return "unknown budget policy";
+    if (c->policy != KVC_BUDGET_UNIFORM && c->policy != KVC_BUDGET_PYRAMID && c->policy != KVC_BUDGET_HEADS)
+        return "unknown budget policy";
+    if (c->policy == KVC_BUDGET_HEADS && heads == NULL)
+        return "the head-wise policy needs its table: use kvc_cache_init_heads";
+    if (c->policy != KVC_BUDGET_HEADS && heads != NULL) return "a head-wise table needs policy KVC_BUDGET_HEADS";
     if (!(c->pyramid_ratio >= 0.0f && c->pyramid_ratio < 1.0f)) return "pyramid_ratio must be in [0, 1)";
+    /* streams of one layer differ only in their seed unless the table says otherwise */
+    const uint32_t per_layer = heads != NULL ? c->n_kv_heads : 1u;
     for (uint32_t l = 0; l < c->n_layers; l++) {
-        kvc_stream_config s = stream_config(c, l, 0);
-        const char *why = kvc_stream_config_problem(&s);
-        if (why) {
-            if (layer) *layer = l;
-            return why;
+        for (uint32_t h = 0; h < per_layer; h++) {
+            kvc_stream_config s = stream_config(c, heads, l, h);
+            const char *why = kvc_stream_config_problem(&s);
+            if (why) {
+                if (layer) *layer = l;
+                if (head && heads != NULL) *head = h;
+                return why;
+            }
         }
     }
-    if (cache_layout(c, NULL) == 0) return "the cache arena would exceed what this platform can address";
+    if (cache_layout(c, heads, NULL) == 0) return "the cache arena would exceed what this platform can address";
     return NULL;
 }
 
-const char *kvc_cache_config_problem(const kvc_cache_config *c) { return kvc_cache_config_problem_at(c, NULL); }
+const char *kvc_cache_config_problem_at(const kvc_cache_config *c, uint32_t *layer)
+{
+    return cache_problem(c, NULL, layer, NULL);
+}
+
+const char *kvc_cache_config_problem(const kvc_cache_config *c) { return cache_problem(c, NULL, NULL, NULL); }
+
+const char *kvc_cache_heads_problem(const kvc_cache_config *cfg, const kvc_cache_head *heads, uint32_t *layer,
+                                    uint32_t *head)
+{
+    if (heads == NULL) {
+        if (layer) *layer = UINT32_MAX;
+        if (head) *head = UINT32_MAX;
+        return "the head-wise table is NULL";
+    }
+    return cache_problem(cfg, heads, layer, head);
+}
 
 uint32_t kvc_cache_layer_budget(const kvc_cache_config *c, uint32_t layer)
 {
@@ -81,21 +137,19 @@ uint32_t kvc_cache_layer_budget(const kvc_cache_config *c, uint32_t layer)
        name the budget of the layer kvc_cache_config_problem_at refused */
     uint32_t bad;
     if (kvc_cache_config_problem_at(c, &bad) != NULL && bad == UINT32_MAX) return 0;
-    if (layer >= c->n_layers) return 0;
+    if (layer >= c->n_layers || c->policy == KVC_BUDGET_HEADS) return 0;
     return layer_budget(c, layer);
 }
 
 /* Layout: header, offset table, then every stream arena in (layer, head)
  * order. Sizes in 64 bits; 0 when the total exceeds what the platform can
  * address. */
-static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table)
+static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table)
 {
-    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
-    const uint64_t n = (uint64_t)c->n_layers * c->n_kv_heads;
-    kvc_carve(&cur, n * sizeof(uint64_t));
+    uint64_t cur = tables_end(c);
     for (uint32_t l = 0; l < c->n_layers; l++) {
         for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-            kvc_stream_config s = stream_config(c, l, h);
+            kvc_stream_config s = stream_config(c, heads, l, h);
             uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
             if (table) table[(size_t)l * c->n_kv_heads + h] = off;
         }
@@ -106,28 +160,36 @@ static uint64_t cache_layout(const kvc_cache_config *c, uint64_t *table)
 size_t kvc_cache_arena_size(const kvc_cache_config *c)
 {
     if (kvc_cache_config_problem(c) != NULL) return 0;
-    return (size_t)cache_layout(c, NULL);
+    return (size_t)cache_layout(c, NULL, NULL);
+}
+
+size_t kvc_cache_arena_size_heads(const kvc_cache_config *c, const kvc_cache_head *heads)
+{
+    if (kvc_cache_heads_problem(c, heads, NULL, NULL) != NULL) return 0;
+    return (size_t)cache_layout(c, heads, NULL);
 }
 
 static const uint64_t *table_of(const kvc_cache *c) { return KVC_AT_C(c, c->off_table, uint64_t); }
 
-kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, kvc_cache **out)
+static kvc_status cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, const kvc_cache_head *heads,
+                             kvc_cache **out)
 {
     if (cfg == NULL || out == NULL) return KVC_E_ARG;
-    if (kvc_cache_config_problem(cfg) != NULL) return KVC_E_ARG;
-    const uint64_t need = cache_layout(cfg, NULL);
+    if (cache_problem(cfg, heads, NULL, NULL) != NULL) return KVC_E_ARG;
+    const uint64_t need = cache_layout(cfg, heads, NULL);
     if (need == 0) return KVC_E_ARG;
     if (!kvc_arena_ok(arena, arena_bytes, need)) return KVC_E_ARENA;
     memset(arena, 0, (size_t)need);
     kvc_cache *c = (kvc_cache *)arena;
     c->cfg = *cfg;
-    c->off_table = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
+    c->off_table = table_off();
     c->total_bytes = need;
     uint64_t *table = KVC_AT(c, c->off_table, uint64_t);
-    cache_layout(cfg, table);
+    if (heads != NULL) memcpy(KVC_AT(c, heads_off(cfg), kvc_cache_head), heads, (size_t)heads_bytes(cfg));
+    cache_layout(cfg, heads, table);
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         for (uint32_t h = 0; h < cfg->n_kv_heads; h++) {
-            kvc_stream_config s = stream_config(cfg, l, h);
+            kvc_stream_config s = stream_config(cfg, heads, l, h);
             const uint64_t off = table[(size_t)l * cfg->n_kv_heads + h];
             kvc_stream *st;
             kvc_status rc = kvc_stream_init(KVC_AT(c, off, void), kvc_stream_arena_size(&s), &s, &st);
@@ -140,6 +202,18 @@ kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_confi
     return KVC_OK;
 }
 
+kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, kvc_cache **out)
+{
+    return cache_init(arena, arena_bytes, cfg, NULL, out);
+}
+
+kvc_status kvc_cache_init_heads(void *arena, size_t arena_bytes, const kvc_cache_config *cfg,
+                                const kvc_cache_head *heads, kvc_cache **out)
+{
+    if (heads == NULL) return KVC_E_ARG;
+    return cache_init(arena, arena_bytes, cfg, heads, out);
+}
+
 /* The fixed header: magic, digest, table placement. */
 static kvc_status cache_check(const kvc_cache *c)
 {
@@ -147,13 +221,14 @@ static kvc_status cache_check(const kvc_cache *c)
     if (!kvc_aligned(c)) return KVC_E_ARENA;
     if (c->magic != KVC_MAGIC_CACHE)
         return KVC_MAGIC_FAMILY(c->magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_CACHE) ? KVC_E_CORRUPT : KVC_E_STATE;
-    if (c->digest != cache_digest(c) || c->off_table != KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)) ||
-        c->cfg.n_layers < 1 || c->cfg.n_layers > KVC_CACHE_MAX_LAYERS || c->cfg.n_kv_heads < 1 ||
-        c->cfg.n_kv_heads > KVC_CACHE_MAX_HEADS || c->cfg.head_dim < 1 || c->cfg.head_dim > KVC_MAX_HEAD_DIM ||
-        c->cfg.n_heads < c->cfg.n_kv_heads || c->cfg.n_heads % c->cfg.n_kv_heads != 0 ||
-        c->cfg.n_heads / c->cfg.n_kv_heads > KVC_MAX_QUERY_HEADS ||
-        c->total_bytes < c->off_table + (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads * sizeof(uint64_t))
+    /* the shape first: it places the tables the digest covers */
+    if (c->off_table != table_off() || c->cfg.n_layers < 1 || c->cfg.n_layers > KVC_CACHE_MAX_LAYERS ||
+        c->cfg.n_kv_heads < 1 || c->cfg.n_kv_heads > KVC_CACHE_MAX_HEADS || c->cfg.head_dim < 1 ||
+        c->cfg.head_dim > KVC_MAX_HEAD_DIM || c->cfg.n_heads < c->cfg.n_kv_heads ||
+        c->cfg.n_heads % c->cfg.n_kv_heads != 0 || c->cfg.n_heads / c->cfg.n_kv_heads > KVC_MAX_QUERY_HEADS ||
+        c->cfg.policy > KVC_BUDGET_HEADS || c->total_bytes < tables_end(&c->cfg))
         return KVC_E_CORRUPT;
+    if (c->digest != cache_digest(c)) return KVC_E_CORRUPT;
     return KVC_OK;
 }
 
@@ -162,13 +237,12 @@ static kvc_status cache_check(const kvc_cache *c)
  * e.g. from a corrupted offset, differs in its configuration's seed). */
 static const kvc_stream *stream_at(const kvc_cache *c, uint32_t layer, uint32_t h)
 {
-    const uint64_t n = (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads;
-    const uint64_t first = KVC_ALIGN_UP(c->off_table + n * sizeof(uint64_t));
+    const uint64_t first = tables_end(&c->cfg);
     const uint64_t off = table_of(c)[(size_t)layer * c->cfg.n_kv_heads + h];
     if (!kvc_region_ok(off, kvc_stream_header_bytes(), first, c->total_bytes)) return NULL;
     const kvc_stream *st = KVC_AT_C(c, off, kvc_stream);
     if (kvc_stream_check(st) != KVC_OK || kvc_stream_plan_of(st)->arena_bytes > c->total_bytes - off) return NULL;
-    const kvc_stream_config want = stream_config(&c->cfg, layer, h);
+    const kvc_stream_config want = stream_config(&c->cfg, heads_of(c), layer, h);
     if (memcmp(&want, kvc_stream_config_of(st), sizeof want) != 0) return NULL;
     return st;
 }
@@ -184,16 +258,21 @@ kvc_status kvc_cache_validate(const void *arena, size_t arena_bytes)
     if (arena == NULL) return KVC_E_ARG;
     if (!kvc_aligned(arena) || arena_bytes < sizeof(struct kvc_cache)) return KVC_E_ARENA;
     const kvc_cache *c = (const kvc_cache *)arena;
+    /* the tables must be readable before the digest reads them */
+    if (c->magic == KVC_MAGIC_CACHE && c->cfg.n_layers <= KVC_CACHE_MAX_LAYERS &&
+        c->cfg.n_kv_heads <= KVC_CACHE_MAX_HEADS && c->cfg.policy <= KVC_BUDGET_HEADS &&
+        arena_bytes < tables_end(&c->cfg))
+        return KVC_E_ARENA;
     kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
-    if (kvc_cache_config_problem(&c->cfg) != NULL) return KVC_E_CORRUPT;
+    const kvc_cache_head *heads = heads_of(c);
+    if (cache_problem(&c->cfg, heads, NULL, NULL) != NULL) return KVC_E_CORRUPT;
     if (arena_bytes < c->total_bytes) return KVC_E_ARENA;
     /* the table recomputed entry by entry, and every stream validated in full */
-    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache));
-    kvc_carve(&cur, (uint64_t)c->cfg.n_layers * c->cfg.n_kv_heads * sizeof(uint64_t));
+    uint64_t cur = tables_end(&c->cfg);
     for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
         for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
-            kvc_stream_config s = stream_config(&c->cfg, l, h);
+            kvc_stream_config s = stream_config(&c->cfg, heads, l, h);
             const uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
             if (table_of(c)[(size_t)l * c->cfg.n_kv_heads + h] != off || cur > c->total_bytes) return KVC_E_CORRUPT;
             rc = kvc_stream_validate(KVC_AT_C(c, off, void), (size_t)(c->total_bytes - off));
@@ -209,6 +288,26 @@ uint64_t kvc_cache_checksum(const kvc_cache *c)
     if (cache_check(c) != KVC_OK) return 0;
     const uint64_t h = kvc_digest(KVC_DIGEST_SEED, c, (size_t)c->total_bytes);
     return h ? h : 1u;
+}
+
+kvc_status kvc_cache_get_head(const kvc_cache *c, uint32_t layer, uint32_t kv_head, kvc_cache_head *out)
+{
+    const kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (out == NULL || layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return KVC_E_ARG;
+    const kvc_stream_config s = stream_config(&c->cfg, heads_of(c), layer, kv_head);
+    out->method = (uint32_t)s.method, out->budget = s.budget, out->n_sink = s.n_sink, out->n_window = s.n_window;
+    return KVC_OK;
+}
+
+int kvc_cache_observes(const kvc_cache *c)
+{
+    if (cache_check(c) != KVC_OK) return 0;
+    const kvc_cache_head *heads = heads_of(c);
+    if (heads == NULL) return kvc_method_observes(c->cfg.stream.method);
+    for (uint64_t i = 0; i < n_streams(&c->cfg); i++)
+        if (kvc_method_observes((kvc_method)heads[i].method)) return 1;
+    return 0;
 }
 
 const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head)

@@ -20,10 +20,25 @@ extern "C" {
 /** How the per-(layer, head) budget is spread over layers. */
 typedef enum kvc_budget_policy {
     KVC_BUDGET_UNIFORM = 0, /**< every layer gets `budget` */
-    KVC_BUDGET_PYRAMID = 1  /**< PyramidKV: linear from (1+r)*budget at layer 0 to
+    KVC_BUDGET_PYRAMID = 1, /**< PyramidKV: linear from (1+r)*budget at layer 0 to
                                  (1-r)*budget at the last layer, r = pyramid_ratio;
                                  the total is at most n_layers * budget */
+    KVC_BUDGET_HEADS = 2    /**< head-wise: every (layer, kv head) its own method,
+                                 budget, sinks and window, from a table given to
+                                 kvc_cache_init_heads (kept in the arena); the
+                                 streams are sized for their own budgets (ragged,
+                                 not masked) */
 } kvc_budget_policy;
+
+/** One stream's own settings under KVC_BUDGET_HEADS. Everything else (storage
+ *  type, method parameters, protected spans, seed) comes from the cache
+ *  configuration's `stream`. */
+typedef struct kvc_cache_head {
+    uint32_t method;   /**< kvc_method */
+    uint32_t budget;   /**< tokens, as kvc_stream_config.budget */
+    uint32_t n_sink;   /**< as kvc_stream_config.n_sink */
+    uint32_t n_window; /**< as kvc_stream_config.n_window */
+} kvc_cache_head;
 
 /** Largest number of layers / kv-heads a cache accepts. */
 #define KVC_CACHE_MAX_LAYERS 256u
@@ -61,9 +76,38 @@ const char *kvc_cache_config_problem(const kvc_cache_config *cfg);
 /** @brief Arena bytes for @p cfg, 0 when invalid. */
 size_t kvc_cache_arena_size(const kvc_cache_config *cfg);
 
+/**
+ * @brief Why a head-wise configuration is rejected (a static sentence), or NULL.
+ * @param cfg    policy KVC_BUDGET_HEADS; its stream.method / budget / n_sink /
+ *               n_window are ignored (the table gives them).
+ * @param heads  n_layers x n_kv_heads entries, layer-major.
+ * @param[out] layer,head  the first entry refused (UINT32_MAX for a cache-wide
+ *               rule or none); may be NULL.
+ */
+const char *kvc_cache_heads_problem(const kvc_cache_config *cfg, const kvc_cache_head *heads, uint32_t *layer,
+                                    uint32_t *head);
+
+/** @brief Arena bytes of a head-wise cache, 0 when kvc_cache_heads_problem refuses it. */
+size_t kvc_cache_arena_size_heads(const kvc_cache_config *cfg, const kvc_cache_head *heads);
+
+/**
+ * @brief kvc_cache_init for KVC_BUDGET_HEADS: the table is copied into the
+ *        arena (and covered by the header's digest), so a snapshot carries it.
+ * @return KVC_OK, KVC_E_ARG (kvc_cache_heads_problem), KVC_E_UNSUPPORTED or KVC_E_ARENA.
+ */
+kvc_status kvc_cache_init_heads(void *arena, size_t arena_bytes, const kvc_cache_config *cfg,
+                                const kvc_cache_head *heads, kvc_cache **out);
+
+/** @brief The settings stream (layer, kv_head) was built with (under every policy). */
+kvc_status kvc_cache_get_head(const kvc_cache *c, uint32_t layer, uint32_t kv_head, kvc_cache_head *out);
+
+/** @brief 1 when some stream's method observes (kvc_method_observes): the decoder should attend
+ *         through kvc_cache_attend_observed; 0 otherwise or for a bad handle. */
+int kvc_cache_observes(const kvc_cache *c);
+
 /** @brief Budget (tokens) of each kv-head stream of @p layer under @p cfg; 0 when a cache-wide
  *         field is invalid or layer >= n_layers (a layer whose own budget breaks a stream rule
- *         still gets its budget, to name it in a message). */
+ *         still gets its budget, to name it in a message), and under KVC_BUDGET_HEADS. */
 uint32_t kvc_cache_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
 
 /**
