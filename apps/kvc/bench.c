@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "lmrun.h"
 
 
 const char kvc_bench_shared_usage[] =
@@ -26,9 +27,18 @@ const char kvc_bench_shared_usage[] =
     "  --csv FILE            one row per measurement\n"
     "  --seed S              keys, sampling seeds (default 1)\n"
     "  --threads N           workers (default: online CPUs)\n"
-    "  --quiet               no progress line\n";
+    "  --quiet               no progress line\n"
+    "  --head-profile FILE   (with --bytes) add a head-wise twin of every column: each (layer, kv head)\n"
+    "                        of the profile (kvc profile) gets a share of the same total bytes by its kind\n"
+    "  --head-shares s,r,d   byte weights of streaming, retrieval, diffuse heads (default 0.25,2,1)\n"
+    "  --head-methods k=M,.. method per kind (streaming=, retrieval=, diffuse=; default the column's)\n";
 
 static const char *tok_path_opt;
+
+static const char *head_table(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                              const kvc_stream_config *base, kvc_cache_head *t);
+static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c,
+                                 int context, const kvc_stream_config *base, double *tokens, double *bytes);
 
 double kvc_bench_now(void)
 {
@@ -125,6 +135,9 @@ size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n)
     fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL};
     fl[n++] = (kvc_flag){"--budgets", 's', &o->budgets_text, 0, 0, NULL};
     fl[n++] = (kvc_flag){"--bytes", 'b', &o->bytes, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--head-profile", 's', &o->head_profile_path, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--head-shares", 's', &o->head_shares_text, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--head-methods", 's', &o->head_methods_text, 0, 0, NULL};
     return n;
 }
 
@@ -140,6 +153,23 @@ int kvc_bench_finish(kvc_bench_opts *o)
         if (o->n_pct < 0) return 1;
     }
     tok_path_opt = o->tokenizer_path;
+    o->head_plan.share[KVC_HEAD_STREAMING] = 0.25, o->head_plan.share[KVC_HEAD_RETRIEVAL] = 2.0;
+    o->head_plan.share[KVC_HEAD_DIFFUSE] = 1.0;
+    if ((o->head_shares_text || o->head_methods_text) && !o->head_profile_path) {
+        fprintf(stderr, "kvc bench: --head-shares and --head-methods need --head-profile\n");
+        return 1;
+    }
+    if (o->head_profile_path) {
+        if (!o->bytes) {
+            fprintf(stderr, "kvc bench: --head-profile shares a byte budget: give --bytes\n");
+            return 1;
+        }
+        static kvc_head_profile profile; /* one per process: a command runs one bench */
+        o->heads = &profile;
+        if (kvc_head_profile_read(o->head_profile_path, o->heads)) return 1;
+        if (o->head_shares_text && kvc_head_plan_shares(o->head_shares_text, &o->head_plan)) return 1;
+        if (o->head_methods_text && kvc_head_plan_methods(o->head_methods_text, &o->head_plan)) return 1;
+    }
     o->n_cfg = 0;
     kvc_bench_cfg *g = &o->cfg[o->n_cfg++];
     g->method = KVC_METHOD_EXACT, g->pct = 100, g->reference = 1;
@@ -153,8 +183,76 @@ int kvc_bench_finish(kvc_bench_opts *o)
             g = &o->cfg[o->n_cfg++];
             g->method = o->methods[i], g->pct = o->pcts[j], g->reference = 0;
             snprintf(g->label, sizeof g->label, "%s %d%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "B" : "");
+            if (o->heads && !(o->methods[i] == KVC_METHOD_EXACT)) { /* its head-wise twin */
+                if (o->n_cfg == KVC_BENCH_MAX_CFG) {
+                    fprintf(stderr, "kvc bench: at most %d columns\n", KVC_BENCH_MAX_CFG - 1);
+                    return 1;
+                }
+                kvc_bench_cfg *t = &o->cfg[o->n_cfg++];
+                *t = *g;
+                t->headwise = 1;
+                snprintf(t->label, sizeof t->label, "%s %d%%B heads", kvc_method_name(g->method), g->pct);
+            }
         }
     return 0;
+}
+
+/* The head-wise table of column g (see kvc_bench_cache_new); NULL or why not. */
+static const char *head_table(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                              const kvc_stream_config *base, kvc_cache_head *t)
+{
+    const kvc_head_profile *hp = o->heads;
+    if (hp->n_layers != c->n_layers || hp->n_kv_heads != c->n_kv_heads)
+        return "the head profile is of another model (layers x kv heads differ)";
+    const int n = hp->n_layers * hp->n_kv_heads;
+    double total_share = 0.0;
+    for (int i = 0; i < n; i++) total_share += o->head_plan.share[hp->kind[i]];
+    const double all = (double)context * 2.0 * base->d * 2.0 * g->pct / 100.0 * n;
+    for (int i = 0; i < n; i++) {
+        const int k = hp->kind[i];
+        kvc_stream_config sc = *base;
+        if (o->head_plan.method[k]) sc.method = o->head_plan.method[k];
+        const uint64_t bytes = (uint64_t)(all * o->head_plan.share[k] / total_share);
+        const uint32_t b = kvc_method_opts_fit_bytes(&o->mo, &sc, bytes, (uint32_t)context);
+        if (b == 0) return "a head's share of the bytes fits no budget of its method";
+        sc.n_sink = sc.n_window = b / 8 < 32 ? b / 8 : 32;
+        if (kvc_method_opts_fit_bytes(&o->mo, &sc, bytes, (uint32_t)context) == 0)
+            return "a head's share of the bytes fits no budget of its method";
+        if (sc.method == KVC_METHOD_EXACT && sc.budget < (uint32_t)context)
+            return "an exact head's share holds fewer tokens than the context";
+        t[i].method = (uint32_t)sc.method, t[i].budget = sc.budget, t[i].n_sink = sc.n_sink,
+        t[i].n_window = sc.n_window;
+    }
+    return NULL;
+}
+
+void *kvc_bench_cache_new(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                          int prefix_len, kvc_cache **cache, size_t *bytes)
+{
+    kvc_stream_config sc;
+    const char *why = kvc_bench_stream(o, g, c, context, prefix_len, &sc);
+    if (why) {
+        fprintf(stderr, "kvc bench %s: %s: %s\n", o->cmd, g->label, why);
+        return NULL;
+    }
+    if (!g->headwise) return kvc_lm_cache_new(o->cmd, c, &sc, KVC_BUDGET_UNIFORM, cache, bytes);
+    kvc_cache_head *t = malloc(sizeof(kvc_cache_head) * (size_t)c->n_layers * (size_t)c->n_kv_heads);
+    if (!t) return NULL;
+    why = head_table(o, g, c, context, &sc, t);
+    kvc_cache_config cc = kvc_l2c_cache_config(c, &sc);
+    cc.policy = KVC_BUDGET_HEADS;
+    uint32_t bl, bh;
+    if (!why) why = kvc_cache_heads_problem(&cc, t, &bl, &bh);
+    const size_t b = why ? 0 : kvc_cache_arena_size_heads(&cc, t);
+    void *arena = b ? aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(b)) : NULL;
+    if (why || !arena || kvc_cache_init_heads(arena, b, &cc, t, cache) != KVC_OK) {
+        fprintf(stderr, "kvc bench %s: %s: %s\n", o->cmd, g->label, why ? why : "out of memory");
+        free(arena), free(t);
+        return NULL;
+    }
+    if (bytes) *bytes = b;
+    free(t);
+    return arena;
 }
 
 const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
@@ -185,7 +283,39 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
             return "exact in that many bytes holds fewer tokens than the context";
     }
     kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
-    return kvc_cache_config_problem(&cc);
+    const char *why = kvc_cache_config_problem(&cc);
+    if (why || !g->headwise) return why;
+    double tokens, bytes;
+    return heads_summary(o, g, c, context, sc, &tokens, &bytes);
+}
+
+/* The mean tokens and arena bytes per stream of a head-wise column, and how
+ * many streams of each kind; NULL or why it cannot be built. */
+static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c,
+                                 int context, const kvc_stream_config *base, double *tokens, double *bytes)
+{
+    const int n = c->n_layers * c->n_kv_heads;
+    kvc_cache_head *t = malloc(sizeof(kvc_cache_head) * (size_t)n);
+    if (!t) return "out of memory";
+    const char *why = head_table(o, g, c, context, base, t);
+    *tokens = *bytes = 0.0;
+    for (int i = 0; !why && i < n; i++) {
+        kvc_stream_config sc = *base;
+        sc.method = (kvc_method)t[i].method, sc.budget = t[i].budget;
+        sc.n_sink = t[i].n_sink, sc.n_window = t[i].n_window;
+        *tokens += sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
+        *bytes += (double)kvc_stream_arena_size(&sc);
+    }
+    free(t);
+    *tokens /= n, *bytes /= n;
+    return why;
+}
+
+int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, int pct, int headwise)
+{
+    for (int g = 1; g < o->n_cfg; g++)
+        if (o->cfg[g].method == m && o->cfg[g].pct == pct && o->cfg[g].headwise == headwise) return g;
+    return -1;
 }
 
 void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int context, int prefix_len)
@@ -200,11 +330,12 @@ void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int
             printf("  %-24s n/a: %s\n", o->cfg[g].label, why);
             continue;
         }
-        const uint64_t a = kvc_stream_arena_size(&sc);
-        const uint32_t kept = sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
-        printf("  %-24s %-5s %6u tokens (%5.1f%%)  %9" PRIu64 " B  %6.1f%% of f16  %6.1f%% of f32\n", o->cfg[g].label,
-               kvc_dtype_name(sc.dtype), kept, 100.0 * kept / context, a, 100.0 * (double)a / (double)f16,
-               50.0 * (double)a / (double)f16);
+        double kept = sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
+        double a = (double)kvc_stream_arena_size(&sc);
+        if (o->cfg[g].headwise) heads_summary(o, &o->cfg[g], c, context, &sc, &kept, &a); /* checked above */
+        printf("  %-24s %-5s %6.0f tokens (%5.1f%%)  %9.0f B  %6.1f%% of f16  %6.1f%% of f32%s\n", o->cfg[g].label,
+               kvc_dtype_name(sc.dtype), kept, 100.0 * kept / context, a, 100.0 * a / (double)f16,
+               50.0 * a / (double)f16, o->cfg[g].headwise ? "  (mean over the heads)" : "");
     }
 }
 

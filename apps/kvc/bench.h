@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "generate.h"
+#include "head_profile.h"
 #include "method_opts.h"
 
 /** `kvc bench ...`: dispatch to recall, ppl, decode or kernels. */
@@ -24,7 +25,8 @@ typedef struct kvc_bench_cfg {
     kvc_method method;
     int pct;
     int reference;  /* 1: the exact reference column (f32 in --bytes mode) */
-    char label[40]; /* "subgen 10%", or "subgen 10%B" with --bytes */
+    int headwise;   /* 1: budgets per (layer, kv head) from --head-profile (--bytes only) */
+    char label[40]; /* "subgen 10%", or "subgen 10%B" with --bytes, "subgen 10%B heads" head-wise */
 } kvc_bench_cfg;
 
 /** Options the three benchmarks share. */
@@ -42,8 +44,11 @@ typedef struct kvc_bench_opts {
     kvc_method methods[KVC_BENCH_MAX_LIST];
     int n_methods;
     kvc_method_opts mo;
+    kvc_head_profile *heads;    /* --head-profile (static storage), NULL without */
+    kvc_head_plan head_plan;    /* --head-shares, --head-methods (methods 0: the column's own) */
     /* as given on the command line, turned into the fields above by kvc_bench_finish */
     const char *tokenizer_path, *methods_text, *budgets_text;
+    const char *head_profile_path, *head_shares_text, *head_methods_text;
     uint64_t threads_flag; /* 0: not given */
 } kvc_bench_opts;
 
@@ -55,11 +60,24 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd);
 /** Append the shared flags (--model --tokenizer --csv --seed --threads --quiet
  *  --methods a,b,.. --budgets p,q,.. in percent of the context, --bytes) to @p fl for
  *  kvc_cli_parse, which also takes the method tuning flags into o->mo.
- *  Returns the new count (9 more). */
+ *  --head-profile --head-shares --head-methods). Returns the new count (12 more). */
 size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n);
 
 /** Turn the lists into o->cfg; prints why and returns 1 on failure. */
 int kvc_bench_finish(kvc_bench_opts *o);
+
+/**
+ * @brief A cache for column @p g on a context of @p context tokens: the
+ *        uniform cache of kvc_bench_stream, or, for a head-wise column, the
+ *        ragged cache of the profile (kvc_cache_init_heads): stream i of kind
+ *        k gets pct % x (f16 exact bytes) x n x share[k] / (sum of the shares
+ *        of all n streams) bytes, at most the context's tokens, filled as
+ *        --bytes fills every method (kvc_method_opts_fit_bytes).
+ * @param bytes  the arena's bytes (may be NULL).
+ * @return the arena (free() it), or NULL after printing why.
+ */
+void *kvc_bench_cache_new(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                          int prefix_len, kvc_cache **cache, size_t *bytes);
 
 /** Usage lines of the shared flags. */
 extern const char kvc_bench_shared_usage[];
@@ -70,7 +88,9 @@ extern const char kvc_bench_shared_usage[];
  *        methods compress the first @p prefix_len tokens). With --bytes the
  *        budget is the largest whose arena fits pct % of the f16 exact
  *        cache's bytes, context x (d + dv) x 2 (kvc_stream_budget_for_bytes),
- *        and the reference column stores f32.
+ *        and the reference column stores f32. For a head-wise column @p sc is
+ *        the base every stream starts from (budget: the uniform twin's), and
+ *        the head-wise table is checked too.
  * @return NULL when usable, else why the library rejects it (a static sentence).
  */
 const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
@@ -79,6 +99,9 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
 /** One line per configuration: tokens kept and arena bytes per (layer, kv head),
  *  against the f16 and f32 exact caches of @p context tokens. */
 void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int context, int prefix_len);
+
+/** Index of the column of method @p m at @p pct (head-wise twin or not), -1 when none. */
+int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, int pct, int headwise);
 
 /** Open the model (o->model_path or the default); prints why and returns 1 on failure. */
 int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm);

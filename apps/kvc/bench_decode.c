@@ -46,7 +46,7 @@ int kvc_bench_decode(int argc, char **argv)
     kvc_bench_opts_init(&o, "decode");
     const char *text_path = "/usr/share/common-licenses/GPL-3";
     uint64_t context = 0, steps = 32, rounds = 5;
-    kvc_flag fl[16];
+    kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){"--context", 'u', &context, 16, 1u << 20, NULL};
     fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 4096, NULL};
@@ -112,7 +112,7 @@ int kvc_bench_decode(int argc, char **argv)
             x->status = -1;
             continue;
         }
-        x->arena = kvc_lm_cache_new("bench decode", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &x->cache, NULL);
+        x->arena = kvc_bench_cache_new(&o, &o.cfg[g], &m->cfg, N + extra, N + extra, &x->cache, NULL);
         if (!x->arena || kvc_l2c_state_alloc(&m->cfg, &x->s) != KVC_OK) continue;
         const double t0 = kvc_bench_now();
         if (kvc_kv_record_replay(&rec, x->cache, N - 1) != KVC_OK) continue;

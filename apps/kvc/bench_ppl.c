@@ -51,7 +51,7 @@ static void run_cfg(void *vctx, int g, int wid)
     }
     kvc_cache *cache;
     kvc_l2c_state s;
-    void *arena = kvc_lm_cache_new("bench ppl", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &cache, NULL);
+    void *arena = kvc_bench_cache_new(o, &o->cfg[g], &m->cfg, pc->n, pc->n - 1, &cache, NULL);
     if (!arena) return;
     if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s) != KVC_OK) {
         free(arena);
@@ -93,7 +93,7 @@ int kvc_bench_ppl(int argc, char **argv)
     kvc_bench_opts_init(&o, "ppl");
     const char *text_path = "/usr/share/common-licenses/GPL-3";
     uint64_t max_tokens = 0;
-    kvc_flag fl[16];
+    kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL};
@@ -137,10 +137,14 @@ int kvc_bench_ppl(int argc, char **argv)
     printf("\nperplexity over %d tokens, (xR) = ratio to exact\n%-20s", n - 1, "method");
     for (int j = 0; j < o.n_pct; j++) printf(" %17d%%", o.pcts[j]);
     printf("\n%-20s %18.4f\n", "exact", exact_ppl);
-    for (int i = 0; i < o.n_methods; i++) {
-        printf("%-20s", kvc_method_name(o.methods[i]));
+    for (int row = 0; row < o.n_methods * (o.heads ? 2 : 1); row++) {
+        const int i = row / (o.heads ? 2 : 1), hw = o.heads ? row % 2 : 0;
+        if (hw && o.methods[i] == KVC_METHOD_EXACT) continue;
+        char name[40];
+        snprintf(name, sizeof name, "%s%s", kvc_method_name(o.methods[i]), hw ? " heads" : "");
+        printf("%-20s", name);
         for (int j = 0; j < o.n_pct; j++) {
-            const ppl_result *r = &res[1 + i * o.n_pct + j];
+            const ppl_result *r = &res[kvc_bench_find(&o, o.methods[i], o.pcts[j], hw)];
             char cell[40];
             if (r->status == 1) {
                 const double p = exp(r->nll / (n - 1));
@@ -153,16 +157,17 @@ int kvc_bench_ppl(int argc, char **argv)
     for (int g = 0; g < o.n_cfg; g++)
         if (res[g].status == -1) printf("  n/a: %s: %s\n", o.cfg[g].label, res[g].why);
     if (csv) {
-        fprintf(csv, "method,budget_pct,budget_tokens,tokens,nll,perplexity,exact_perplexity,cache_peak_bytes,seconds\n");
+        fprintf(csv, "method,budget_pct,budget_tokens,tokens,nll,perplexity,exact_perplexity,cache_peak_bytes,seconds,"
+                     "head_wise\n");
         for (int g = 0; g < o.n_cfg; g++) {
             const ppl_result *r = &res[g];
             if (r->status == 1)
-                fprintf(csv, "%s,%d,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f\n", kvc_method_name(o.cfg[g].method),
+                fprintf(csv, "%s,%d,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f,%d\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, r->budget, n - 1, r->nll / (n - 1), exp(r->nll / (n - 1)), exact_ppl,
-                        r->peak_bytes, r->seconds);
+                        r->peak_bytes, r->seconds, o.cfg[g].headwise);
             else
-                fprintf(csv, "%s,%d,%u,%d,,%s,%.6f,,\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
-                        n - 1, r->status == -1 ? "n/a" : "error", exact_ppl);
+                fprintf(csv, "%s,%d,%u,%d,,%s,%.6f,,,%d\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
+                        n - 1, r->status == -1 ? "n/a" : "error", exact_ppl, o.cfg[g].headwise);
         }
     }
     ret = 0;

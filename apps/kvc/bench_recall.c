@@ -134,7 +134,7 @@ static void run_item(void *vctx, int idx, int wid)
             continue;
         }
         kvc_cache *cache;
-        void *arena = kvc_lm_cache_new("bench recall", &m->cfg, &sc, KVC_BUDGET_UNIFORM, &cache, NULL);
+        void *arena = kvc_bench_cache_new(o, &o->cfg[g], &m->cfg, it->context, it->context, &cache, NULL);
         if (!arena) continue;
         /* H2O / TOVA score tokens by the attention they receive, so their
            prompt goes through the cache even under the exact protocol */
@@ -245,7 +245,7 @@ int kvc_bench_recall(int argc, char **argv)
     uint64_t trials = 1;
     int stream_prefill = 0;
     const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL;
-    kvc_flag fl[16];
+    kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL};
     fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL};

@@ -8,6 +8,7 @@
 #include "demo.h"
 #include "eval.h"
 #include "dump.h"
+#include "profile.h"
 #include "generate.h"
 #include "gguf_cmd.h"
 #include "logits_cmd.h"
@@ -24,6 +25,7 @@ static void usage(FILE *f)
             "  generate text from a llama2.c model on a compressed cache\n"
             "  ppl     perplexity of a text with a compressed cache and with exact\n"
             "  dump    write each layer's q/k/v of a model run as .npy traces\n"
+            "  profile score each (layer, kv head) as streaming, retrieval or diffuse (kvc bench --head-profile)\n"
             "  oracle  check error bounds statistically against MPFR exact attention\n"
             "  gguf    inspect a GGUF file, dump a dequantised tensor as .npy\n"
             "  logits  a model's logits over token ids (.bin or .gguf), as .npy\n"
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "generate")) return kvc_cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "ppl")) return kvc_cmd_ppl(argc - 1, argv + 1);
     if (!strcmp(cmd, "dump")) return kvc_cmd_dump(argc - 1, argv + 1);
+    if (!strcmp(cmd, "profile")) return kvc_cmd_profile(argc - 1, argv + 1);
     if (!strcmp(cmd, "oracle")) return kvc_cmd_oracle(argc - 1, argv + 1);
     if (!strcmp(cmd, "gguf")) return kvc_cmd_gguf(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return kvc_cmd_logits(argc - 1, argv + 1);
