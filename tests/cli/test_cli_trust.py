@@ -193,6 +193,45 @@ def case_flag_dialects():
         expect(c.returncode == 2 and "--subgen-t" in c.stderr, "a bad method flag is named")
 
 
+def case_head_profile():
+    """kvc profile writes a head per line; kvc bench --head-profile builds ragged caches that stay within the
+    column's bytes (the sum over heads, not each head), and a broken or foreign profile is refused by name."""
+    need_model()
+    import csv
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = os.path.join(tmp, "p.txt")
+        p = run(["profile", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--tokens", "512", "--passkeys",
+                 "1", "--out", prof])
+        expect(p.returncode == 0, "profile runs")
+        lines = [l.split() for l in open(prof) if not l.startswith("#")]
+        expect(len(lines) == 5 * 4 and all(l[2] in ("streaming", "retrieval", "diffuse") for l in lines),
+               "one line per (layer, kv head) of stories260K (5 x 4), each with a kind")
+        expect(all(0.0 <= float(l[3]) <= 1.0 + 1e-4 and 0.0 <= float(l[4]) <= 1.0 + 1e-4 for l in lines),
+               "the scores are shares of attention")
+        out = os.path.join(tmp, "b.csv")
+        p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
+                 "--budgets", "50", "--bytes", "--head-profile", prof, "--csv", out, "--quiet", "--threads", "1"])
+        expect(p.returncode == 0 and "sink-window 50%B heads" in p.stdout, "the head-wise twin runs")
+        rows = {(r["method"], r["head_wise"]): r for r in csv.DictReader(open(out))}
+        flat, ragged = rows[("sink-window", "0")], rows[("sink-window", "1")]
+        f16 = 512 * 2 * 8 * 2 * 20  # the f16 exact cache of every stream: tokens x (d + dv) x 2 B x streams
+        expect(int(ragged["cache_peak_bytes"]) <= f16 // 2 and int(flat["cache_peak_bytes"]) <= f16 // 2,
+               "both columns hold at most 50% of the f16 bytes in all")
+        bad = os.path.join(tmp, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("# layers 5 kv_heads 4\n0 0 streaming 0.9 0.5\n")
+        p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
+                 "--budgets", "50", "--bytes", "--head-profile", bad, "--quiet"])
+        expect(p.returncode == 2 and "layer 0 head 1 is missing" in p.stderr, "a missing head is named")
+        with open(bad, "w") as f:
+            f.write("# layers 2 kv_heads 1\n0 0 streaming 0.9 0.5\n1 0 diffuse 0.5 0.2\n")
+        p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
+                 "--budgets", "50", "--bytes", "--head-profile", bad, "--quiet"])
+        expect("another model" in p.stdout, "a profile of another model is refused (n/a, with the reason)")
+        p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--head-profile", prof])
+        expect(p.returncode == 2 and "--bytes" in p.stderr, "head-wise budgets need --bytes")
+
+
 if __name__ == "__main__":
     fn = globals().get("case_" + sys.argv[3])
     if fn is None:
