@@ -147,7 +147,11 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         const size_t d = dims[kvc_rng_below(r, 11)], dv = dims[kvc_rng_below(r, 11)];
         size_t n = ns[kvc_rng_below(r, 9)];
         if (n * (d + dv) > 4000000) n = 4000000 / (d + dv); /* keep each case fast */
-        const unsigned dt = (unsigned)kvc_rng_below(r, 3);
+        /* any storage type the library implements (the registry of types, not a list kept here) */
+        unsigned types[KVC_DTYPE_COUNT], n_types = 0;
+        for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
+            if (kvc_dtype_implemented((kvc_dtype)ty)) types[n_types++] = ty;
+        const unsigned dt = types[kvc_rng_below(r, n_types)];
         const size_t n_seg = 1 + kvc_rng_below(r, 4);
         const double spread = kvc_rng_unit(r) < 0.2 ? 30.0 : 1.0; /* scores up to ~10^3 apart */
         const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3;
@@ -183,7 +187,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             (*cases)++;
         }
         /* the row kernels the table overrides: the score dot and the double reductions of every storage type */
-        for (unsigned ty = 0; ty < 3; ty++) {
+        for (unsigned ti = 0; ti < n_types; ti++) {
+            const unsigned ty = types[ti];
             unsigned char row[4 * 256 + 8];
             float x[256];
             for (size_t c = 0; c < d; c++) x[c] = (float)kvc_rng_normal(r);

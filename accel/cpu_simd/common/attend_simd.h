@@ -21,7 +21,8 @@
  * each value row. Sums are in f32, as in flash-decoding; the reference kernel
  * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
  * difference from the reduction lengths. Attention mass is not computed
- * here: a call that asks for it goes to the reference kernel. */
+ * here: a call that asks for it goes to the reference kernel. int4 segments
+ * are dequantised block by block into the f32 pass (i4_segment_pass). */
 #ifndef KVC_ATTEND_SIMD_H
 #define KVC_ATTEND_SIMD_H
 
@@ -315,6 +316,37 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
+/* An int4 segment (groups of 32 with an f16 scale and minimum each): every
+ * block of BLK rows is dequantised into f32 rows on the stack by the
+ * reference `load` (min + q * scale, rounded to float once) and goes through
+ * the f32 pass, block by block, so the blocks, the causal count and the
+ * weights line up with what one f32 segment of those values would do. The
+ * nibbles are read once per block; the dequantisation costs about what the
+ * f16 conversion does. */
+static void i4_segment_pass(const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
+                            size_t n_causal_total, size_t *e_causal, int causal, float *st)
+{
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[KVC_DTYPE_I4];
+    const size_t d = view->d, dv = view->dv;
+    const size_t ks = (size_t)kvc_row_bytes(KVC_DTYPE_I4, d), vs = (size_t)kvc_row_bytes(KVC_DTYPE_I4, dv);
+    const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
+    const int in_num = (seg->role & KVC_SET_NUM) != 0;
+    float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
+    for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
+        const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
+        for (size_t j = 0; j < nb; j++) {
+            rk->load(K + (j0 + j) * ks, kf + j * d, d);
+            if (in_num) rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
+        }
+        kvc_segment sub = *seg;
+        sub.dtype = KVC_DTYPE_F32;
+        sub.keys = kf, sub.values = in_num ? vfl : NULL, sub.keys_q = NULL, sub.values_q = NULL;
+        sub.weights = seg->weights ? seg->weights + j0 : NULL;
+        sub.n = nb;
+        segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
+    }
+}
+
 static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
                                     void *work, size_t work_bytes)
 {
@@ -331,7 +363,8 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment *seg = &view->seg[s];
         const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
-        if (seg->dtype > KVC_DTYPE_I8 || (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
+        if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4) ||
+            (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
             return ref->attend_batch(ref, view, b, work, work_bytes);
         if (s < b->causal_segs) causal_total += seg->n;
     }
@@ -346,6 +379,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         switch (seg->dtype) { /* one specialised loop per storage type */
         case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st); break;
         case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
+        case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st); break;
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
         }
     }
