@@ -131,7 +131,7 @@ static int replay_method(kvc_method m, uint64_t seed, int observe)
        arrived first (the heavy-hitter bias the paper accepts), so only the
        replay binds it. */
     if (observe && m == KVC_METHOD_TOVA) CHECK(kept_heavy * 4 >= 11u * 3);
-    free(k), free(v), free(q);
+    free(st), free(k), free(v), free(q); /* the handle is the arena's start */
     return 0;
 }
 
