@@ -12,7 +12,11 @@
  * compressing the prompt so far, so the question and answer are compressed
  * the same way instead of spilling into a small exact tail. With
  * --prefill stream every haystack token is also computed through the
- * compressed cache (one full prefill per method and budget: slower). */
+ * compressed cache (one full prefill per method and budget: slower).
+ * Query-aware methods: under the exact protocol every cache first gets the
+ * queries of the haystack's last 32 positions (kvc_cache_prefill_queries:
+ * SnapKV's observation window, question-agnostic), and h2o / tova, which
+ * score the attention they receive, always prefill through the cache. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -141,7 +145,9 @@ static void run_item(void *vctx, int idx, int wid)
         kvc_status st = rc->stream_prefill || kvc_method_observes(sc.method)
                             ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL,
                                           NULL)
-                            : kvc_kv_record_replay(&w->rec, cache, nh);
+                            : kvc_kv_record_prefill_queries(&w->rec, cache) == KVC_OK
+                                  ? kvc_kv_record_replay(&w->rec, cache, nh)
+                                  : KVC_E_STATE;
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
         if (st != KVC_OK)
             fprintf(stderr, "\nkvc bench recall: %s at %d tokens failed: %s\n", o->cfg[g].label, it->context,
@@ -231,7 +237,9 @@ static void recall_usage(FILE *f)
             "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
             "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
             "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
-            "  method x budget x context; CSV: one row per answer.\n%s",
+            "  method x budget x context; CSV: one row per answer. Under --prefill exact every cache\n"
+            "  first gets the queries of the haystack's last 32 positions (snapkv's observation window,\n"
+            "  without the question); h2o and tova prefill through the cache (they score its attention).\n%s",
             MAX_ANSWER, kvc_bench_shared_usage);
     kvc_method_opts_usage_print(f);
 }

@@ -26,7 +26,9 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
     r->work = malloc((size_t)kvc_attend_work_bytes((uint64_t)r->chunk, group, (uint64_t)r->hs));
     r->kv_row = malloc(2 * r->row * sizeof(float));
     r->outs = malloc((size_t)r->chunk * sizeof(float *));
-    if (!r->k || !r->v || !r->q || !r->qg || !r->og || !r->work || !r->kv_row || !r->outs || r->hs < 1 || r->hs > 256 ||
+    r->obs_q = malloc((size_t)r->n_layers * KVC_KV_OBS * r->n_heads * r->hs * sizeof(float));
+    if (!r->k || !r->v || !r->q || !r->qg || !r->og || !r->work || !r->kv_row || !r->outs || !r->obs_q || r->hs < 1 ||
+        r->hs > 256 ||
         group < 1 || group > KVC_MAX_QUERY_HEADS) {
         kvc_kv_record_free(r);
         fprintf(stderr, "kvc bench: out of memory for a %d-token k/v record (or head size %d outside 1..256)\n", cap,
@@ -39,7 +41,8 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
 void kvc_kv_record_free(kvc_kv_record *r)
 {
     free(r->k), free(r->v), free(r->q), free(r->qg), free(r->og), free(r->work), free(r->kv_row), free(r->outs);
-    r->k = r->v = r->q = r->qg = r->og = r->kv_row = NULL;
+    free(r->obs_q);
+    r->k = r->v = r->q = r->qg = r->og = r->kv_row = r->obs_q = NULL;
     r->work = NULL;
     r->outs = NULL;
 }
@@ -82,6 +85,9 @@ kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q
         memcpy(kvc_kv_record_row(r, r->k, layer, h, pos), k + (size_t)h * r->hs, (size_t)r->hs * sizeof(float));
         memcpy(kvc_kv_record_row(r, r->v, layer, h, pos), v + (size_t)h * r->hs, (size_t)r->hs * sizeof(float));
     }
+    if (pos >= r->obs_from && pos - r->obs_from < KVC_KV_OBS)
+        memcpy(r->obs_q + (((size_t)layer * KVC_KV_OBS + (size_t)(pos - r->obs_from)) * r->n_heads) * r->hs, q,
+               (size_t)r->n_heads * r->hs * sizeof(float));
     if (r->pend_n == 0) r->pend_layer = layer, r->pend_pos0 = pos;
     memcpy(r->q + (size_t)r->pend_n * r->n_heads * r->hs, q, (size_t)r->n_heads * r->hs * sizeof(float));
     r->outs[r->pend_n++] = out;
@@ -93,6 +99,7 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
     const int step = s->chunk < r->chunk ? s->chunk : r->chunk;
     kvc_status st = KVC_OK;
     r->pend_n = 0;
+    r->obs_n = n < KVC_KV_OBS ? n : KVC_KV_OBS, r->obs_from = n - r->obs_n;
     for (int p = 0; p < n && st == KVC_OK; p += step) {
         const int k = n - p < step ? n - p : step;
         r->flush_at = p + k - 1;
@@ -100,6 +107,18 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
     }
     r->flush_at = -1, r->pend_n = 0;
     return st;
+}
+
+kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cache)
+{
+    if (r->obs_n < 1) return KVC_E_STATE;
+    for (int l = 0; l < r->n_layers; l++) {
+        const kvc_status rc = kvc_cache_prefill_queries(
+            cache, kvc_l2c_kernels(), (uint32_t)l, r->obs_q + (size_t)l * KVC_KV_OBS * r->n_heads * r->hs,
+            (size_t)r->obs_n);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
 }
 
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)

@@ -24,7 +24,13 @@ typedef struct kvc_kv_record {
     double *work;   /* kvc_attend_work_bytes(chunk, group, hs) */
     float *kv_row;  /* one position's k rows of every kv head, then its v rows (replay) */
     float **outs;
+    /* the queries of the last KVC_KV_OBS positions of the last prefill (SnapKV's observation window) */
+    float *obs_q;   /* [layer][position][query head][hs] */
+    int obs_from, obs_n;
 } kvc_kv_record;
+
+/** Positions of the observation window a prefill keeps the queries of. */
+#define KVC_KV_OBS 32
 
 /** Key (or, with r->v, value) row of kv head @p h at position @p pos of layer @p l. */
 static inline float *kvc_kv_record_row(const kvc_kv_record *r, float *base, int l, int h, int pos)
@@ -44,6 +50,11 @@ kvc_status kvc_kv_record_attention(void *ctx, int layer, int pos, const float *q
 /** Feed toks[0..n) from position 0 through the model in chunks of s->chunk
  *  (at most the record's chunk), recording and answering chunk by chunk. */
 kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n);
+
+/** Hand the recorded observation window (the queries of the last positions
+ *  of the last prefill, at most KVC_KV_OBS) to every layer of @p cache
+ *  (kvc_cache_prefill_queries), as a decoder does before appending a prompt. */
+kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cache);
 
 /** Append positions 0..n-1 of every layer to @p cache, in token order. */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);

@@ -357,6 +357,25 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
     return KVC_OK;
 }
 
+kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                                     size_t n_pos)
+{
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (layer >= c->cfg.n_layers || q == NULL || n_pos < 1 || n_pos > KVC_MAX_BATCH_POSITIONS) return KVC_E_ARG;
+    const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads, nh = c->cfg.n_heads, group = nh / nkv;
+    if (!kvc_all_finite(q, n_pos * nh * hd)) return KVC_E_NONFINITE; /* before any stream takes rows */
+    for (uint32_t h = 0; h < nkv; h++)
+        if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
+    for (size_t p = 0; p < n_pos; p++)
+        for (uint32_t h = 0; h < nkv; h++) {
+            rc = kvc_stream_prefill_queries(stream_checked_at(c, layer, h), kern, q + (p * nh + h * group) * hd,
+                                            group);
+            if (rc != KVC_OK) return rc;
+        }
+    return KVC_OK;
+}
+
 size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer)
 {
     if (cache_check(c) != KVC_OK || layer >= c->cfg.n_layers) return 0;

@@ -149,6 +149,18 @@ size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer);
 kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
                                      float *out, void *work, size_t work_bytes);
 
+/**
+ * @brief Query-aware methods (SnapKV): the prompt's last queries of @p layer,
+ *        given before the prompt is appended; each kv head's stream receives
+ *        the rows of its query group (kvc_stream_prefill_queries). Methods
+ *        without the hook ignore them.
+ * @param q      n_pos x n_heads x head_dim finite floats (position-major, then head).
+ * @param n_pos  1 .. KVC_MAX_BATCH_POSITIONS.
+ * @return KVC_OK; KVC_E_ARG; KVC_E_NONFINITE (nothing given to any stream); KVC_E_CORRUPT.
+ */
+kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                                     size_t n_pos);
+
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
 const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
 

@@ -35,6 +35,7 @@
     X(keydiff, KEYDIFF, 10, "KeyDiff (Park et al. 2025): evict the key most similar to the mean normalised key") \
     X(h2o, H2O, 11, "H2O (Zhang et al. 2023): evict the lowest accumulated attention; needs observed attends")   \
     X(tova, TOVA, 12, "TOVA (Oren et al. 2024): evict the lowest attention of the last query; needs observed attends") \
+    X(snapkv, SNAPKV, 13, "SnapKV (Li et al. 2024): keep what the prompt's last queries attend to; give them first")   \
     KVC_EXTRA_METHODS(X)
 
 #endif

@@ -430,8 +430,8 @@ typedef struct kvc_stream_stats {
     /* Express only */
     uint32_t round;           /**< r: thinning factor t = 4^r */
     uint32_t protected_tokens;/**< tokens held in the protected spans (n_protect) */
-    /* H2O / TOVA only */
-    uint64_t observes;        /**< kvc_stream_observe calls the method received */
+    /* H2O / TOVA: kvc_stream_observe calls the method received; SnapKV: observation rows it holds */
+    uint64_t observes;
 } kvc_stream_stats;
 
 /** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
