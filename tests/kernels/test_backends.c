@@ -163,7 +163,10 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         float *za = malloc(n_pos * n_q * dv * sizeof(float)), *zb = malloc(n_pos * n_q * dv * sizeof(float));
         const size_t wb = (size_t)kvc_attend_work_bytes(n_pos, n_q, dv);
         double *work = malloc(wb);
-        kvc_attend_batch ba = {q, n_pos, n_q, causal, za, NULL, NULL}, bb = {q, n_pos, n_q, causal, zb, NULL, NULL};
+        /* half the cases also ask for the attention mass of every entry */
+        const int want_mass = kvc_rng_unit(r) < 0.5;
+        double *ma = want_mass ? calloc(n + 1, sizeof(double)) : NULL, *mb = want_mass ? calloc(n + 1, sizeof(double)) : NULL;
+        kvc_attend_batch ba = {q, n_pos, n_q, causal, za, ma, NULL}, bb = {q, n_pos, n_q, causal, zb, mb, NULL};
         const kvc_status ra = kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vd.v, &ba, work, wb);
         const kvc_status rb = t->attend_batch(t, &vd.v, &bb, work, wb);
         CHECK_MSG(ra == rb, "%s: status %d vs ref %d", t->name, (int)rb, (int)ra);
@@ -184,8 +187,25 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                                   t->name, d, dv, n, dt, n_seg, weights, split, p, h, c, zb[o], za[o], bd);
                     }
                 }
+            if (want_mass) {
+                /* each entry's share e^{x - m} / den moves by at most e^{2 delta} - 1 (score and
+                   maximum, delta as in the output bound) plus the f32 denominator's rounding,
+                   relative, summed over the queries: the largest factor bounds the sum */
+                double factor = 0.0;
+                for (size_t qi = 0; qi < n_pos * n_q; qi++) {
+                    double A[256], den, delta;
+                    size_t seen;
+                    softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, A, &den, &delta, &seen);
+                    const double f = expm1(2.0 * delta) + 4.0 * (double)(seen + 16) * U;
+                    if (f > factor) factor = f;
+                }
+                for (size_t e = 0; e < n; e++)
+                    CHECK_MSG(fabs(ma[e] - mb[e]) <= factor * ma[e] + 1e-300, "%s: mass of entry %zu: %.9g vs ref %.9g (d %zu n %zu dtype %u)",
+                              t->name, e, mb[e], ma[e], d, n, dt);
+            }
             (*cases)++;
         }
+        free(ma), free(mb);
         /* the row kernels the table overrides: the score dot and the double reductions of every storage type */
         for (unsigned ti = 0; ti < n_types; ti++) {
             const unsigned ty = types[ti];

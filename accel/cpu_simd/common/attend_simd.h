@@ -20,8 +20,8 @@
  * rescales the running sums at most once per block, and adds e^{s_j - m} times
  * each value row. Sums are in f32, as in flash-decoding; the reference kernel
  * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
- * difference from the reduction lengths. Attention mass is not computed
- * here: a call that asks for it goes to the reference kernel. int4 segments
+ * difference from the reduction lengths. Attention mass, when asked for,
+ * is a second pass over the keys (segment_mass). int4 segments
  * are dequantised block by block into the f32 pass (i4_segment_pass). */
 #ifndef KVC_ATTEND_SIMD_H
 #define KVC_ATTEND_SIMD_H
@@ -316,21 +316,68 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
+/* The attention mass of one segment's entries (kvc_attend_batch.mass): a
+ * second pass over the key rows once every query's maximum m and
+ * denominator are final; entry j gets sum over the queries that see it of
+ * e^{x_j - m} / den, x_j = beta <q, k_j> + ln w_j computed as the first pass
+ * computes it (f32), the exponential and the sum in double. */
+KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
+                             size_t n_causal_total, size_t *e_causal, int causal, const float *st, double *mass)
+{
+    const size_t d = view->d, n_q = b->n_q, Q = b->n_pos * n_q, W = view->dv + 3u;
+    const size_t ks = (size_t)kvc_row_bytes(t, d);
+    const unsigned char *K = kvc_segment_key_rows(seg);
+    const vf beta = v_set1(view->beta);
+    const double ln_scale = kvc_log_pos(seg->scale);
+    for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
+        const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
+        float lw[BLK];
+        size_t p0[BLK];
+        for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
+        for (size_t j = 0; j < nb; j++) {
+            double x = ln_scale;
+            if (seg->weights) {
+                const double w = (double)seg->weights[j0 + j];
+                x = w > 0.0 ? x + (isfinite(w) ? kvc_log_pos(w) : w) : -INFINITY;
+            }
+            lw[j] = (float)x;
+            if (causal) {
+                const size_t e = (*e_causal)++, later = n_causal_total - 1u - e;
+                p0[j] = later >= b->n_pos - 1u ? 0u : b->n_pos - 1u - later;
+            }
+        }
+        for (size_t qi = 0; qi < Q; qi++) {
+            const float *q_st = st + qi * W;
+            if (!(q_st[2] > 0.0f)) continue;
+            float sc[BLK];
+            for (size_t j = 0; j < BLK; j++) sc[j] = 0.0f;
+            dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
+            v_store(sc, v_fma(beta, v_load(sc), v_load(lw)));
+            const size_t pos = qi / n_q;
+            for (size_t j = 0; j < nb; j++) {
+                if (lw[j] == -INFINITY || pos < p0[j]) continue;
+                mass[j0 + j] += exp((double)sc[j] - (double)q_st[0]) / (double)q_st[2];
+            }
+        }
+    }
+}
+
 /* An int4 segment (groups of 32 with an f16 scale and minimum each): every
  * block of BLK rows is dequantised into f32 rows on the stack by the
  * reference `load` (min + q * scale, rounded to float once) and goes through
  * the f32 pass, block by block, so the blocks, the causal count and the
  * weights line up with what one f32 segment of those values would do. The
  * nibbles are read once per block; the dequantisation costs about what the
- * f16 conversion does. */
+ * f16 conversion does. With `mass` the block goes through the mass pass
+ * instead (values not read). */
 static void i4_segment_pass(const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                            size_t n_causal_total, size_t *e_causal, int causal, float *st)
+                            size_t n_causal_total, size_t *e_causal, int causal, float *st, double *mass)
 {
     const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[KVC_DTYPE_I4];
     const size_t d = view->d, dv = view->dv;
     const size_t ks = (size_t)kvc_row_bytes(KVC_DTYPE_I4, d), vs = (size_t)kvc_row_bytes(KVC_DTYPE_I4, dv);
     const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
-    const int in_num = (seg->role & KVC_SET_NUM) != 0;
+    const int in_num = (seg->role & KVC_SET_NUM) != 0 && mass == NULL;
     float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
     for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
@@ -343,7 +390,8 @@ static void i4_segment_pass(const kvc_view *view, const kvc_segment *seg, const 
         sub.keys = kf, sub.values = in_num ? vfl : NULL, sub.keys_q = NULL, sub.values_q = NULL;
         sub.weights = seg->weights ? seg->weights + j0 : NULL;
         sub.n = nb;
-        segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
+        if (mass) segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0);
+        else segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
     }
 }
 
@@ -353,7 +401,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     /* what this kernel does not do, and malformed calls, go to the reference
        (which checks and refuses the latter) */
     const kvc_kernels *ref = kvc_kernels_ref();
-    if (kern == NULL || view == NULL || b == NULL || b->mass != NULL || b->q == NULL || b->out == NULL ||
+    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL ||
         work == NULL || view->n_seg > KVC_VIEW_MAX_SEGMENTS || b->causal_segs > view->n_seg || b->n_pos < 1 ||
         b->n_pos > KVC_MAX_BATCH_POSITIONS || b->n_q < 1 || b->n_q > KVC_MAX_QUERY_HEADS || view->d < 1 ||
         view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM ||
@@ -379,7 +427,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         switch (seg->dtype) { /* one specialised loop per storage type */
         case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st); break;
         case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
-        case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st); break;
+        case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
         }
     }
@@ -387,6 +435,21 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;
         for (size_t c = 0; c < view->dv; c++) b->out[qi * view->dv + c] = q_st[3 + c] * inv;
+    }
+    if (b->mass != NULL) { /* the second pass: keys only */
+        size_t e = 0;
+        e_causal = 0;
+        for (size_t s = 0; s < view->n_seg; s++) {
+            const kvc_segment *seg = &view->seg[s];
+            const int causal = s < b->causal_segs;
+            switch (seg->dtype) {
+            case KVC_DTYPE_F32: segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            case KVC_DTYPE_F16: segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            default: segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            }
+            e += seg->n;
+        }
     }
     if (b->state != NULL) /* split-K: widen the state to doubles (last query first: the f32 one is read before overwritten) */
         for (size_t qi = Q; qi-- > 0;) {
@@ -499,7 +562,7 @@ static double i8_dot(const void *row, const float *x, size_t dim) { return dot_r
 /* This ISA's entries of the kernel table (kernels.c assembles the table). */
 #define KVC_SIMD_ENTRIES(isa, needs_bits)                                                               \
     const kvc_simd_entries kvc_simd_entries_##isa = {                                                  \
-        #isa, (needs_bits), KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH, /* mass: by the ref */ \
+        #isa, (needs_bits), KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS,          \
         attend_f32_simd, attend_batch_simd, {f32_dot, f16_dot, i8_dot, NULL},                         \
         {f32_dot_f64, f16_dot_f64, i8_dot_f64, NULL}, {f32_dot_rows, f16_dot_rows, i8_dot_rows, NULL},   \
         {f32_sqdist, f16_sqdist, i8_sqdist, NULL}}
