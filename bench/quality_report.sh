@@ -8,8 +8,8 @@
 #   recall-gpl-int8-25-protect [3]  ppl-int8-25 [~15]  ppl-int8-25-protect [~10]
 #   ppl-int4-25: not in the default list: int4 runs on the reference kernels
 #   (no SIMD path yet) and took over 40 minutes.
-#   Also, not in the default list: recall-attn-int8-25 [~25] (h2o, tova; their
-#   prompt goes through the cache), ppl-attn-int8-25, the head-wise columns
+#   Also, not in the default list: recall-attn-int8-25 (h2o, tova, snapkv; the
+#   first two prefill through the cache), ppl-attn-int8-25, the head-wise columns
 #   (need PROFILE=file from `kvc profile`, default OUT/smollm2.profile):
 #   recall-heads-int8-25 ppl-heads-int8-25, and the 10% / 50% columns:
 #   recall-int8-10-50 ppl-int8-10-50.
@@ -37,7 +37,7 @@ for s in $steps; do
   ppl-int8-25)            run $s ppl --bytes --dtype int8 --budgets 25 --methods sink-window,uniform,balancekv,subgen ;;
   ppl-int8-25-protect)    run $s ppl --bytes --dtype int8 --budgets 25 --methods sink-window,uniform --protect 25 ;;
   ppl-int4-25)            run $s ppl --bytes --dtype int4 --budgets 25 --methods sink-window,uniform,knorm,subgen,balancekv,express ;;
-  recall-attn-int8-25)    run $s recall --bytes --dtype int8 --budgets 25 --methods h2o,tova ;;
+  recall-attn-int8-25)    run $s recall --bytes --dtype int8 --budgets 25 --methods h2o,tova,snapkv ;;
   ppl-attn-int8-25)       run $s ppl --bytes --dtype int8 --budgets 25 --methods h2o,tova ;;
   recall-heads-int8-25)   run $s recall --bytes --dtype int8 --budgets 25 --methods sink-window,uniform --protect 25 --head-profile "${PROFILE:-$OUT/smollm2.profile}" ;;
   ppl-heads-int8-25)      run $s ppl --bytes --dtype int8 --budgets 25 --methods sink-window,uniform --protect 25 --head-profile "${PROFILE:-$OUT/smollm2.profile}" ;;

@@ -177,6 +177,17 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         fprintf(stderr, "kvc eval: init failed: %s\n", kvc_status_str(s));
         goto done;
     }
+    /* the trace is a known prompt: its last 32 queries are the observation
+       window a query-aware method (SnapKV) gets before the tokens; methods
+       without the hook ignore them */
+    {
+        const size_t obs = tr->n < 32 ? tr->n : 32;
+        s = kvc_stream_prefill_queries(st, NULL, tr->q + (tr->n - obs) * d, obs);
+        if (s != KVC_OK) {
+            fprintf(stderr, "kvc eval: prefill queries: %s\n", kvc_status_str(s));
+            goto done;
+        }
+    }
     if (verbose) {
         printf("kvc eval: trace %s (n=%zu, d=%zu, dv=%zu, head %zu), method %s, budget %" PRIu32
                " tokens, seed %" PRIu64 "\n",
