@@ -18,6 +18,7 @@
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "held_tokens.h"
 
 #define D ((size_t)8)
 #define NQ ((size_t)2)
@@ -28,36 +29,6 @@ typedef struct replay {
     double score[N_TOK];
     size_t held[CAP_MAX], n_held;
 } replay;
-
-/* The token of a method row: the one whose appended key has these bits. */
-static size_t token_of_key(const float *k, const float *row, size_t n)
-{
-    for (size_t t = 0; t < n; t++)
-        if (memcmp(k + t * D, row, D * sizeof(float)) == 0) return t;
-    return SIZE_MAX;
-}
-
-/* The tokens the method holds, read from its view segments (f32 rows). */
-static size_t method_tokens(const kvc_stream *st, const float *k, size_t n_seen, size_t *out)
-{
-    kvc_view v;
-    if (kvc_stream_view(st, &v) != KVC_OK) return SIZE_MAX;
-    size_t m = 0;
-    for (size_t s = KVC_STREAM_EXACT_SEGMENTS; s < v.n_seg; s++)
-        for (size_t i = 0; i < v.seg[s].n; i++) out[m++] = token_of_key(k, v.seg[s].keys + i * D, n_seen);
-    return m;
-}
-
-static int same_set(const size_t *a, size_t na, const size_t *b, size_t nb)
-{
-    if (na != nb) return 0;
-    for (size_t i = 0; i < na; i++) {
-        size_t j = 0;
-        while (j < nb && b[j] != a[i]) j++;
-        if (j == nb) return 0;
-    }
-    return 1;
-}
 
 /* One method, one stream, `observe` 1 = the decoder observes every step. */
 static int replay_method(kvc_method m, uint64_t seed, int observe)
@@ -96,8 +67,8 @@ static int replay_method(kvc_method m, uint64_t seed, int observe)
                 if (rp.score[in] >= rp.score[rp.held[low]]) rp.held[low] = in;
             }
         }
-        const size_t n_got = method_tokens(st, k, j + 1, got);
-        CHECK_MSG(same_set(got, n_got, rp.held, rp.n_held), "%s seed %llu token %zu: held set differs",
+        const size_t n_got = ht_method_tokens(st, k, D, j + 1, got);
+        CHECK_MSG(ht_same_set(got, n_got, rp.held, rp.n_held), "%s seed %llu token %zu: held set differs",
                   kvc_method_name(m), (unsigned long long)seed, j);
         if (!observe) continue;
         const size_t E = kvc_stream_view_entries(st);

@@ -16,38 +16,11 @@
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "held_tokens.h"
 
 #define D ((size_t)8)
 #define N_TOK ((size_t)400)
 #define ROWS 32u
-
-static size_t token_of_key(const float *k, const float *row, size_t n)
-{
-    for (size_t t = 0; t < n; t++)
-        if (memcmp(k + t * D, row, D * sizeof(float)) == 0) return t;
-    return SIZE_MAX;
-}
-
-static size_t held_tokens(const kvc_stream *st, const float *k, size_t n_seen, size_t *out)
-{
-    kvc_view v;
-    if (kvc_stream_view(st, &v) != KVC_OK) return SIZE_MAX;
-    size_t m = 0;
-    for (size_t s = KVC_STREAM_EXACT_SEGMENTS; s < v.n_seg; s++)
-        for (size_t i = 0; i < v.seg[s].n; i++) out[m++] = token_of_key(k, v.seg[s].keys + i * D, n_seen);
-    return m;
-}
-
-static int same_set(const size_t *a, size_t na, const size_t *b, size_t nb)
-{
-    if (na != nb) return 0;
-    for (size_t i = 0; i < na; i++) {
-        size_t j = 0;
-        while (j < nb && b[j] != a[i]) j++;
-        if (j == nb) return 0;
-    }
-    return 1;
-}
 
 static double raw_score(const float *q, size_t n_rows, const float *k, double beta)
 {
@@ -109,8 +82,8 @@ static int replay(uint64_t seed, size_t n_given)
                 if (pooled[t] >= pooled[held[low]]) held[low] = t;
             }
         }
-        const size_t n_got = held_tokens(st, k, j + 1, got);
-        CHECK_MSG(same_set(got, n_got, held, n_held), "seed %llu rows %zu token %zu: held set differs",
+        const size_t n_got = ht_method_tokens(st, k, D, j + 1, got);
+        CHECK_MSG(ht_same_set(got, n_got, held, n_held), "seed %llu rows %zu token %zu: held set differs",
                   (unsigned long long)seed, n_given, j);
     }
     for (size_t i = 0; i < n_held; i++) kept_planted += held[i] % 29 == 10;

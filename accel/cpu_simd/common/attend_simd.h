@@ -231,6 +231,27 @@ static float exp1(float x)
     return out[0];
 }
 
+/* Entries j0 .. j0+nb-1 of a segment: ln(scale w_j) (-inf for a zero
+ * weight), and under the causal mask the first position that sees each
+ * (p0; the causal entry counter advances). Lanes past nb: 0. */
+KVC_INLINE void block_weights(const kvc_segment *seg, double ln_scale, size_t j0, size_t nb, const kvc_attend_batch *b,
+                              size_t n_causal_total, size_t *e_causal, int causal, float lw[BLK], size_t p0[BLK])
+{
+    for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
+    for (size_t j = 0; j < nb; j++) {
+        double x = ln_scale;
+        if (seg->weights) {
+            const double w = (double)seg->weights[j0 + j];
+            x = w > 0.0 ? x + (isfinite(w) ? kvc_log_pos(w) : w) : -INFINITY;
+        }
+        lw[j] = (float)x;
+        if (causal) {
+            const size_t e = (*e_causal)++, later = n_causal_total - 1u - e;
+            p0[j] = later >= b->n_pos - 1u ? 0u : b->n_pos - 1u - later;
+        }
+    }
+}
+
 /* One segment of one storage type, for every query: the block loop.
  * st: per query {m, have_m, den, acc[dv]} in f32. */
 KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
@@ -246,19 +267,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
         float lw[BLK];
         size_t p0[BLK];
-        for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
-        for (size_t j = 0; j < nb; j++) {
-            double x = ln_scale;
-            if (seg->weights) {
-                const double w = (double)seg->weights[j0 + j];
-                x = w > 0.0 ? x + (isfinite(w) ? kvc_log_pos(w) : w) : -INFINITY;
-            }
-            lw[j] = (float)x;
-            if (causal) {
-                const size_t e = (*e_causal)++, later = n_causal_total - 1u - e;
-                p0[j] = later >= b->n_pos - 1u ? 0u : b->n_pos - 1u - later;
-            }
-        }
+        block_weights(seg, ln_scale, j0, nb, b, n_causal_total, e_causal, causal, lw, p0);
         int masked = causal;
         for (size_t j = 0; j < nb; j++) masked |= lw[j] == -INFINITY;
         /* the queries three at a time: their scores share each key-row load,
@@ -333,19 +342,7 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
         float lw[BLK];
         size_t p0[BLK];
-        for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
-        for (size_t j = 0; j < nb; j++) {
-            double x = ln_scale;
-            if (seg->weights) {
-                const double w = (double)seg->weights[j0 + j];
-                x = w > 0.0 ? x + (isfinite(w) ? kvc_log_pos(w) : w) : -INFINITY;
-            }
-            lw[j] = (float)x;
-            if (causal) {
-                const size_t e = (*e_causal)++, later = n_causal_total - 1u - e;
-                p0[j] = later >= b->n_pos - 1u ? 0u : b->n_pos - 1u - later;
-            }
-        }
+        block_weights(seg, ln_scale, j0, nb, b, n_causal_total, e_causal, causal, lw, p0);
         for (size_t qi = 0; qi < Q; qi++) {
             const float *q_st = st + qi * W;
             if (!(q_st[2] > 0.0f)) continue;
