@@ -8,6 +8,7 @@
 # OUT/bytes_error.csv (one row per run) as it goes and prints the table of
 # means over the 15 (layer, head) runs.
 #   bench/bytes_error_report.sh [BUILD_DIR] [N]   (model: $KVC_SMOLLM2 or the fetch script's path)
+#   METHODS="..." DTYPES="..." pick rows; EXTRA="--protect 25" adds flags to every kvc eval.
 set -euo pipefail
 build=${1:-build-release}
 n=${2:-2048}
@@ -31,7 +32,7 @@ for dt in $dtypes; do for m in $methods; do
     sum=0; cnt=0; tok=0
     for l in $layers; do for h in 0 3 6; do
       line=$($kvc eval --trace "$out/smollm2/L$l" --head $h --seed 1 --bytes-pct $pct --sink 32 --window 32 \
-               --score-from $((n / 2)) --reference f64 --method "$m" --dtype "$dt" 2>/dev/null | tail -n 1) || line=""
+               --score-from $((n / 2)) --reference f64 --method "$m" --dtype "$dt" ${EXTRA:-} 2>/dev/null | tail -n 1) || line=""
       case $line in mean_rel_error=*) ;; *) continue ;; esac
       e=$(echo "$line" | sed 's/mean_rel_error=\([^ ]*\).*/\1/')
       p99=$(echo "$line" | sed 's/.*p99_rel_error=\([^ ]*\).*/\1/')
