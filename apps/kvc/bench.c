@@ -221,7 +221,7 @@ static const char *head_table(const kvc_bench_opts *o, const kvc_bench_cfg *g, c
         if (sc.method == KVC_METHOD_EXACT && sc.budget < (uint32_t)context)
             return "an exact head's share holds fewer tokens than the context";
         t[i].method = (uint32_t)sc.method, t[i].budget = sc.budget, t[i].n_sink = sc.n_sink,
-        t[i].n_window = sc.n_window;
+        t[i].n_window = sc.n_window, t[i].n_protect = sc.n_protect;
     }
     return NULL;
 }
@@ -302,9 +302,11 @@ static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g
     for (int i = 0; !why && i < n; i++) {
         kvc_stream_config sc = *base;
         sc.method = (kvc_method)t[i].method, sc.budget = t[i].budget;
-        sc.n_sink = t[i].n_sink, sc.n_window = t[i].n_window;
+        sc.n_sink = t[i].n_sink, sc.n_window = t[i].n_window, sc.n_protect = t[i].n_protect;
+        const size_t a = kvc_stream_arena_size(&sc);
+        if (a == 0) why = kvc_stream_config_problem(&sc);
         *tokens += sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
-        *bytes += (double)kvc_stream_arena_size(&sc);
+        *bytes += (double)a;
     }
     free(t);
     *tokens /= n, *bytes /= n;

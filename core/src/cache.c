@@ -1,6 +1,7 @@
 /* Cache manager: n_layers x n_kv_heads streams in one arena. The header keeps
  * each stream's offset (a table right after it) and, under KVC_BUDGET_HEADS,
- * each stream's own method, budget, sinks and window (a second table); streams
+ * each stream's own method, budget, sinks, window and protected slots (a
+ * second table); streams
  * are independent state machines, so the manager itself holds no per-token
  * state. */
 #include "kvc/kvc_cache.h"
@@ -71,7 +72,7 @@ static kvc_stream_config stream_config(const kvc_cache_config *c, const kvc_cach
     if (heads != NULL) {
         const kvc_cache_head *e = &heads[(size_t)layer * c->n_kv_heads + head];
         s.method = (kvc_method)e->method;
-        s.budget = e->budget, s.n_sink = e->n_sink, s.n_window = e->n_window;
+        s.budget = e->budget, s.n_sink = e->n_sink, s.n_window = e->n_window, s.n_protect = e->n_protect;
     }
     s.seed = c->stream.seed + (uint64_t)layer * c->n_kv_heads + head;
     return s;
@@ -297,6 +298,7 @@ kvc_status kvc_cache_get_head(const kvc_cache *c, uint32_t layer, uint32_t kv_he
     if (out == NULL || layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return KVC_E_ARG;
     const kvc_stream_config s = stream_config(&c->cfg, heads_of(c), layer, kv_head);
     out->method = (uint32_t)s.method, out->budget = s.budget, out->n_sink = s.n_sink, out->n_window = s.n_window;
+    out->n_protect = s.n_protect;
     return KVC_OK;
 }
 

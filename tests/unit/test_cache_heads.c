@@ -29,12 +29,13 @@ static kvc_cache_config config(void)
     return c;
 }
 
-/* A mixed table: a streaming head, a retrieval head, a diffuse head per layer. */
+/* A mixed table: a streaming head, a retrieval head, a diffuse head per layer,
+ * two of them with protected spans. */
 static void table(kvc_cache_head *t)
 {
     const kvc_cache_head rows[L * H] = {
-        {KVC_METHOD_SINK_WINDOW, 24, 4, 0}, {KVC_METHOD_EXACT, 300, 0, 0}, {KVC_METHOD_UNIFORM, 48, 4, 8},
-        {KVC_METHOD_KEYDIFF, 40, 4, 8},     {KVC_METHOD_H2O, 56, 4, 8},    {KVC_METHOD_SUBGEN, 96, 4, 8}};
+        {KVC_METHOD_SINK_WINDOW, 24, 4, 0, 0}, {KVC_METHOD_EXACT, 300, 0, 0, 0}, {KVC_METHOD_UNIFORM, 48, 4, 8, 6},
+        {KVC_METHOD_KEYDIFF, 40, 4, 8, 0},     {KVC_METHOD_H2O, 56, 4, 8, 8},    {KVC_METHOD_SUBGEN, 96, 4, 8, 0}};
     memcpy(t, rows, sizeof rows);
 }
 
@@ -42,6 +43,7 @@ static kvc_stream_config standalone(const kvc_cache_config *c, const kvc_cache_h
 {
     kvc_stream_config s = c->stream;
     s.method = (kvc_method)e->method, s.budget = e->budget, s.n_sink = e->n_sink, s.n_window = e->n_window;
+    s.n_protect = e->n_protect;
     s.seed = c->stream.seed + (uint64_t)l * H + h;
     return s;
 }

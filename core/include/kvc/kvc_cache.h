@@ -24,20 +24,21 @@ typedef enum kvc_budget_policy {
                                  (1-r)*budget at the last layer, r = pyramid_ratio;
                                  the total is at most n_layers * budget */
     KVC_BUDGET_HEADS = 2    /**< head-wise: every (layer, kv head) its own method,
-                                 budget, sinks and window, from a table given to
+                                 budget, sinks, window and protected slots, from a table given to
                                  kvc_cache_init_heads (kept in the arena); the
                                  streams are sized for their own budgets (ragged,
                                  not masked) */
 } kvc_budget_policy;
 
 /** One stream's own settings under KVC_BUDGET_HEADS. Everything else (storage
- *  type, method parameters, protected spans, seed) comes from the cache
+ *  type, method parameters, protect_radius, seed) comes from the cache
  *  configuration's `stream`. */
 typedef struct kvc_cache_head {
-    uint32_t method;   /**< kvc_method */
-    uint32_t budget;   /**< tokens, as kvc_stream_config.budget */
-    uint32_t n_sink;   /**< as kvc_stream_config.n_sink */
-    uint32_t n_window; /**< as kvc_stream_config.n_window */
+    uint32_t method;    /**< kvc_method */
+    uint32_t budget;    /**< tokens, as kvc_stream_config.budget */
+    uint32_t n_sink;    /**< as kvc_stream_config.n_sink */
+    uint32_t n_window;  /**< as kvc_stream_config.n_window */
+    uint32_t n_protect; /**< as kvc_stream_config.n_protect (a share of this head's budget) */
 } kvc_cache_head;
 
 /** Largest number of layers / kv-heads a cache accepts. */
