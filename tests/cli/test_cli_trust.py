@@ -210,10 +210,11 @@ def case_head_profile():
                "the scores are shares of attention")
         out = os.path.join(tmp, "b.csv")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
-                 "--budgets", "50", "--bytes", "--protect", "25", "--head-profile", prof, "--csv", out, "--quiet",
-                 "--threads", "1"])
+                 "--budgets", "50", "--bytes", "--protect", "25", "--head-profile", prof, "--head-shares", "0.3,4,1",
+                 "--csv", out, "--quiet", "--threads", "1"])
         expect(p.returncode == 0 and "sink-window 50%B heads" in p.stdout and "n/a" not in p.stdout,
-               "the head-wise twin runs, protected spans sized per head")
+               "the head-wise twin runs, protected spans sized per head (shares that leave streaming heads"
+               " fewer tokens than the uniform column's protected slots)")
         rows = {(r["method"], r["head_wise"]): r for r in csv.DictReader(open(out))}
         flat, ragged = rows[("sink-window", "0")], rows[("sink-window", "1")]
         f16 = 512 * 2 * 8 * 2 * 20  # the f16 exact cache of every stream: tokens x (d + dv) x 2 B x streams
