@@ -6,8 +6,8 @@
 # exact f32. Minutes on 2 cores in brackets.
 #   recall-int8-25 [16]  recall-int8-25-protect [16]  recall-gpl-int8-25 [3]
 #   recall-gpl-int8-25-protect [3]  ppl-int8-25 [~15]  ppl-int8-25-protect [~10]
-#   ppl-int4-25: not in the default list: int4 runs on the reference kernels
-#   (no SIMD path yet) and took over 40 minutes.
+#   ppl-int4-25: not in the default list (took over 40 minutes when int4 ran on
+#   the reference attend; the SIMD attends now dequantise int4 blocks: not re-timed).
 #   Also, not in the default list: recall-attn-int8-25 (h2o, tova, snapkv; the
 #   first two prefill through the cache), ppl-attn-int8-25, the head-wise columns
 #   (need PROFILE=file from `kvc profile`, default OUT/smollm2.profile):
