@@ -342,8 +342,10 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
     return KVC_OK;
 }
 
-kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
-                            float *out)
+/* Every kv head of a layer answers its query group; `observed`: through
+ * kvc_stream_attend_observed (each stream also receives its entries' attention). */
+static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                               float *out, int observed, void *work, size_t work_bytes)
 {
     kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
@@ -352,11 +354,20 @@ kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_
     for (uint32_t h = 0; h < nkv; h++)
         if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (uint32_t h = 0; h < nkv; h++) {
-        rc = kvc_stream_attend_prechecked(stream_checked_at(c, layer, h), kern, q + h * group * hd, group,
-                                          out + h * group * hd);
+        kvc_stream *st = stream_checked_at(c, layer, h);
+        const float *qh = q + h * group * hd;
+        float *oh = out + h * group * hd;
+        rc = observed ? kvc_stream_attend_observed(st, kern, qh, group, oh, work, work_bytes)
+                       : kvc_stream_attend_prechecked(st, kern, qh, group, oh);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;
+}
+
+kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
+                            float *out)
+{
+    return attend_heads(c, kern, layer, q, out, 0, NULL, 0);
 }
 
 kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
@@ -394,18 +405,7 @@ size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer)
 kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
                                      float *out, void *work, size_t work_bytes)
 {
-    kvc_status rc = cache_check(c);
-    if (rc != KVC_OK) return rc;
-    if (layer >= c->cfg.n_layers || q == NULL || out == NULL) return KVC_E_ARG;
-    const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads, group = c->cfg.n_heads / nkv;
-    for (uint32_t h = 0; h < nkv; h++)
-        if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
-    for (uint32_t h = 0; h < nkv; h++) {
-        rc = kvc_stream_attend_observed(stream_checked_at(c, layer, h), kern, q + h * group * hd, group,
-                                        out + h * group * hd, work, work_bytes);
-        if (rc != KVC_OK) return rc;
-    }
-    return KVC_OK;
+    return attend_heads(c, kern, layer, q, out, 1, work, work_bytes);
 }
 
 const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c)
