@@ -12,6 +12,8 @@
 #include "plan.h"
 #include "kvc/kvc_attend.h"
 
+_Static_assert(sizeof(kvc_budget_policy) == 4, "enums stored in arenas are 4 bytes on every ABI");
+
 #define KVC_MAGIC_CACHE 0x4B564333u /* "KVC3": format 3 (the stream configuration grew), see arena.h */
 
 struct kvc_cache {

@@ -44,6 +44,8 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
         s.block = is_key ? 32u : 0u;
         s.has_scale = s.has_min = 1;
         break;
+    case KVC_DTYPE_ENUM_32BIT: /* not a type; refused above (t >= KVC_DTYPE_COUNT) */
+        return KVC_E_ARG;
     }
     *out = s;
     return KVC_OK;

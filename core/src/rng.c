@@ -3,6 +3,7 @@
 #include "kvc/kvc_rng.h"
 
 #include <math.h>
+#include "portable_math.h"
 
 /* libm behind small contracts that the proofs take as trusted (like
  * kvc_exp_nonpos / kvc_log_pos in kvc_kernels.h). Frama-C's own libc gives
@@ -27,9 +28,9 @@ static double rng_sqrt(double x);
 */
 static double rng_cos(double x);
 #ifndef KVC_WP_TRUSTED_LIBM
-static double rng_log01(double x) { return log(x); }
+static double rng_log01(double x) { return kvc_pm_log(x); }
 static double rng_sqrt(double x) { return sqrt(x); }
-static double rng_cos(double x) { return cos(x); }
+static double rng_cos(double x) { return kvc_pm_cos(x); }
 #endif
 
 /*@ axiomatic KvcRngExactConversion {

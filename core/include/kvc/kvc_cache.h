@@ -23,11 +23,13 @@ typedef enum kvc_budget_policy {
     KVC_BUDGET_PYRAMID = 1, /**< PyramidKV: linear from (1+r)*budget at layer 0 to
                                  (1-r)*budget at the last layer, r = pyramid_ratio;
                                  the total is at most n_layers * budget */
-    KVC_BUDGET_HEADS = 2    /**< head-wise: every (layer, kv head) its own method,
+    KVC_BUDGET_HEADS = 2,   /**< head-wise: every (layer, kv head) its own method,
                                  budget, sinks, window and protected slots, from a table given to
                                  kvc_cache_init_heads (kept in the arena); the
                                  streams are sized for their own budgets (ragged,
                                  not masked) */
+    KVC_BUDGET_ENUM_32BIT = 0x7fffffff /**< not a policy: keeps the enum 4 bytes under
+                                              -fshort-enums (arm-none-eabi): one arena layout */
 } kvc_budget_policy;
 
 /** One stream's own settings under KVC_BUDGET_HEADS. Everything else (storage

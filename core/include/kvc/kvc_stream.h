@@ -30,7 +30,10 @@ extern "C" {
 /** Compression methods: one value per line of kvc_method_list.h (the
  *  registry's single list), e.g. KVC_METHOD_EXACT = 1, KVC_METHOD_SUBGEN = 4. */
 #define KVC_METHOD_ENUM_ENTRY(ident, NAME, value, doc) KVC_METHOD_##NAME = value,
-typedef enum kvc_method { KVC_METHOD_LIST(KVC_METHOD_ENUM_ENTRY) } kvc_method;
+/* KVC_METHOD_ENUM_32BIT is no method: it keeps the enum 4 bytes where enums
+   are short by default (arm-none-eabi's -fshort-enums), so that configurations
+   stored in arenas have one layout on every target */
+typedef enum kvc_method { KVC_METHOD_LIST(KVC_METHOD_ENUM_ENTRY) KVC_METHOD_ENUM_32BIT = 0x7fffffff } kvc_method;
 #undef KVC_METHOD_ENUM_ENTRY
 
 /** How SubGen and streaming BalanceKV turn what they hold into an output

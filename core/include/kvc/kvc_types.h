@@ -59,10 +59,12 @@ typedef enum kvc_dtype {
     KVC_DTYPE_KIVI4 = 4, /**< KIVI int4: keys per channel over token blocks, values per token in
                               groups, each group a scale and a minimum (described, not implemented) */
     KVC_DTYPE_KIVI2 = 5, /**< KIVI int2, same grouping (described, not implemented) */
-    KVC_DTYPE_I4 = 6     /**< int4 per row in groups of 32 elements, asymmetric: x = min + scale * q,
+    KVC_DTYPE_I4 = 6,    /**< int4 per row in groups of 32 elements, asymmetric: x = min + scale * q,
                               q in 0..15, an f16 scale and an f16 minimum per group (5 bits per
                               element at dim 64); the row-wise form of KIVI's values, used for
                               keys too (a token can be replaced alone: sampling methods need that) */
+    KVC_DTYPE_ENUM_32BIT = 0x7fffffff /**< not a type: keeps the enum 4 bytes under -fshort-enums
+                                             (arm-none-eabi), so stored configurations have one layout */
 } kvc_dtype;
 
 /** Number of ::kvc_dtype values (the size of per-type tables). */

@@ -30,6 +30,7 @@
 #include "arena.h"
 #include "methods.h"
 #include "shared/rows.h"
+#include "portable_math.h"
 
 #define KVC_MAGIC_SNAPKV 0x4B565331u /* "KVS1" */
 #define KVC_SNAPKV_ROWS 32u          /* observation rows kept (positions x query heads of the group) */
@@ -96,8 +97,8 @@ static double raw_score(const snapkv_state *s, const kvc_method_ctx *cx, const f
         if (l[i] > m) m = l[i];
     }
     double z = 0.0;
-    for (uint32_t i = 0; i < s->n_rows; i++) z += exp(l[i] - m);
-    return m + log(z);
+    for (uint32_t i = 0; i < s->n_rows; i++) z += kvc_pm_exp(l[i] - m);
+    return m + kvc_pm_log(z);
 }
 
 static void ops_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)

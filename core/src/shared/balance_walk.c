@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "balance.h"
+#include "portable_math.h"
 
 /* Largest exponent passed to exp(): keeps kernel values finite in double. */
 #define KVC_BALANCE_MAX_EXP 700.0
@@ -40,7 +41,7 @@ static double kernel(const walk *w, size_t i, size_t j)
         io->values.base
             ? io->values.rk->dot_rows(kvc_row(&io->values, si), kvc_row(&io->values, sj), NULL, io->dv) * w->inv_v2
             : 1.0;
-    return exp(x) * (vv + io->kappa);
+    return kvc_pm_exp(x) * (vv + io->kappa);
 }
 
 /* Probability of eta = +1 given the walk's current inner product a; counts clips. */
@@ -88,8 +89,8 @@ size_t kvc_balance_select(kvc_balance_io *io)
     /* theory mode: R = 2 e^{beta r_key^2 / 2} r_val, c = 30 ln(S / delta) */
     double half = io->beta * r_key2 / 2.0;
     if (half > KVC_BALANCE_MAX_EXP / 2) half = KVC_BALANCE_MAX_EXP / 2;
-    const double R2 = 4.0 * exp(2.0 * half) * r_val2;
-    const double cr2 = 30.0 * log((double)S / io->delta) * R2;
+    const double R2 = 4.0 * kvc_pm_exp(2.0 * half) * r_val2;
+    const double cr2 = 30.0 * kvc_pm_log((double)S / io->delta) * R2;
 
     if (io->mode != KVC_BALANCE_SMALLER_CLASS) {
         const size_t P = S / 2;

@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "kvc/kvc_rng.h"
+#include "portable_math.h"
 
 typedef struct kh_ctx {
     const kvc_kh_io *io;
@@ -26,7 +27,7 @@ static double kval(const kh_ctx *c, size_t i, size_t j)
     const size_t si = io->first + i, sj = io->first + j;
     const double kk = io->keys.rk->dot_rows(kvc_row(&io->keys, si), kvc_row(&io->keys, sj), c->mu, io->d);
     const double vv = io->values.rk->dot_rows(kvc_row(&io->values, si), kvc_row(&io->values, sj), NULL, io->dv);
-    return exp(io->beta * kk - c->sigma) * (vv + c->B2);
+    return kvc_pm_exp(io->beta * kk - c->sigma) * (vv + c->B2);
 }
 
 static double pair_gram(const kh_ctx *c, size_t i, size_t j)
@@ -92,5 +93,5 @@ double kvc_kh_theory_L(double delta, uint32_t round, uint32_t k_r, size_t S)
     const double pi2 = 9.869604401089358;
     const double delta_r = delta * 6.0 / (pi2 * (double)(round + 1) * (double)(round + 1));
     const double delta_call = delta_r / ((double)k_r * (double)k_r + 1.0);
-    return 0.5 + log(2.0 * (double)S / delta_call);
+    return 0.5 + kvc_pm_log(2.0 * (double)S / delta_call);
 }
