@@ -143,8 +143,9 @@ static int run_one(kvc_method m, kvc_dtype t)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc, (void)argv;
     int passed = 0, failed = 0;
     for (size_t mi = 0; mi < kvc_method_count(); mi++)
         for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {

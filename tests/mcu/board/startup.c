@@ -1,6 +1,8 @@
 /* Reset and fault handlers for the MPS2 boards under QEMU: copy .data, zero
  * .bss, turn the FPU on where there is one, open newlib's semihosting
- * streams, run main and report its status through semihosting exit. A fault
+ * streams, run main with the semihosting command line (QEMU's "-kernel FILE
+ * -append ARGS" gives argv = FILE ARGS...) and report its status through
+ * semihosting exit. A fault
  * prints its name and exits with status 3, so a crash ends the test instead
  * of hanging QEMU. */
 #include <stdint.h>
@@ -8,7 +10,7 @@
 #include <stdlib.h>
 
 extern uint32_t __etext, __data_start__, __data_end__, __bss_start__, __bss_end__, __stack_top;
-extern int main(void);
+extern int main(int argc, char **argv);
 extern void initialise_monitor_handles(void);
 
 void kvc_reset_handler(void);
@@ -19,6 +21,34 @@ void _fini(void);
 void _init(void) {}
 void _fini(void) {}
 void kvc_fault_handler(void);
+
+/* SYS_GET_CMDLINE (0x15): the command line into buf; 0 on success. */
+static int semihost_cmdline(char *buf, int len)
+{
+    volatile int block[2] = {(int)(uintptr_t)buf, len};
+    register int r0 __asm__("r0") = 0x15;
+    register volatile int *r1 __asm__("r1") = block;
+    __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+    return r0;
+}
+
+enum { MAX_ARGS = 8 };
+static char g_cmdline[256];
+static char *g_argv[MAX_ARGS + 1];
+
+static int split_args(void)
+{
+    int argc = 0;
+    if (semihost_cmdline(g_cmdline, (int)sizeof g_cmdline - 1) != 0) return 0;
+    for (char *p = g_cmdline; *p != 0 && argc < MAX_ARGS;) {
+        while (*p == ' ') *p++ = 0;
+        if (*p == 0) break;
+        g_argv[argc++] = p;
+        while (*p != 0 && *p != ' ') p++;
+    }
+    g_argv[argc] = 0;
+    return argc;
+}
 
 __attribute__((noreturn)) void kvc_reset_handler(void)
 {
@@ -31,7 +61,8 @@ __attribute__((noreturn)) void kvc_reset_handler(void)
     __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
     initialise_monitor_handles();
-    exit(main());
+    const int argc = split_args();
+    exit(main(argc, g_argv));
 }
 
 __attribute__((noreturn)) void kvc_fault_handler(void)
