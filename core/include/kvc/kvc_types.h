@@ -107,10 +107,25 @@ kvc_status kvc_dtype_parse(const char *name, kvc_dtype *out);
 
 /** Alignment (bytes) every arena must have. */
 #define KVC_ARENA_ALIGN 64u
-/** Largest key / value dimension any kernel accepts. */
+/** Largest key / value dimension any kernel accepts, 1 .. 256 (default 256).
+ *  Stack buffers of the kernels are sized by it (a few of d doubles or floats
+ *  each): a microcontroller build sets it to its model's head dimension, as a
+ *  compile definition of the library and of its users alike (the CMake cache
+ *  variable KVC_MAX_HEAD_DIM does both; the proofs assume <= 256). */
+#ifndef KVC_MAX_HEAD_DIM
 #define KVC_MAX_HEAD_DIM 256u
-/** Largest number of query heads answered by one attend call (GQA group). */
+#endif
+/** Largest number of query heads answered by one attend call (GQA group),
+ *  1 .. 64 (default 64); the CMake cache variable KVC_MAX_QUERY_HEADS sets it. */
+#ifndef KVC_MAX_QUERY_HEADS
 #define KVC_MAX_QUERY_HEADS 64u
+#endif
+#if KVC_MAX_HEAD_DIM < 1 || KVC_MAX_HEAD_DIM > 256
+#error "KVC_MAX_HEAD_DIM must be in 1..256"
+#endif
+#if KVC_MAX_QUERY_HEADS < 1 || KVC_MAX_QUERY_HEADS > 64
+#error "KVC_MAX_QUERY_HEADS must be in 1..64"
+#endif
 /** Largest budget in tokens (keeps every size product far from overflow on 32-bit). */
 #define KVC_MAX_BUDGET (1u << 24)
 
