@@ -1,8 +1,9 @@
 /* The kernel tables built into the library, and the one run-time CPU
  * dispatch of the project: kvc_cpu_features() detects the ISA once per call
  * (cheap: a cpuid, or a constant), kvc_kernels_best() takes the last built-in
- * table whose needs the CPU meets. Accelerated tables (accel/) are appended
- * to `builtin` by their build option; this build ships the reference one. */
+ * table whose needs the CPU meets (opt-in tables aside). Accelerated tables (accel/) are appended
+ * to `builtin` by their build option, after the reference and the
+ * single-precision ones (which best() never picks: it is opt-in). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,12 +68,15 @@ static const kvc_kernels *accel_table(size_t i)
 static const kvc_kernels *builtin(size_t i)
 {
     if (i == 0) return ref_table();
+    if (i == 1) return &kvc_kernels_single_table;
     for (size_t a = 0; accel[a] != NULL; a++)
-        if (a == i - 1u) return accel_table(a);
+        if (a == i - 2u) return accel_table(a);
     return NULL;
 }
 
 const kvc_kernels *kvc_kernels_ref(void) { return ref_table(); }
+
+const kvc_kernels *kvc_kernels_single(void) { return &kvc_kernels_single_table; }
 
 size_t kvc_kernels_count(void)
 {
@@ -116,7 +120,7 @@ const kvc_kernels *kvc_kernels_best(void)
     const kvc_kernels *best = ref_table();
     for (size_t i = 1; i < kvc_kernels_count(); i++) {
         const kvc_kernels *t = kvc_kernels_at(i);
-        if ((t->needs & have) == t->needs) best = t;
+        if ((t->needs & have) == t->needs && !(t->caps & KVC_CAP_OPT_IN)) best = t;
     }
     return best;
 }

@@ -14,7 +14,7 @@ foreach(tool arm-none-eabi-gcc qemu-system-arm)
   endif()
 endforeach()
 # configured every time (quick once cached), so that new firmware targets are known
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${BIN} --toolchain ${TOOLCHAIN} -DCMAKE_BUILD_TYPE=Release
+execute_process(COMMAND ${CMAKE_COMMAND} --no-warn-unused-cli -S ${SRC} -B ${BIN} --toolchain ${TOOLCHAIN} -DCMAKE_BUILD_TYPE=Release
                         -DKVC_BUILD_ORACLE=OFF -DKVC_BUILD_APPS=OFF -DKVC_BUILD_TESTS=OFF -DKVC_INSTALL=OFF
                         -DKVC_BUILD_FIRMWARE=ON -DKVC_WERROR=ON -DKVC_MAX_HEAD_DIM=64 -DKVC_MAX_QUERY_HEADS=8
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)

@@ -204,7 +204,9 @@ enum {
     KVC_CAP_Q15 = 1u << KVC_DTYPE_Q15,
     KVC_CAP_I4 = 1u << KVC_DTYPE_I4,
     KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
-    KVC_CAP_MASS = 1u << 17   /**< attend_batch returns per-entry attention mass */
+    KVC_CAP_MASS = 1u << 17,  /**< attend_batch returns per-entry attention mass */
+    KVC_CAP_OPT_IN = 1u << 18 /**< less precise than the reference by design (the single-precision
+                                   table): never picked by kvc_kernels_best, only by name */
 };
 
 /** CPU features a backend may need (kvc_cpu_features()). */
@@ -231,6 +233,14 @@ typedef struct kvc_kernels {
 
 /** The scalar reference kernels (ground truth). Never NULL. */
 const kvc_kernels *kvc_kernels_ref(void);
+
+/** The single-precision table ("single"): the reference row kernels, and an
+ *  attend whose scores, exponentials and sums are float, for FPUs without
+ *  double precision (Cortex-M4F, M33; about 20x fewer instructions there than
+ *  the double reference, which such a core runs in software). Error bounded
+ *  against the reference with u = 2^-24 (tests/kernels/test_backends.c).
+ *  Built into every library, never chosen by kvc_kernels_best. Never NULL. */
+const kvc_kernels *kvc_kernels_single(void);
 
 /** Number of tables built into this library (the reference one is index 0). */
 size_t kvc_kernels_count(void);

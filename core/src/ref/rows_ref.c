@@ -102,3 +102,24 @@ const kvc_kernels kvc_kernels_ref_table = {
     kvc_k_dot_f32__ref,
     kvc_k_sqdist_f32__ref,
 };
+
+/* The single-precision table: the same rows, the float attend (attend_single.c). */
+const kvc_kernels kvc_kernels_single_table = {
+    KVC_KERNELS_VERSION,
+    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_I4 | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_CAP_OPT_IN,
+    0u,
+    "single",
+    kvc_k_attend_f32__single,
+    kvc_k_attend_batch__single,
+    {
+        [KVC_DTYPE_F32] = {f32_store, f32_load, f32_dot_f32, f32_dot_f64, f32_dot_rows, f32_sqdist_f32, f32_axpy,
+                           f32_absmax},
+        [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy,
+                           f16_absmax},
+        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},
+        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,
+                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref, kvc_k_i4_absmax__ref},
+    },
+    kvc_k_dot_f32__ref,
+    kvc_k_sqdist_f32__ref,
+};

@@ -5,6 +5,7 @@
 #include "kvc/kvc_kernels.h"
 
 extern const kvc_kernels kvc_kernels_ref_table;
+extern const kvc_kernels kvc_kernels_single_table;
 
 /* IEEE binary16 round-to-nearest-even (finite inputs saturate at +-65504): rows_typed.h */
 #include "rows_typed.h"
@@ -22,5 +23,10 @@ double kvc_k_i4_absmax__ref(const void *row, size_t dim);
 
 kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
                                    void *work, size_t work_bytes);
+
+/* the single-precision attend (attend_single.c) */
+kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
+                                      void *work, size_t work_bytes);
+kvc_status kvc_k_attend_f32__single(const kvc_view *view, const float *q, size_t n_q, float *out);
 
 #endif
