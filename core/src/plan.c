@@ -31,9 +31,10 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
 static const char *field_problem(const kvc_stream_config *c)
 {
     if (c == NULL) return "configuration is NULL";
-    if (kvc_method_name(c->method) == NULL) return "unknown method";
-    if (c->d < 1 || c->d > KVC_MAX_HEAD_DIM) return "d must be in 1..256";
-    if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM) return "dv must be in 1..256";
+    if (kvc_method_name(c->method) == NULL)
+        return "unknown method, or one this library was built without (CMake KVC_METHODS)";
+    if (c->d < 1 || c->d > KVC_MAX_HEAD_DIM) return "d must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
+    if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM) return "dv must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
     if (c->budget < 1 || c->budget > KVC_MAX_BUDGET) return "budget must be in 1..16777216 tokens";
     if (c->n_sink > KVC_MAX_BUDGET || c->n_window > KVC_MAX_BUDGET) return "n_sink and n_window must be <= 16777216";
     if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";

@@ -10,10 +10,30 @@
 
 #include "methods.h"
 
+/* Which methods this build holds. By default all of them. A small build
+ * (CMake: KVC_METHODS=exact;sink_window) compiles with KVC_METHODS_ONLY and
+ * KVC_WITH_<ident>=1 for each method it keeps: the registry then points at
+ * those only, so a static link leaves the others' code out. The test of
+ * "KVC_WITH_<ident> is defined as 1" inside a macro expansion is the
+ * placeholder idiom (a macro defined as 1 pastes into a name that expands
+ * to "0," and shifts the 1 into the second argument). */
+#define KVC_PLACEHOLDER_1 0,
+#define KVC_SECOND_ARG(ignored, val, ...) val
+#define KVC_IS_ONE(x) KVC_IS_ONE_(x)
+#define KVC_IS_ONE_(val) KVC_IS_ONE__(KVC_PLACEHOLDER_##val)
+#define KVC_IS_ONE__(arg1_or_junk) KVC_SECOND_ARG(arg1_or_junk 1, 0, 0)
+#define KVC_CAT(a, b) KVC_CAT_(a, b)
+#define KVC_CAT_(a, b) a##b
+#define KVC_KEEP_1(x) x,
+#define KVC_KEEP_0(x)
+#if defined(KVC_METHODS_ONLY)
+#define KVC_OPS_PTR(ident, NAME, value, doc) KVC_CAT(KVC_KEEP_, KVC_IS_ONE(KVC_WITH_##ident))(&kvc_method_ops_##ident)
+#else
 #define KVC_OPS_PTR(ident, NAME, value, doc) &kvc_method_ops_##ident,
-static const kvc_method_ops *const registry[] = {KVC_METHOD_LIST(KVC_OPS_PTR)};
+#endif
+static const kvc_method_ops *const registry[] = {KVC_METHOD_LIST(KVC_OPS_PTR) NULL};
 #undef KVC_OPS_PTR
-#define N_METHODS (sizeof registry / sizeof registry[0])
+#define N_METHODS (sizeof registry / sizeof registry[0] - 1u) /* the NULL ends the list */
 
 const kvc_method_ops *kvc_method_ops_of(kvc_method m)
 {

@@ -6,7 +6,6 @@
  * prints its name and exits with status 3, so a crash ends the test instead
  * of hanging QEMU. */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 extern uint32_t __etext, __data_start__, __data_end__, __bss_start__, __bss_end__, __stack_top;
@@ -65,11 +64,23 @@ __attribute__((noreturn)) void kvc_reset_handler(void)
     exit(main(argc, g_argv));
 }
 
+/* SYS_WRITE0 (0x04): a NUL-terminated string to the debug console (no stdio,
+ * so that a firmware without printf stays without it). */
+static void semihost_write0(const char *s)
+{
+    register int r0 __asm__("r0") = 0x04;
+    register const char *r1 __asm__("r1") = s;
+    __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+}
+
 __attribute__((noreturn)) void kvc_fault_handler(void)
 {
     uint32_t ipsr;
     __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
-    printf("FAULT: exception %lu (3 hard fault, 4 memory, 5 bus, 6 usage)\n", (unsigned long)(ipsr & 0x1FFu));
+    static const char *const names[7] = {"?", "?", "NMI", "hard fault", "memory fault", "bus fault", "usage fault"};
+    semihost_write0("FAULT: ");
+    semihost_write0((ipsr & 0x1FFu) < 7u ? names[ipsr & 0x1FFu] : "exception");
+    semihost_write0("\n");
     exit(3);
 }
 
