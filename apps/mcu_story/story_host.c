@@ -2,8 +2,8 @@
  * from a file, for the text the firmware must reproduce and for trying cache
  * configurations before flashing.
  *   story_host BLOB.kvs [--method M] [--budget N] [--dtype T] [--sinks N] [--steps N] [--kernels ref|single]
- * Defaults: the firmware's (sink-window, 128 tokens per layer and kv head,
- * int8, 4 sinks, 256 steps, the single-precision table). Prints the text, then
+ * Defaults: the firmware's (sink-window, 256 tokens per layer and kv head,
+ * int8, 4 sinks, 512 steps (the context), the single-precision table). Prints the text, then
  * a line starting "---" with the cache's bytes, and "1 passed, 0 failed" as the
  * firmware does. */
 #include <stdio.h>
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
     }
     kvc_method method = KVC_METHOD_SINK_WINDOW;
     kvc_dtype dtype = KVC_DTYPE_I8;
-    long budget = 128, sinks = 4, steps = 256; /* story_fw.c's */
+    long budget = 256, sinks = 4, steps = 512; /* story_fw.c's */
     const kvc_kernels *kern = kvc_kernels_single();
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
