@@ -79,6 +79,54 @@ int main(void)
                    per_call / (double)kvc_stream_view_entries(st));
         }
     }
+    /* one int8 segment of 64 rows, the 2 queries of a group: the three kernels on the same data */
+    {
+        enum { N = 64 };
+        static unsigned char K[N * 12], V[N * 12]; /* KVC_DTYPE_I8 rows of 8: 4 + 8 bytes */
+        const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[KVC_DTYPE_I8];
+        kvc_rng r;
+        kvc_rng_seed(&r, 5);
+        float x[D], q[N_Q * D], out[N_Q * D];
+        for (int j = 0; j < N; j++) {
+            for (int c = 0; c < D; c++) x[c] = (float)kvc_rng_normal(&r);
+            rk->store(K + j * 12, x, D);
+            for (int c = 0; c < D; c++) x[c] = (float)kvc_rng_normal(&r);
+            rk->store(V + j * 12, x, D);
+        }
+        for (int c = 0; c < N_Q * D; c++) q[c] = (float)kvc_rng_normal(&r);
+        unsigned char qrow[N_Q][12];
+        for (int h = 0; h < N_Q; h++) rk->store(qrow[h], q + h * D, D);
+        kvc_view view;
+        memset(&view, 0, sizeof view);
+        view.d = view.dv = D, view.beta = 0.35355339f, view.n_seg = 1;
+        view.seg[0].n = N, view.seg[0].role = KVC_SET_BOTH, view.seg[0].scale = 1.0, view.seg[0].dtype = KVC_DTYPE_I8;
+        view.seg[0].keys_q = K, view.seg[0].values_q = V;
+        static double work[N_Q * (D + 3)];
+        printf("one int8 segment of %d rows, %d query heads, head dim %d:\n", N, N_Q, D);
+        printf("%-8s %12s %14s\n", "kernel", "insn/call", "insn/token");
+        double base = 0.0;
+        for (int kind = 0; kind < 3; kind++) {
+            const uint32_t a = timer_ticks();
+            for (int rep = 0; rep < REPEAT; rep++) {
+                if (kind < 2) {
+                    kvc_attend_batch b = {q, 1, N_Q, 0, out, NULL, NULL};
+                    tables[kind]->attend_batch(tables[kind], &view, &b, work, sizeof work);
+                } else {
+                    uint32_t bits[N_Q * D], beta_bits, qs;
+                    memcpy(&beta_bits, &view.beta, 4);
+                    for (int h = 0; h < N_Q; h++) {
+                        memcpy(&qs, qrow[h], 4);
+                        kvc_fx_attend_rows((const int8_t *)K, 12, (const int8_t *)V, 12, N, D, D,
+                                           (const int8_t *)(qrow[h] + 4), qs, beta_bits, bits + h * D);
+                    }
+                }
+            }
+            const double per_call = insns(timer_ticks() - a) / REPEAT;
+            if (kind == 0) base = per_call;
+            printf("%-8s %12.0f %14.1f   (%.1fx fewer than double)\n", kind == 0 ? "double" : kind == 1 ? "single" : "integer",
+                   per_call, per_call / N, base / per_call);
+        }
+    }
     printf("1 passed, 0 failed\n");
     return 0;
 }

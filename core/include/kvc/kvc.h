@@ -16,5 +16,6 @@
 #include "kvc_balancekv.h"
 #include "kvc_express.h"
 #include "kvc_cache.h"
+#include "kvc_fixed.h"
 
 #endif

@@ -1,0 +1,150 @@
+/* The integer attend (kvc_fixed.h) against exact attention in double on the
+ * same int8 rows and query. Derived bound, per output channel c (the header's
+ * precision notes):
+ *  - each score, in log2 units t_j = beta log2(e) <q, k_j>, is off by at most
+ *    |t_j| 2^-13 (four 16-bit mantissas truncated: beta, log2 e, the query's
+ *    and the row's scale, 2^-15 each, relative) + 2^-16 (Q16.16 truncation);
+ *  - so p_j = 2^(t_j - t_max) is off by the factor 2^(dt_j + dt_max), and
+ *    by 3 * 2^-16 absolute (table interpolation < 2^-20, the Q16 rounding and
+ *    the rounding shift), and 2 * 2^-16 more when it is folded with the
+ *    value's 16-bit scale m_j >= 2^15 into w_j = p_j m_j / 2^16 (truncated);
+ *  - the values' scales lose 2^-15 relative, the aligned terms one unit;
+ *  - the division and the binary32 truncation 2^-22 relative.
+ * |z_c - z*_c| <= [sum_j a_j (|v_jc| + |z*_c|)] / (sum_j p*_j - sum_j a_j)
+ *                + 2^-14 max_j |v_jc| + 2^-22 |z*_c|,
+ * with a_j = p*_j (2^(dt_j + dt_max) - 1) + 5 * 2^-16.
+ * Seeds printed; deterministic. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvc/kvc.h"
+#include "kvc_test.h"
+
+static float bits_float(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+static uint32_t float_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* n rows of dim int8 in the KVC_DTYPE_I8 layout, from normal floats times `spread` */
+static void make_rows(kvc_rng *r, unsigned char *rows, size_t n, size_t dim, double spread, float *deq)
+{
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[KVC_DTYPE_I8];
+    const size_t rb = (size_t)kvc_row_bytes(KVC_DTYPE_I8, dim);
+    float x[256];
+    for (size_t j = 0; j < n; j++) {
+        const double row_spread = spread * exp(kvc_rng_normal(r)); /* row scales vary */
+        for (size_t c = 0; c < dim; c++) x[c] = (float)(kvc_rng_normal(r) * row_spread);
+        rk->store(rows + j * rb, x, dim);
+        rk->load(rows + j * rb, deq + j * dim, dim);
+    }
+}
+
+static int matches_double_attention(void)
+{
+    kvc_rng r;
+    kvc_rng_seed(&r, 515);
+    printf("seed 515\n");
+    double worst = 0.0;
+    int cases = 0;
+    for (int trial = 0; trial < 120; trial++) {
+        const size_t d = 1 + kvc_rng_below(&r, 64), dv = 1 + kvc_rng_below(&r, 64);
+        const size_t n = kvc_rng_below(&r, 400);
+        const double kspread = trial % 3 == 0 ? 4.0 : 1.0; /* peaked and flat softmaxes */
+        const size_t kb = (size_t)kvc_row_bytes(KVC_DTYPE_I8, d), vb = (size_t)kvc_row_bytes(KVC_DTYPE_I8, dv);
+        unsigned char *K = malloc(n * kb + 1), *V = malloc(n * vb + 1), qrow[4 + 256];
+        float *kd = malloc((n * d + 1) * sizeof(float)), *vd = malloc((n * dv + 1) * sizeof(float)), qd[256];
+        make_rows(&r, K, n, d, kspread, kd);
+        make_rows(&r, V, n, dv, 1.0, vd);
+        make_rows(&r, qrow, 1, d, 1.0, qd);
+        const float beta = (float)(1.0 / sqrt((double)d));
+        uint32_t qscale_bits;
+        memcpy(&qscale_bits, qrow, 4);
+        uint32_t out[256];
+        CHECK(kvc_fx_attend_rows((const int8_t *)K, kb, (const int8_t *)V, vb, n, d, dv, (const int8_t *)(qrow + 4),
+                                 qscale_bits, float_bits(beta), out) == 0);
+        /* exact attention in double on the dequantised rows */
+        double *t = malloc((n + 1) * sizeof(double)), tmax = -INFINITY, den = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            double dot = 0.0;
+            for (size_t c = 0; c < d; c++) dot += (double)qd[c] * kd[j * d + c];
+            t[j] = (double)beta * dot / log(2.0);
+            if (t[j] > tmax) tmax = t[j];
+        }
+        for (size_t j = 0; j < n; j++) den += exp2(t[j] - tmax);
+        for (size_t c = 0; c < dv; c++) {
+            double num = 0.0, vmax = 0.0;
+            for (size_t j = 0; j < n; j++) {
+                num += exp2(t[j] - tmax) * vd[j * dv + c];
+                if (fabs(vd[j * dv + c]) > vmax) vmax = fabs(vd[j * dv + c]);
+            }
+            const double want = n ? num / den : 0.0;
+            double a_sum = 0.0, err_num = 0.0;
+            const double dt_max = fabs(tmax) * 0x1p-13 + 0x1p-16;
+            for (size_t j = 0; j < n; j++) {
+                const double pj = exp2(t[j] - tmax);
+                const double a = pj * (exp2(fabs(t[j]) * 0x1p-13 + 0x1p-16 + dt_max) - 1.0) + 5.0 * 0x1p-16;
+                a_sum += a;
+                err_num += a * (fabs(vd[j * dv + c]) + fabs(want));
+            }
+            const double bound = n == 0 ? 0.0
+                                        : err_num / (den - a_sum > 0 ? den - a_sum : 1e-300) + 0x1p-14 * vmax +
+                                              0x1p-22 * fabs(want);
+            const double got = bits_float(out[c]), err = fabs(got - want);
+            if (bound > 0 && err / bound > worst) worst = err / bound;
+            CHECK_MSG(isfinite(got) && err <= bound, "trial %d d %zu dv %zu n %zu ch %zu: %.9g vs %.9g (bound %.3g)",
+                      trial, d, dv, n, c, got, want, bound);
+        }
+        cases++;
+        free(K), free(V), free(kd), free(vd), free(t);
+    }
+    printf("%d cases within the derived bound (largest error / bound %.3g)\n", cases, worst);
+    return 0;
+}
+
+/* The helpers at their edges: what the proofs cover, checked by value. */
+static int helpers_at_their_edges(void)
+{
+    int32_t m, e;
+    kvc_fx_decode_scale(float_bits(1.0f), &m, &e);
+    CHECK(m == 32768 && e == -15);
+    kvc_fx_decode_scale(float_bits(-1.0f), &m, &e);
+    CHECK(m == 0);
+    kvc_fx_decode_scale(float_bits(INFINITY), &m, &e);
+    CHECK(m == 0);
+    kvc_fx_decode_scale(0x00000001u, &m, &e); /* subnormal */
+    CHECK(m == 0);
+    CHECK(kvc_fx_exp2_neg(0) == 65536u && kvc_fx_exp2_neg(-65536) == 32768u && kvc_fx_exp2_neg(-17 * 65536) == 0u);
+    CHECK(kvc_fx_exp2_neg(INT32_MIN) == 0u);
+    for (int32_t u = 0; u >= -16 * 65536; u -= 997) /* within 2 Q16 units of 2^(u/65536) */
+        CHECK(fabs((double)kvc_fx_exp2_neg(u) - 65536.0 * exp2((double)u / 65536.0)) <= 2.0);
+    CHECK(kvc_fx_score(4194304, 65535, 65535, 1000) == 1073741824);
+    CHECK(kvc_fx_score(-4194304, 65535, 65535, 1000) == -1073741824);
+    CHECK(kvc_fx_score(1, 1, 1, -1000) == 0);
+    CHECK(bits_float(kvc_fx_quotient_bits(3, 4, 0)) == 0.75f);
+    CHECK(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) == -(float)(4.0 / 3.0) ||
+          fabs(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) + 4.0 / 3.0) <= 0x1p-22);
+    CHECK(kvc_fx_quotient_bits(1, 1, -1000) == 0u);                   /* flushed */
+    CHECK(kvc_fx_quotient_bits(1, 1, 1000) == 0x7F7FFFFFu);           /* the largest finite */
+    uint32_t out[4] = {1, 1, 1, 1};
+    const int8_t q[4] = {1, 2, 3, 4};
+    CHECK(kvc_fx_attend_rows(NULL, 8, NULL, 8, 0, 4, 4, q, float_bits(1.0f), float_bits(0.5f), out) == 0);
+    CHECK(out[0] == 0 && out[3] == 0); /* no rows: zeros */
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const kvc_test_case cases[] = {{"matches_double_attention", matches_double_attention},
+                                          {"helpers_at_their_edges", helpers_at_their_edges}};
+    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
