@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Code size per method on a Cortex-M4F (Release, -ffunction-sections,
 # --gc-sections): bench/mcu/size_probe.c linked once with every method
-# (KVC_METHODS empty) and once per method alone (KVC_METHODS=<ident>), and
-# run under QEMU to check it works. Prints text/data/bss of each firmware
-# (startup, newlib's exit path and libgcc's helpers are in every line).
+# (KVC_METHODS empty) and once per method alone (KVC_METHODS=<ident>), with
+# KVC_DESCRIBE=OFF (no printf), and run under QEMU to check it works. Prints
+# text/data/bss of each firmware (startup, newlib's exit path and libgcc's
+# helpers are in every line).
 #   bash bench/mcu_code_size.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ for m in ${KVC_SIZE_METHODS:-all $idents}; do
   sel=""; [ "$m" != all ] && sel=$m
   cmake --no-warn-unused-cli -S . -B "$dir" --toolchain cmake/toolchains/arm-none-eabi-cortex-m4.cmake \
     -DCMAKE_BUILD_TYPE=Release -DKVC_BUILD_ORACLE=OFF -DKVC_BUILD_APPS=OFF -DKVC_BUILD_TESTS=OFF -DKVC_INSTALL=OFF \
-    -DKVC_BUILD_FIRMWARE=ON -DKVC_MAX_HEAD_DIM=64 -DKVC_MAX_QUERY_HEADS=8 "-DKVC_METHODS=$sel" >/dev/null
+    -DKVC_BUILD_FIRMWARE=ON -DKVC_MAX_HEAD_DIM=64 -DKVC_MAX_QUERY_HEADS=8 -DKVC_DESCRIBE=OFF "-DKVC_METHODS=$sel" >/dev/null
   cmake --build "$dir" --target kvc_size_probe_fw >/dev/null
   elf=$dir/tests/mcu/kvc_size_probe_fw.elf
   rc=0

@@ -157,6 +157,16 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
     return KVC_E_ARG;
 }
 
+/* The plan and stats descriptions (kvc_stream_plan_describe, ..._stats_describe)
+ * format with vsnprintf, which costs a microcontroller 15-25 KB of newlib's
+ * printf. A build with KVC_NO_DESCRIBE (CMake KVC_DESCRIBE=OFF) leaves them
+ * empty strings, and the printf machinery out of the link. */
+#if defined(KVC_NO_DESCRIBE)
+void kvc_text_add(kvc_text *t, const char *fmt, ...)
+{
+    (void)t, (void)fmt;
+}
+#else
 void kvc_text_add(kvc_text *t, const char *fmt, ...)
 {
     va_list ap;
@@ -166,6 +176,7 @@ void kvc_text_add(kvc_text *t, const char *fmt, ...)
     va_end(ap);
     if (n > 0) t->len += (size_t)n;
 }
+#endif
 
 static size_t text_done(kvc_text *t)
 {
