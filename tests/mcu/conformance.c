@@ -18,30 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fw_util.h"
 #include "kvc/kvc.h"
 
 enum { D = 8, N_Q = 2, N_TOKENS = 240, BUDGET = 96, BAD_EVERY = 17 };
-
-/* every configuration's arena fits (checked: a larger one fails, never skips) */
-#define ARENA_CAP (48u * 1024u)
-#define WORK_CAP (16u * 1024u)
-static _Alignas(64) unsigned char g_arena[ARENA_CAP];
-static _Alignas(64) unsigned char g_work[WORK_CAP];
-
-/* FNV-1a over bytes: a digest of outputs and of whole arenas */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = (const unsigned char *)p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* 64-bit values as text without %llu, which small printf builds (newlib-nano) lack */
-static const char *hex64(char buf[17], uint64_t x)
-{
-    snprintf(buf, 17, "%08lx%08lx", (unsigned long)(x >> 32), (unsigned long)(x & 0xffffffffu));
-    return buf;
-}
 
 static void fill_normal(kvc_rng *r, float *x, size_t n)
 {
@@ -78,12 +58,12 @@ static int run_one(kvc_method m, kvc_dtype t)
         (void)kvc_stream_prefill_queries(st, kern, rows, 4);
     }
     const kvc_stream_plan *plan = kvc_stream_get_plan(st);
-    uint64_t out_digest = 0xcbf29ce484222325ull;
+    uint64_t out_digest = FNV_SEED;
     for (unsigned i = 0; i < N_TOKENS; i++) {
         fill_normal(&r, k, D), fill_normal(&r, v, D), fill_normal(&r, q, N_Q * D);
         if (i % BAD_EVERY == 5) {
             /* refused input leaves the arena byte for byte */
-            const uint64_t before = fnv(0xcbf29ce484222325ull, g_arena, bytes);
+            const uint64_t before = fnv(FNV_SEED, g_arena, bytes);
             float bad[D];
             memcpy(bad, k, sizeof bad);
             bad[i % D] = NAN;
@@ -91,17 +71,17 @@ static int run_one(kvc_method m, kvc_dtype t)
             memcpy(bad, q, sizeof bad);
             bad[(i + 3) % D] = INFINITY;
             const kvc_status b = kvc_stream_attend(st, kern, bad, 1, out);
-            if (a == KVC_OK || b == KVC_OK || fnv(0xcbf29ce484222325ull, g_arena, bytes) != before) {
+            if (a == KVC_OK || b == KVC_OK || fnv(FNV_SEED, g_arena, bytes) != before) {
                 printf("FAIL %s %s: token %u: non-finite input gave %s / %s or changed the arena\n", mname, tname, i,
                        kvc_status_str(a), kvc_status_str(b));
                 return 1;
             }
         }
-        const uint64_t before = fnv(0xcbf29ce484222325ull, g_arena, bytes);
+        const uint64_t before = fnv(FNV_SEED, g_arena, bytes);
         kvc_status s = kvc_stream_append(st, kern, k, v);
         /* exact and the prefill forms' exact tails refuse when full, as documented: state unchanged */
         if (s == KVC_E_CAPACITY && (m == KVC_METHOD_EXACT || plan->prefix_method_tokens > 0)) {
-            if (fnv(0xcbf29ce484222325ull, g_arena, bytes) != before) {
+            if (fnv(FNV_SEED, g_arena, bytes) != before) {
                 printf("FAIL %s %s: the refused append %u changed the arena\n", mname, tname, i);
                 return 1;
             }

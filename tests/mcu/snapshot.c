@@ -12,26 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fw_util.h"
 #include "kvc/kvc.h"
 
 enum { D = 8, N_Q = 2, N_TOKENS = 240, SNAP_AT = 60, BUDGET = 96 };
-#define ARENA_CAP (48u * 1024u)
-#define WORK_CAP (16u * 1024u)
-static _Alignas(64) unsigned char g_arena[ARENA_CAP];
-static _Alignas(64) unsigned char g_work[WORK_CAP];
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = (const unsigned char *)p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static const char *hex64(char buf[17], uint64_t x)
-{
-    snprintf(buf, 17, "%08lx%08lx", (unsigned long)(x >> 32), (unsigned long)(x & 0xffffffffu));
-    return buf;
-}
 
 /* token i's key, value and queries: the same draws on every target */
 static void token(kvc_rng *r, float *k, float *v, float *q)
@@ -80,7 +64,7 @@ static int run_one(kvc_method m, kvc_dtype t, const char *dir, int resume)
         for (int j = 0; j < 4 * D; j++) rows[j] = (float)(j % 7) * 0.25f - 0.5f;
         (void)kvc_stream_prefill_queries(st, kern, rows, 4); /* snapkv keeps them */
     }
-    uint64_t digest = 0xcbf29ce484222325ull;
+    uint64_t digest = FNV_SEED;
     for (unsigned i = first; i < N_TOKENS; i++) {
         if (!resume && i == SNAP_AT) {
             FILE *f = fopen(path, "wb");

@@ -82,6 +82,20 @@ static void i8_axpy(double *acc, double p, const void *row, size_t dim)
 }
 static double i8_absmax(const void *row, size_t dim) { return kvc_k_i8_absmax__ref(i8_scale(row), Q(row), dim); }
 
+/* Every storage type's reference row kernels: both tables below use them. */
+#define KVC_REF_ROWS                                                                                              \
+    {                                                                                                             \
+        [KVC_DTYPE_F32] = {f32_store, f32_load, f32_dot_f32, f32_dot_f64, f32_dot_rows, f32_sqdist_f32, f32_axpy, \
+                           f32_absmax},                                                                           \
+        [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy, \
+                           f16_absmax},                                                                           \
+        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy,         \
+                          i8_absmax},                                                                             \
+        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,  \
+                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref,                   \
+                          kvc_k_i4_absmax__ref},                                                                  \
+    }
+
 /* The reference table (kernels.c lists it first among the built-in ones). */
 const kvc_kernels kvc_kernels_ref_table = {
     KVC_KERNELS_VERSION,
@@ -90,15 +104,7 @@ const kvc_kernels kvc_kernels_ref_table = {
     "ref",
     kvc_k_attend_f32__ref,
     kvc_k_attend_batch__ref,
-    {
-        [KVC_DTYPE_F32] = {f32_store, f32_load, f32_dot_f32, f32_dot_f64, f32_dot_rows, f32_sqdist_f32, f32_axpy,
-                           f32_absmax},
-        [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy,
-                           f16_absmax},
-        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},
-        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,
-                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref, kvc_k_i4_absmax__ref},
-    },
+    KVC_REF_ROWS,
     kvc_k_dot_f32__ref,
     kvc_k_sqdist_f32__ref,
 };
@@ -111,15 +117,7 @@ const kvc_kernels kvc_kernels_single_table = {
     "single",
     kvc_k_attend_f32__single,
     kvc_k_attend_batch__single,
-    {
-        [KVC_DTYPE_F32] = {f32_store, f32_load, f32_dot_f32, f32_dot_f64, f32_dot_rows, f32_sqdist_f32, f32_axpy,
-                           f32_absmax},
-        [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy,
-                           f16_absmax},
-        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},
-        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,
-                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref, kvc_k_i4_absmax__ref},
-    },
+    KVC_REF_ROWS,
     kvc_k_dot_f32__ref,
     kvc_k_sqdist_f32__ref,
 };
