@@ -123,19 +123,14 @@ static int run_one(kvc_method m, kvc_dtype t)
     return 0;
 }
 
+static int run_config(kvc_method m, kvc_dtype t, void *ctx)
+{
+    (void)ctx;
+    return run_one(m, t);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc, (void)argv;
-    int passed = 0, failed = 0;
-    for (size_t mi = 0; mi < kvc_method_count(); mi++)
-        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
-            if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
-            if (run_one(kvc_method_at(mi), (kvc_dtype)t) == 0)
-                passed++;
-            else
-                failed++;
-        }
-    printf("%d passed, %d failed\n", passed, failed);
-    fflush(stdout);
-    return failed == 0 ? 0 : 1;
+    return fw_for_each_config(run_config, NULL);
 }

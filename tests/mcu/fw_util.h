@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kvc/kvc.h"
+
 /* every configuration's arena fits (checked: a larger one fails, never skips) */
 #define ARENA_CAP (48u * 1024u)
 #define WORK_CAP (16u * 1024u)
@@ -27,6 +29,25 @@ static const char *hex64(char buf[17], uint64_t x)
 {
     snprintf(buf, 17, "%08lx%08lx", (unsigned long)(x >> 32), (unsigned long)(x & 0xffffffffu));
     return buf;
+}
+
+/* Every method of the registry x every implemented storage type through
+ * run(method, type, ctx) (0 = passed); prints the closing "N passed, M
+ * failed" and returns the exit status. */
+static int fw_for_each_config(int (*run)(kvc_method, kvc_dtype, void *), void *ctx)
+{
+    int passed = 0, failed = 0;
+    for (size_t mi = 0; mi < kvc_method_count(); mi++)
+        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
+            if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
+            if (run(kvc_method_at(mi), (kvc_dtype)t, ctx) == 0)
+                passed++;
+            else
+                failed++;
+        }
+    printf("%d passed, %d failed\n", passed, failed);
+    fflush(stdout);
+    return failed == 0 ? 0 : 1;
 }
 
 #endif

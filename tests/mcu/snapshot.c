@@ -91,6 +91,17 @@ static int run_one(kvc_method m, kvc_dtype t, const char *dir, int resume)
     return 0;
 }
 
+typedef struct snapshot_job {
+    const char *dir;
+    int resume;
+} snapshot_job;
+
+static int run_config(kvc_method m, kvc_dtype t, void *ctx)
+{
+    const snapshot_job *job = (const snapshot_job *)ctx;
+    return run_one(m, t, job->dir, job->resume);
+}
+
 int main(int argc, char **argv)
 {
     /* argv[0] is the program (QEMU: the kernel file) */
@@ -98,17 +109,6 @@ int main(int argc, char **argv)
         printf("usage: snapshot write|resume DIR\n");
         return 2;
     }
-    const int resume = strcmp(argv[1], "resume") == 0;
-    int passed = 0, failed = 0;
-    for (size_t mi = 0; mi < kvc_method_count(); mi++)
-        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
-            if (kvc_dtype_implemented((kvc_dtype)t)) {
-                if (run_one(kvc_method_at(mi), (kvc_dtype)t, argv[2], resume) == 0)
-                    passed++;
-                else
-                    failed++;
-            }
-    printf("%d passed, %d failed\n", passed, failed);
-    fflush(stdout);
-    return failed == 0 ? 0 : 1;
+    snapshot_job job = {argv[2], strcmp(argv[1], "resume") == 0};
+    return fw_for_each_config(run_config, &job);
 }
