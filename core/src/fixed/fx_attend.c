@@ -195,6 +195,25 @@ static int32_t value_term(uint32_t w, int32_t x, uint32_t shift)
     return t < 0 ? -(int32_t)r : (int32_t)r;
 }
 
+/* Row j's score (Q16.16 log2 units) from its key row, and its value row's
+ * scale as mantissa and exponent: what both passes need of a row. */
+/*@ requires 1 <= d <= 256;
+    requires \valid_read(kr + (0 .. 3 + d)) && \valid_read(vr + (0 .. 3)) && \valid_read(q + (0 .. d - 1));
+    requires 0 <= cm <= 65535 && -500 <= ce <= 500;
+    requires \valid(vm) && \valid(ve) && \separated(vm, ve);
+    assigns *vm, *ve;
+    ensures -1073741824 <= \result <= 1073741824;
+    ensures 0 <= *vm <= 65535 && -150 <= *ve <= 120;
+*/
+static inline int32_t row_score(const int8_t *kr, const int8_t *vr, const int8_t *q, size_t d, int32_t cm, int32_t ce,
+                         int32_t *vm, int32_t *ve)
+{
+    int32_t km, ke;
+    kvc_fx_decode_scale(row_scale_bits(kr), &km, &ke);
+    kvc_fx_decode_scale(row_scale_bits(vr), vm, ve);
+    return kvc_fx_score(kvc_fx_dot_i8(q, kr + 4, d), cm, km, ce + ke);
+}
+
 int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t vstride, size_t n, size_t d,
                        size_t dv, const int8_t *q, uint32_t q_scale_bits, uint32_t beta_bits, uint32_t *out_bits)
 {
@@ -217,10 +236,8 @@ int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t 
         /*@ ghost fx_mul_mono(j + 1, n, kstride); */
         /*@ ghost fx_mul_mono(j + 1, n, vstride); */
         const int8_t *kr = k + j * kstride, *vr = v + j * vstride;
-        int32_t km, ke, vm, ve;
-        kvc_fx_decode_scale(row_scale_bits(kr), &km, &ke);
-        kvc_fx_decode_scale(row_scale_bits(vr), &vm, &ve);
-        const int32_t t = kvc_fx_score(kvc_fx_dot_i8(q, kr + 4, d), cm, km, ce + ke);
+        int32_t vm, ve;
+        const int32_t t = row_score(kr, vr, q, d, cm, ce, &vm, &ve);
         if (t > t_max) t_max = t;
         if (vm != 0 && ve > e_max) e_max = ve;
     }
@@ -245,10 +262,8 @@ int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t 
         /*@ ghost fx_mul_mono(j + 1, n, kstride); */
         /*@ ghost fx_mul_mono(j + 1, n, vstride); */
         const int8_t *kr = k + j * kstride, *vr = v + j * vstride;
-        int32_t km, ke, vm, ve;
-        kvc_fx_decode_scale(row_scale_bits(kr), &km, &ke);
-        kvc_fx_decode_scale(row_scale_bits(vr), &vm, &ve);
-        const int32_t t = kvc_fx_score(kvc_fx_dot_i8(q, kr + 4, d), cm, km, ce + ke);
+        int32_t vm, ve;
+        const int32_t t = row_score(kr, vr, q, d, cm, ce, &vm, &ve);
         const int64_t diff = (int64_t)t - (int64_t)t_max; /* <= 0: t_max is the largest score */
         const int32_t u = diff >= 0 ? 0 : diff < -2147483647 ? -2147483647 : (int32_t)diff;
         const uint32_t p = kvc_fx_exp2_neg(u);
