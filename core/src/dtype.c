@@ -29,7 +29,7 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     case KVC_DTYPE_F32: s.bits = 32, s.implemented = 1; break;
     case KVC_DTYPE_F16: s.bits = 16, s.implemented = 1; break;
     case KVC_DTYPE_I8: s.bits = 8, s.axis = KVC_GROUP_ROW, s.has_scale = 1, s.implemented = 1; break;
-    case KVC_DTYPE_Q15: s.bits = 16, s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
+    case KVC_DTYPE_Q15: s.bits = 16, s.axis = KVC_GROUP_ROW, s.has_scale = 1, s.implemented = 1; break;
     case KVC_DTYPE_I4:
         s.bits = 4, s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1, s.implemented = 1;
         break;
@@ -53,5 +53,5 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
 
 int kvc_dtype_implemented(kvc_dtype t)
 {
-    return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_I4;
+    return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_Q15 || t == KVC_DTYPE_I4;
 }

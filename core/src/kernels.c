@@ -44,9 +44,9 @@ static const kvc_kernels *accel_table(size_t i)
             kvc_kernels x = kvc_kernels_ref_table;
             const kvc_simd_entries *e = accel[a];
             x.name = e->name, x.needs = e->needs;
-            /* int4 keeps the reference row kernels; the batched attend
-               dequantises its blocks into the f32 pass (attend_simd.h) */
-            x.caps = e->caps | (kvc_kernels_ref_table.caps & KVC_CAP_I4);
+            /* int4 and Q15 keep the reference row kernels; the batched
+               attend dequantises their blocks into the f32 pass (attend_simd.h) */
+            x.caps = e->caps | (kvc_kernels_ref_table.caps & (KVC_CAP_I4 | KVC_CAP_Q15));
             x.attend_f32 = e->attend_f32, x.attend_batch = e->attend_batch;
             for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
                 if (e->row_dot_f32[t]) x.rows[t].dot_f32 = e->row_dot_f32[t];

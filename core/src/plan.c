@@ -61,7 +61,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     const char *why = field_problem(c);
     if (why != NULL) return why;
     if (!kvc_dtype_implemented(c->dtype))
-        return "storage type not implemented in this build (f32, f16, int8 and int4 are; q15 and kivi are planned)";
+        return "storage type not implemented in this build (f32, f16, int8, q15 and int4 are; kivi4 and kivi2 are planned)";
 
     kvc_stream_plan p;
     memset(&p, 0, sizeof p);

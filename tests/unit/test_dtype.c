@@ -10,7 +10,7 @@
  *  - every method: arenas validate, are smaller than f32's, are deterministic,
  *    and outputs are finite (or KVC_E_RANGE with zeros).
  * Row kernels themselves: f16 round trip exact on representable values and
- * within 2^-11 relative otherwise; int8 within scale/2 per element; int4
+ * within 2^-11 relative otherwise; int8 and Q15 within scale/2 per element; int4
  * within half a step of its group's grid. */
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ static int row_kernels_round_trip(void)
     printf("seed 21\n");
     unsigned char row[4 * 256 + 8];
     float x[256], y[256];
-    double worst16 = 0.0, worst8 = 0.0, worst4 = 0.0;
+    double worst16 = 0.0, worst8 = 0.0, worst15 = 0.0, worst4 = 0.0;
     for (int rep = 0; rep < 2000; rep++) {
         const size_t dim = 1 + kvc_rng_below(&r, 256);
         const double scale = ldexp(1.0, (int)kvc_rng_below(&r, 32) - 20); /* |x| well below 65504 */
@@ -70,6 +70,22 @@ static int row_kernels_round_trip(void)
         double mag = 0.0;
         for (size_t c = 0; c < dim; c++) mag += fabs((double)y[c] * x[c]);
         CHECK(fabs(rk(KVC_DTYPE_I8)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
+        /* Q15: the same with 16-bit codes, half a step of max|x|/32767 */
+        for (size_t c = 0; c < dim; c++) x[c] = (float)(kvc_rng_normal(&r) * scale);
+        rk(KVC_DTYPE_Q15)->store(row, x, dim);
+        rk(KVC_DTYPE_Q15)->load(row, y, dim);
+        xmax = 0.0;
+        for (size_t c = 0; c < dim; c++) xmax = fmax(xmax, fabs((double)x[c]));
+        for (size_t c = 0; c < dim; c++) {
+            const double err = fabs((double)y[c] - x[c]), tol = xmax / 65534.0 * (1.0 + 1e-6) + xmax * 0x1p-23;
+            CHECK_MSG(err <= tol, "q15 %g -> %g (max %g)", x[c], y[c], xmax);
+            if (err / xmax > worst15) worst15 = err / xmax;
+        }
+        CHECK(fabs(rk(KVC_DTYPE_Q15)->absmax(row, dim) - xmax) <= xmax * 0x1p-22);
+        want = 0.0, mag = 0.0;
+        for (size_t c = 0; c < dim; c++) want += (double)y[c] * (double)x[c], mag += fabs((double)y[c] * x[c]);
+        CHECK(fabs(rk(KVC_DTYPE_Q15)->dot_f32(row, x, dim) - want) <= mag * (double)dim * 0x1p-23);
+        CHECK(fabs(rk(KVC_DTYPE_Q15)->sqdist_f32(row, y, dim)) <= mag * (double)dim * 0x1p-40);
         /* int4, groups of 32: the stored minimum is the half at or below the
            group's lo (down by at most |lo| 2^-10, or 2^-24 among subnormals),
            the step the smallest half covering the range in 15 steps (up by a
@@ -98,14 +114,19 @@ static int row_kernels_round_trip(void)
     static const double in[] = {0.5, -0.5, 1.49999, 126.5, 127.4, 1e30, -1e30, -126.5, 0.0, -0.49};
     static const int want_q[] = {1, -1, 1, 127, 127, 127, -127, -127, 0, 0};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) CHECK_MSG(kvc_round_clamp127(in[i]) == want_q[i], "%g", in[i]);
+    static const double in15[] = {0.5, -0.5, 32766.5, 32767.4, 1e30, -1e30, -32766.5, 0.0, -0.49, 0.0 / 0.0};
+    static const int want15[] = {1, -1, 32767, 32767, 32767, -32767, -32767, 0, 0, 32767};
+    for (size_t i = 0; i < sizeof in15 / sizeof in15[0]; i++)
+        CHECK_MSG(kvc_round_clamp32767(in15[i]) == want15[i], "%g", in15[i]);
     /* f16 extremes: saturation at 65504, NaN stays NaN, the smallest subnormal */
     float big[3] = {1e6f, -7e4f, 6e-8f};
     rk(KVC_DTYPE_F16)->store(row, big, 3);
     rk(KVC_DTYPE_F16)->load(row, y, 3);
     CHECK(y[0] == 65504.0f && y[1] == -65504.0f && y[2] == 0x1p-24f);
     printf("f16: worst relative error %.3g (bound 2^-11 = %.3g); int8: worst error / max|x| %.3g (bound 1/254 = %.3g); "
+           "q15: worst error / max|x| %.3g (bound 1/65534 = %.3g); "
            "int4: worst error / group range %.3g (bound 1/30 = %.3g, plus the halves' rounding)\n",
-           worst16, 0x1p-11, worst8, 1.0 / 254, worst4, 1.0 / 30);
+           worst16, 0x1p-11, worst8, 1.0 / 254, worst15, 1.0 / 65534, worst4, 1.0 / 30);
     return 0;
 }
 

@@ -22,7 +22,7 @@
  * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
  * difference from the reduction lengths. Attention mass, when asked for,
  * is a second pass over the keys (segment_mass). int4 segments
- * are dequantised block by block into the f32 pass (i4_segment_pass). */
+ * are dequantised block by block into the f32 pass (dequantised_segment_pass), and so are Q15 rows. */
 #ifndef KVC_ATTEND_SIMD_H
 #define KVC_ATTEND_SIMD_H
 
@@ -359,20 +359,21 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
-/* An int4 segment (groups of 32 with an f16 scale and minimum each): every
- * block of BLK rows is dequantised into f32 rows on the stack by the
- * reference `load` (min + q * scale, rounded to float once) and goes through
- * the f32 pass, block by block, so the blocks, the causal count and the
- * weights line up with what one f32 segment of those values would do. The
- * nibbles are read once per block; the dequantisation costs about what the
- * f16 conversion does. With `mass` the block goes through the mass pass
- * instead (values not read). */
-static void i4_segment_pass(const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                            size_t n_causal_total, size_t *e_causal, int causal, float *st, double *mass)
+/* An int4 segment (groups of 32 with an f16 scale and minimum each) or a
+ * Q15 one (a scale per row): every block of BLK rows is dequantised into f32
+ * rows on the stack by the reference `load` (min + q * scale or scale * q,
+ * rounded to float once) and goes through the f32 pass, block by block, so
+ * the blocks, the causal count and the weights line up with what one f32
+ * segment of those values would do. The codes are read once per block; the
+ * dequantisation costs about what the f16 conversion does. With `mass` the
+ * block goes through the mass pass instead (values not read). */
+static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg,
+                                     const kvc_attend_batch *b, size_t n_causal_total, size_t *e_causal, int causal,
+                                     float *st, double *mass)
 {
-    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[KVC_DTYPE_I4];
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[t];
     const size_t d = view->d, dv = view->dv;
-    const size_t ks = (size_t)kvc_row_bytes(KVC_DTYPE_I4, d), vs = (size_t)kvc_row_bytes(KVC_DTYPE_I4, dv);
+    const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
     const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
     const int in_num = (seg->role & KVC_SET_NUM) != 0 && mass == NULL;
     float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
@@ -408,7 +409,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment *seg = &view->seg[s];
         const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
-        if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4) ||
+        if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4 && seg->dtype != KVC_DTYPE_Q15) ||
             (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
             return ref->attend_batch(ref, view, b, work, work_bytes);
         if (s < b->causal_segs) causal_total += seg->n;
@@ -424,7 +425,10 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         switch (seg->dtype) { /* one specialised loop per storage type */
         case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st); break;
         case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
-        case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
+        case KVC_DTYPE_I4:
+        case KVC_DTYPE_Q15:
+            dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL);
+            break;
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
         }
     }
@@ -442,7 +446,10 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
             switch (seg->dtype) {
             case KVC_DTYPE_F32: segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
             case KVC_DTYPE_F16: segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
-            case KVC_DTYPE_I4: i4_segment_pass(view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            case KVC_DTYPE_I4:
+            case KVC_DTYPE_Q15:
+                dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                break;
             default: segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
             }
             e += seg->n;

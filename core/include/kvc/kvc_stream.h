@@ -105,7 +105,7 @@ typedef struct kvc_express_params {
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
 typedef struct kvc_stream_config {
     kvc_method method;
-    kvc_dtype dtype;   /**< storage type; only KVC_DTYPE_F32 today */
+    kvc_dtype dtype;   /**< storage type: any for which kvc_dtype_implemented() is true */
     uint32_t d;        /**< key dim, 1 .. KVC_MAX_HEAD_DIM */
     uint32_t dv;       /**< value dim, 1 .. KVC_MAX_HEAD_DIM */
     uint32_t budget;   /**< tokens, 1 .. KVC_MAX_BUDGET (see file comment) */
@@ -229,7 +229,7 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
  * @brief Derive every parameter from the budget.
  * @return KVC_OK; KVC_E_ARG for out-of-range fields or a budget too small for
  *         the method (the plan is then not written); KVC_E_UNSUPPORTED for a
- *         dtype other than f32.
+ *         dtype that kvc_dtype_implemented() refuses.
  */
 kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *plan);
 

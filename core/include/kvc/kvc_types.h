@@ -46,16 +46,17 @@ typedef enum kvc_status {
 const char *kvc_status_str(kvc_status s);
 
 /** Storage type of cached keys and values (one per stream). Implemented:
- *  f32, f16 and int8 with one scale per row. Q15 has its slot (the
- *  microcontroller backend implements it); the KIVI group-wise types are
- *  described by ::kvc_storage_desc so that a later backend can implement them
- *  without a format change. A configuration naming an unimplemented type is
- *  refused with ::KVC_E_UNSUPPORTED. */
+ *  f32, f16, int8 and Q15 with one scale per row, int4 in groups of 32; the
+ *  KIVI group-wise types are described by ::kvc_storage_desc so that a later
+ *  backend can implement them without a format change. A configuration
+ *  naming an unimplemented type is refused with ::KVC_E_UNSUPPORTED. */
 typedef enum kvc_dtype {
     KVC_DTYPE_F32 = 0,   /**< IEEE binary32, 4 bytes per element */
     KVC_DTYPE_F16 = 1,   /**< IEEE binary16 (round to nearest even), 2 bytes per element */
     KVC_DTYPE_I8 = 2,    /**< int8 per row, symmetric: x = scale * q, scale = max|x| / 127 (f32) */
-    KVC_DTYPE_Q15 = 3,   /**< Q15 fixed point per row (slot only: microcontroller issue) */
+    KVC_DTYPE_Q15 = 3,   /**< int16 per row, symmetric: x = scale * q, q in -32767..32767,
+                              scale = max|x| / 32767 (f32); 2 bytes per element + 4 per row.
+                              Relative error per element <= 2^-16 of the row's largest */
     KVC_DTYPE_KIVI4 = 4, /**< KIVI int4: keys per channel over token blocks, values per token in
                               groups, each group a scale and a minimum (described, not implemented) */
     KVC_DTYPE_KIVI2 = 5, /**< KIVI int2, same grouping (described, not implemented) */

@@ -59,3 +59,11 @@ int kvc_round_clamp127(double t)
     const int a = (int)((t >= 0.0 ? t : -t) + 0.5); /* |t| + 0.5 <= 127.5 */
     return t >= 0.0 ? a : -a;
 }
+
+int kvc_round_clamp32767(double t)
+{
+    if (!(t <= 32767.0)) t = 32767.0; /* also NaN */
+    if (!(t >= -32767.0)) t = -32767.0;
+    const int a = (int)((t >= 0.0 ? t : -t) + 0.5); /* |t| + 0.5 <= 32767.5 */
+    return t >= 0.0 ? a : -a;
+}

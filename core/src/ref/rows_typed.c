@@ -280,3 +280,125 @@ double kvc_k_i8_absmax__ref(float s, const int8_t *q, size_t dim)
     }
     return (double)m * (double)s;
 }
+
+/* ---- Q15: the int8 kernels with 16-bit codes. A float times an int16 has
+   at most 24 + 15 significant bits, so every product below is exact in
+   double, and so is a code-by-code product (30 bits); only the sums round. */
+
+float kvc_k_q15_quantise__ref(int16_t *q, const float *x, size_t dim)
+{
+    double amax = 0.0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, amax;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++)
+        if (fabs((double)x[c]) > amax) amax = fabs((double)x[c]);
+    const float scale = (float)(amax / 32767.0);
+    const double inv = scale > 0.0f ? 1.0 / (double)scale : 0.0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, q[0 .. dim - 1];
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) {
+        q[c] = (int16_t)kvc_round_clamp32767((double)x[c] * inv);
+    }
+    const size_t padded = (dim + 1) / 2 * 2;
+    //@ assert padded == (dim + 1) / 2 * 2 && dim <= padded <= 256;
+    /*@ loop invariant dim <= c <= padded;
+        loop assigns c, q[dim .. padded - 1];
+        loop variant padded - c;
+    */
+    for (size_t c = dim; c < padded; c++) q[c] = 0;
+    return scale;
+}
+
+void kvc_k_q15_load__ref(float s, const int16_t *q, float *x, size_t dim)
+{
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, x[0 .. dim - 1];
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) x[c] = (float)((double)s * (double)q[c]);
+}
+
+double kvc_k_q15_dot_f32__ref(float s, const int16_t *q, const float *x, size_t dim)
+{
+    double acc = 0.0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, acc;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) acc += (double)x[c] * (double)q[c];
+    return acc * (double)s;
+}
+
+double kvc_k_q15_dot_f64__ref(float s, const int16_t *q, const double *x, size_t dim)
+{
+    double acc = 0.0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, acc;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) acc += (double)q[c] * x[c];
+    return acc * (double)s;
+}
+
+double kvc_k_q15_dot_rows__ref(float sa, const int16_t *qa, float sb, const int16_t *qb, const double *mu, size_t dim)
+{
+    double acc = 0.0;
+    if (mu != 0) {
+        /*@ loop invariant 0 <= c <= dim;
+            loop assigns c, acc;
+            loop variant dim - c;
+        */
+        for (size_t c = 0; c < dim; c++)
+            acc += ((double)sa * (double)qa[c] - mu[c]) * ((double)sb * (double)qb[c] - mu[c]);
+        return acc;
+    }
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, acc;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) acc += (double)qa[c] * (double)qb[c]; /* exact: 256 x 2^30 < 2^53 */
+    return acc * (double)sa * (double)sb;
+}
+
+double kvc_k_q15_sqdist_f32__ref(float s, const int16_t *q, const float *x, size_t dim)
+{
+    double acc = 0.0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, acc;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) {
+        const double t = (double)s * (double)q[c] - (double)x[c];
+        acc += t * t;
+    }
+    return acc;
+}
+
+void kvc_k_q15_axpy__ref(double *acc, double p, float s, const int16_t *q, size_t dim)
+{
+    const double ps = p * (double)s;
+    /*@ loop invariant 0 <= c <= dim;
+        loop assigns c, acc[0 .. dim - 1];
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) acc[c] += ps * (double)q[c];
+}
+
+double kvc_k_q15_absmax__ref(float s, const int16_t *q, size_t dim)
+{
+    int m = 0;
+    /*@ loop invariant 0 <= c <= dim;
+        loop invariant 0 <= m <= 32768;
+        loop assigns c, m;
+        loop variant dim - c;
+    */
+    for (size_t c = 0; c < dim; c++) {
+        const int a = q[c] < 0 ? -(int)q[c] : (int)q[c];
+        if (a > m) m = a;
+    }
+    return (double)m * (double)s;
+}

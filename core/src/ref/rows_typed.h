@@ -113,6 +113,13 @@ double kvc_k_f16_absmax__ref(const uint16_t *r, size_t dim);
 */
 int kvc_round_clamp127(double t);
 
+/* t rounded half away from zero and clamped to [-32767, 32767] (trusted,
+   like kvc_round_clamp127). */
+/*@ assigns \nothing;
+    ensures -32767 <= \result <= 32767;
+*/
+int kvc_round_clamp32767(double t);
+
 /* ---- int8: q holds dim values padded with zeros to a multiple of 4; s is the row's scale ---- */
 
 /*@ requires 1 <= dim <= 256;
@@ -166,5 +173,60 @@ void kvc_k_i8_axpy__ref(double *acc, double p, float s, const int8_t *q, size_t 
     assigns \nothing;
 */
 double kvc_k_i8_absmax__ref(float s, const int8_t *q, size_t dim);
+
+/* ---- Q15: q holds dim int16 values padded with zeros to an even count
+   (the row to a multiple of 4 bytes); s is the row's scale, x = s * q ---- */
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(q + (0 .. (dim + 1) / 2 * 2 - 1)) && \valid_read(x + (0 .. dim - 1));
+    requires \separated(q + (0 .. (dim + 1) / 2 * 2 - 1), x + (0 .. dim - 1));
+    assigns q[0 .. (dim + 1) / 2 * 2 - 1];
+*/
+float kvc_k_q15_quantise__ref(int16_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid(x + (0 .. dim - 1));
+    requires \separated(q + (0 .. dim - 1), x + (0 .. dim - 1));
+    assigns x[0 .. dim - 1];
+*/
+void kvc_k_q15_load__ref(float s, const int16_t *q, float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_q15_dot_f32__ref(float s, const int16_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_q15_dot_f64__ref(float s, const int16_t *q, const double *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(qa + (0 .. dim - 1)) && \valid_read(qb + (0 .. dim - 1));
+    requires mu == \null || \valid_read(mu + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_q15_dot_rows__ref(float sa, const int16_t *qa, float sb, const int16_t *qb, const double *mu, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1)) && \valid_read(x + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_q15_sqdist_f32__ref(float s, const int16_t *q, const float *x, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid(acc + (0 .. dim - 1)) && \valid_read(q + (0 .. dim - 1));
+    requires \separated(acc + (0 .. dim - 1), q + (0 .. dim - 1));
+    assigns acc[0 .. dim - 1];
+*/
+void kvc_k_q15_axpy__ref(double *acc, double p, float s, const int16_t *q, size_t dim);
+
+/*@ requires 1 <= dim <= 256;
+    requires \valid_read(q + (0 .. dim - 1));
+    assigns \nothing;
+*/
+double kvc_k_q15_absmax__ref(float s, const int16_t *q, size_t dim);
 
 #endif
