@@ -26,8 +26,11 @@ void kvc_method_opts_usage_print(FILE *f)
     fprintf(f, "  --beta X               score scale (default 1/sqrt(d))\n");
     fprintf(f, "  --protect P            percent of the budget (0..50) kept for protected spans: tokens within\n"
                "                         --protect-radius R (default 25) of a key outlier, exact (default 0: off)\n");
-    fprintf(f, "  --dtype f32|f16|int8|int4  storage type of cached keys and values (default f32; int8 = one\n"
-               "                         scale per row; int4 = f16 scale and minimum per 32 elements)\n");
+    fprintf(f, "  --dtype T              storage type of cached keys and values:");
+    for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) /* the library's list, not a hand-kept one */
+        if (kvc_dtype_implemented((kvc_dtype)t)) fprintf(f, " %s", kvc_dtype_name((kvc_dtype)t));
+    fprintf(f, "\n                         (default f32; int8 and q15 = one scale per row; int4 = f16 scale\n"
+               "                         and minimum per 32 elements)\n");
     for (size_t i = 0; i < kvc_method_count(); i++) {
         const kvc_method m = kvc_method_at(i);
         for (size_t j = 0; j < kvc_method_param_count(m); j++) {

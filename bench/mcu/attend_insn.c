@@ -113,11 +113,12 @@ int main(void)
                     tables[kind]->attend_batch(tables[kind], &view, &b, work, sizeof work);
                 } else {
                     uint32_t bits[N_Q * D], beta_bits, qs;
+                    static int32_t scores[2 * N];
                     memcpy(&beta_bits, &view.beta, 4);
                     for (int h = 0; h < N_Q; h++) {
                         memcpy(&qs, qrow[h], 4);
-                        kvc_fx_attend_rows((const int8_t *)K, 12, (const int8_t *)V, 12, N, D, D,
-                                           (const int8_t *)(qrow[h] + 4), qs, beta_bits, bits + h * D);
+                        kvc_fx_attend_rows((const int8_t *)K, 12, (const int8_t *)V, 12, N, NULL, D, D,
+                                           (const int8_t *)(qrow[h] + 4), qs, beta_bits, scores, bits + h * D);
                     }
                 }
             }

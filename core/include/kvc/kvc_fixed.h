@@ -29,6 +29,10 @@ extern "C" {
 /** Largest number of rows of one integer attend (keeps the int64 sums exact). */
 #define KVC_FX_MAX_ROWS 1048576u
 
+/** Bytes of the workspace kvc_fx_attend_rows needs for n rows (two int32 each:
+ *  the score and the value row's decoded scale). */
+#define KVC_FX_WORK_BYTES(n) ((size_t)(n) * 2u * sizeof(int32_t))
+
 /**
  * @brief A non-negative binary32 scale as m 2^e, m in [2^15, 2^16) (its 16
  *        leading significant bits, truncated). Zero, subnormals, negative
@@ -52,6 +56,19 @@ void kvc_fx_decode_scale(uint32_t bits, int32_t *mant, int32_t *exp);
     ensures 0 <= \result <= 65536;
 */
 uint32_t kvc_fx_exp2_neg(int32_t u);
+
+/**
+ * @brief log2(x) in Q16.16 for x >= 1: the position of the leading bit
+ *        (counted by binary digits, no loop) plus log2 of the next 23 bits
+ *        from a 257-entry table with linear interpolation; within 1.5 2^-16
+ *        of log2(x) (table rounding 0.5 2^-16, interpolation 0.18 2^-16, final
+ *        rounding 0.5 2^-16, the dropped 8 low bits 0.01 2^-16).
+ */
+/*@ requires x >= 1;
+    assigns \nothing;
+    ensures 0 <= \result <= 2097152;
+*/
+int32_t kvc_fx_log2(uint32_t x);
 
 /** @brief Integer dot product of two int8 vectors of length d (0 .. 256). */
 /*@ requires d <= 256;
@@ -87,14 +104,22 @@ uint32_t kvc_fx_quotient_bits(int64_t num, uint64_t den, int32_t e);
 
 /**
  * @brief Softmax attention of one query over n int8 rows, all in integers.
+ *        Two passes: the keys and the values' scales (into @p work), then the
+ *        values' elements; each row is read once.
  * @param k, v       rows of keys and values: row j at k + j * kstride (resp.
  *                   v + j * vstride): 4 bytes of binary32 scale (little-endian),
  *                   then the d (dv) int8 elements (the KVC_DTYPE_I8 layout).
  * @param n          0 .. KVC_FX_MAX_ROWS rows (0: out is all zero).
+ * @param weight_bits NULL (every weight 1) or n binary32 bit patterns w_j >= 0
+ *                   (a segment's weights): row j counts w_j times, through
+ *                   log2 w_j added to its score (kvc_fx_log2 of the 16-bit
+ *                   mantissa); 0, subnormal, negative, inf or NaN drop the row.
  * @param d, dv      1 .. 256.  @param kstride >= 4 + d, @param vstride >= 4 + dv (bytes).
  * @param q          d int8: the query is q * q_scale (binary32 bits, >= 0).
  * @param beta_bits  the score scale (binary32 bits, > 0).
- * @param out_bits   dv binary32 bit patterns of sum_j p_j v_j / sum_j p_j.
+ * @param work       caller workspace of 2 n int32 (KVC_FX_WORK_BYTES(n) bytes); overwritten.
+ * @param out_bits   dv binary32 bit patterns of sum_j w_j p_j v_j / sum_j w_j p_j (zeros
+ *                   when no row counts).
  * @return 0 (the contract leaves no way to fail).
  */
 /*@ requires 1 <= d <= 256 && 1 <= dv <= 256 && n <= 1048576;
@@ -102,12 +127,16 @@ uint32_t kvc_fx_quotient_bits(int64_t num, uint64_t den, int32_t e);
     requires n > 0 ==> \valid_read(k + (0 .. n * kstride - 1));
     requires n > 0 ==> \valid_read(v + (0 .. n * vstride - 1));
     requires \valid_read(q + (0 .. d - 1));
+    requires weight_bits != \null && n > 0 ==> \valid_read(weight_bits + (0 .. n - 1));
+    requires n > 0 ==> \valid(work + (0 .. 2 * n - 1));
     requires \valid(out_bits + (0 .. dv - 1));
-    assigns out_bits[0 .. dv - 1];
+    requires n > 0 ==> \separated(work + (0 .. 2 * n - 1), out_bits + (0 .. dv - 1));
+    assigns out_bits[0 .. dv - 1], work[0 .. 2 * n - 1];
     ensures \result == 0;
 */
-int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t vstride, size_t n, size_t d,
-                       size_t dv, const int8_t *q, uint32_t q_scale_bits, uint32_t beta_bits, uint32_t *out_bits);
+int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t vstride, size_t n,
+                       const uint32_t *weight_bits, size_t d, size_t dv, const int8_t *q, uint32_t q_scale_bits,
+                       uint32_t beta_bits, int32_t *work, uint32_t *out_bits);
 
 #ifdef __cplusplus
 }

@@ -5,9 +5,12 @@
  * product of the int32 dot and two mantissas in int64 (|.| <= 2^54), then a
  * power-of-two scaling. p_j = 2^(t_j - t_max) in Q16 from a 257-entry table.
  * The values' per-row scales m_j 2^e_j are aligned to the largest exponent
- * E of the rows: with w_j = p_j m_j / 2^16 (16 bits), acc_c = sum_j w_j v_jc
- * 2^(e_j - E) in int64 (|term| < 2^24, n <= 2^20), den = sum_j p_j, and
- * out_c = acc_c / den * 2^(E + 16) built as binary32 bits.
+ * E of the rows: with W_j = p_j m_j 2^(e_j - E) / 2^8 (< 2^24, truncated
+ * once), acc_c = sum_j W_j v_jc in int64 (|term| < 2^31, n <= 2^20),
+ * den = sum_j p_j, and out_c = acc_c / den * 2^(E + 8) built as binary32
+ * bits. The scores and the value scales of the first pass wait in the
+ * caller's workspace for the second (over the values' elements): each row
+ * is read once.
  *
  * Bit fields and power-of-two scalings are written as division, remainder
  * and multiplication by constants (halve_by: a shift by a variable amount as
@@ -84,6 +87,34 @@ uint32_t kvc_fx_exp2_neg(int32_t u)
     return (v + p2 / 2u) / p2;
 }
 
+/* log2(1 + i/256) in Q16, i = 0 .. 256 (rounded) */
+static const int32_t g_log2_q16[257] = {0, 369, 736, 1102, 1466, 1829, 2190, 2551, 2909, 3267, 3623, 3978, 4331, 4683, 5034, 5384, 5732, 6079, 6425, 6769, 7112, 7454, 7795, 8134, 8473, 8810, 9146, 9480, 9814, 10146, 10477, 10807, 11136, 11464, 11791, 12116, 12440, 12764, 13086, 13407, 13727, 14046, 14363, 14680, 14996, 15310, 15624, 15937, 16248, 16559, 16868, 17177, 17484, 17791, 18096, 18401, 18704, 19007, 19308, 19609, 19909, 20207, 20505, 20802, 21098, 21393, 21687, 21980, 22272, 22564, 22854, 23144, 23433, 23720, 24007, 24293, 24579, 24863, 25146, 25429, 25711, 25992, 26272, 26551, 26830, 27108, 27384, 27660, 27936, 28210, 28484, 28757, 29029, 29300, 29571, 29840, 30109, 30378, 30645, 30912, 31178, 31443, 31707, 31971, 32234, 32496, 32758, 33019, 33279, 33538, 33797, 34055, 34312, 34569, 34825, 35080, 35334, 35588, 35841, 36094, 36346, 36597, 36847, 37097, 37346, 37595, 37842, 38090, 38336, 38582, 38827, 39072, 39316, 39559, 39802, 40044, 40286, 40527, 40767, 41006, 41246, 41484, 41722, 41959, 42196, 42432, 42667, 42902, 43137, 43370, 43603, 43836, 44068, 44300, 44530, 44761, 44990, 45220, 45448, 45676, 45904, 46131, 46357, 46583, 46809, 47034, 47258, 47482, 47705, 47928, 48150, 48372, 48593, 48813, 49034, 49253, 49472, 49691, 49909, 50127, 50344, 50560, 50776, 50992, 51207, 51422, 51636, 51850, 52063, 52276, 52488, 52700, 52911, 53122, 53332, 53542, 53751, 53960, 54169, 54377, 54584, 54791, 54998, 55204, 55410, 55615, 55820, 56025, 56229, 56432, 56635, 56838, 57040, 57242, 57443, 57644, 57845, 58045, 58245, 58444, 58643, 58841, 59039, 59237, 59434, 59631, 59827, 60023, 60219, 60414, 60609, 60803, 60997, 61190, 61384, 61576, 61769, 61961, 62152, 62343, 62534, 62725, 62915, 63104, 63294, 63483, 63671, 63859, 64047, 64234, 64421, 64608, 64794, 64980, 65166, 65351, 65536};
+
+/* dlt * fr / 2^15, rounded: the interpolated part of one table step. */
+/*@ requires dlt <= 65536 && fr <= 32767;
+    assigns \nothing;
+    ensures \result <= dlt;
+*/
+static inline uint32_t interpolate(uint32_t dlt, uint32_t fr) { return (dlt * fr + 16384u) / 32768u; }
+
+int32_t kvc_fx_log2(uint32_t x)
+{
+    /* count the leading zeros by the binary digits of the shift that brings
+       the top bit to 2^31 (a step is taken when it cannot overshoot) */
+    uint32_t m = x;
+    int32_t sh = 0;
+    if (m < 65536u) m *= 65536u, sh += 16;
+    if (m < 16777216u) m *= 256u, sh += 8;
+    if (m < 268435456u) m *= 16u, sh += 4;
+    if (m < 1073741824u) m *= 4u, sh += 2;
+    if (m < 2147483648u) m *= 2u, sh += 1;
+    /* m in [2^31, 2^32): the next 8 bits index the table, the 15 after them interpolate */
+    const uint32_t idx = (m - 2147483648u) / 8388608u, fr = m / 256u % 32768u;
+    const int32_t lo = g_log2_q16[idx] >= 0 && g_log2_q16[idx] <= 65536 ? g_log2_q16[idx] : 0;
+    const int32_t hi = g_log2_q16[idx + 1u] >= lo && g_log2_q16[idx + 1u] <= 65536 ? g_log2_q16[idx + 1u] : lo;
+    return (31 - sh) * 65536 + lo + (int32_t)interpolate((uint32_t)(hi - lo), fr);
+}
+
 int32_t kvc_fx_dot_i8(const int8_t *a, const int8_t *b, size_t d)
 {
     int32_t s = 0;
@@ -101,16 +132,19 @@ int32_t kvc_fx_score(int32_t dot, int32_t cm, int32_t km, int32_t e)
     const int64_t prod = (int64_t)dot * (int64_t)cm * (int64_t)km; /* |.| <= 2^22 * 2^32 */
     uint64_t mag = (uint64_t)(prod < 0 ? -prod : prod);
     int32_t sh = e + 16; /* to Q16.16 */
-    /*@ loop invariant -984 <= sh <= 1016;
-        loop invariant mag <= 18014398509481984;
-        loop assigns sh, mag;
-        loop variant sh;
-    */
-    while (sh > 0 && mag <= 1073741824u) { /* doubling, until past 2^30 (saturation) */
-        mag *= 2u;
-        sh--;
+    if (sh > 0) {
+        /* mag 2^sh by sh's binary digits: each step is taken when it keeps
+           mag <= 2^30, so a value that fits ends with sh == 0 and anything
+           left over means the product is past 2^30 (saturation) */
+        if (sh >= 16 && mag <= 16384u) mag *= 65536u, sh -= 16;
+        if (sh >= 8 && mag <= 4194304u) mag *= 256u, sh -= 8;
+        if (sh >= 4 && mag <= 67108864u) mag *= 16u, sh -= 4;
+        if (sh >= 2 && mag <= 268435456u) mag *= 4u, sh -= 2;
+        if (sh >= 1 && mag <= 536870912u) mag *= 2u, sh -= 1;
+        if (sh > 0 && mag != 0u) mag = 1073741825u;
+    } else if (sh < 0) {
+        mag = sh < -63 ? 0u : halve_by(mag, (uint32_t)(-sh)); /* truncation */
     }
-    if (sh < 0) mag = sh < -63 ? 0u : halve_by(mag, (uint32_t)(-sh)); /* truncation */
     const int32_t r = mag > 1073741824u ? 1073741824 : (int32_t)mag;
     return prod < 0 ? -r : r;
 }
@@ -120,48 +154,31 @@ uint32_t kvc_fx_quotient_bits(int64_t num, uint64_t den, int32_t e)
     if (num == 0) return 0u;
     const uint32_t sign = num < 0 ? 2147483648u : 0u;
     uint64_t mag = (uint64_t)(num < 0 ? -num : num);
-    /* mag into [2^61, 2^62], den into [2^36, 2^37): the quotient has 24 .. 26
-       bits. Each loop counts its steps; the caps (62, 63, 63, 24) are never
-       reached (mag >= 1, den <= 2^62, quo <= 2^26) but state the bounds. */
+    /* mag into [2^61, 2^62), den into [2^36, 2^37) (when it is larger), the
+       quotient then into [2^23, 2^24): each normalisation takes the binary
+       digits of its shift, largest first (a step is taken when it cannot
+       overshoot), so it costs a few instructions instead of a loop of up to
+       61 steps, with the same result as shifting one bit at a time */
     int32_t up = 0, down = 0;
-    /*@ loop invariant 1 <= mag <= 4611686018427387904;
-        loop invariant 0 <= up <= 62;
-        loop assigns mag, up;
-        loop variant 62 - up;
-    */
-    while (mag < 2305843009213693952u && up < 62) {
-        mag *= 2u;
-        up++;
-    }
-    /*@ loop invariant 1 <= den <= 4611686018427387904;
-        loop invariant 0 <= down <= 63;
-        loop assigns den, down;
-        loop variant 63 - down;
-    */
-    while (den >= 137438953472u && down < 63) {
-        den /= 2u;
-        down++;
-    }
+    if (mag < 1073741824u) mag *= 4294967296u, up += 32;          /* < 2^30 */
+    if (mag < 70368744177664u) mag *= 65536u, up += 16;           /* < 2^46 */
+    if (mag < 18014398509481984u) mag *= 256u, up += 8;           /* < 2^54 */
+    if (mag < 288230376151711744u) mag *= 16u, up += 4;           /* < 2^58 */
+    if (mag < 1152921504606846976u) mag *= 4u, up += 2;           /* < 2^60 */
+    if (mag < 2305843009213693952u) mag *= 2u, up += 1;           /* < 2^61 */
+    if (den >= 4503599627370496u) den /= 65536u, down += 16;      /* >= 2^52 */
+    if (den >= 17592186044416u) den /= 256u, down += 8;           /* >= 2^44 */
+    if (den >= 1099511627776u) den /= 16u, down += 4;             /* >= 2^40 */
+    if (den >= 274877906944u) den /= 4u, down += 2;               /* >= 2^38 */
+    if (den >= 137438953472u) den /= 2u, down += 1;               /* >= 2^37 */
     uint64_t quo = mag / den;
-    /*@ loop invariant 0 <= quo <= 4611686018427387904;
-        loop invariant 0 <= down <= 126;
-        loop assigns quo, down;
-        loop variant 126 - down;
-    */
-    while (quo >= 16777216u && down < 126) {
-        quo /= 2u;
-        down++;
-    }
-    /*@ loop invariant 0 <= quo <= 4611686018427387904;
-        loop invariant 0 <= up <= 86;
-        loop assigns quo, up;
-        loop variant 86 - up;
-    */
-    while (quo != 0u && quo < 8388608u && up < 86) {
-        quo *= 2u;
-        up++;
-    }
-    if (quo < 8388608u || quo >= 16777216u) return sign; /* quo == 0 only (den <= 2^62, mag >= 2^61) */
+    if (quo >= 36028797018963968u) quo /= 4294967296u, down += 32; /* >= 2^55 */
+    if (quo >= 549755813888u) quo /= 65536u, down += 16;          /* >= 2^39 */
+    if (quo >= 2147483648u) quo /= 256u, down += 8;               /* >= 2^31 */
+    if (quo >= 134217728u) quo /= 16u, down += 4;                 /* >= 2^27 */
+    if (quo >= 33554432u) quo /= 4u, down += 2;                   /* >= 2^25 */
+    if (quo >= 16777216u) quo /= 2u, down += 1;                   /* >= 2^24 */
+    if (quo < 8388608u || quo >= 16777216u) return sign; /* never: mag >= 2^61, den < 2^37 */
     /* value = quo 2^(e - up + down), quo in [2^23, 2^24): binary32 exponent field + 150 */
     const int32_t biased = e - up + down + 150;
     if (biased <= 0) return sign;                 /* below the normal range: signed zero */
@@ -175,47 +192,36 @@ uint32_t kvc_fx_quotient_bits(int64_t num, uint64_t den, int32_t e)
 */
 static uint32_t row_scale_bits(const int8_t *row)
 {
-    const uint32_t b0 = (uint32_t)(row[0] < 0 ? row[0] + 256 : row[0]);
-    const uint32_t b1 = (uint32_t)(row[1] < 0 ? row[1] + 256 : row[1]);
-    const uint32_t b2 = (uint32_t)(row[2] < 0 ? row[2] + 256 : row[2]);
-    const uint32_t b3 = (uint32_t)(row[3] < 0 ? row[3] + 256 : row[3]);
+    const uint32_t b0 = (uint32_t)(row[0] + 256) % 256u; /* a byte's bits: one UXTB */
+    const uint32_t b1 = (uint32_t)(row[1] + 256) % 256u;
+    const uint32_t b2 = (uint32_t)(row[2] + 256) % 256u;
+    const uint32_t b3 = (uint32_t)(row[3] + 256) % 256u;
     return b0 + b1 * 256u + b2 * 65536u + b3 * 16777216u;
 }
 
-/* (w x) / 2^shift, truncated toward zero: |w x| < 2^24 */
-/*@ requires 0 <= w <= 65536 && -128 <= x <= 127;
+/* One value term W x: |W x| < 2^31 (W < 2^24, x an int8). */
+/*@ requires 0 <= w <= 16776960 && -128 <= x <= 127;
     assigns \nothing;
-    ensures -8388608 <= \result <= 8388608;
 */
-static int32_t value_term(uint32_t w, int32_t x, uint32_t shift)
-{
-    const int32_t t = (int32_t)w * x;
-    const uint32_t mag = (uint32_t)(t < 0 ? -t : t);
-    const uint32_t r = shift >= 24u ? 0u : (uint32_t)halve_by(mag, shift);
-    return t < 0 ? -(int32_t)r : (int32_t)r;
-}
+static inline int32_t weighted(int32_t w, int32_t x) { return w * x; }
 
-/* Row j's score (Q16.16 log2 units) from its key row, and its value row's
- * scale as mantissa and exponent: what both passes need of a row. */
+/* Row j's score (Q16.16 log2 units) from its key row. */
 /*@ requires 1 <= d <= 256;
-    requires \valid_read(kr + (0 .. 3 + d)) && \valid_read(vr + (0 .. 3)) && \valid_read(q + (0 .. d - 1));
+    requires \valid_read(kr + (0 .. 3 + d)) && \valid_read(q + (0 .. d - 1));
     requires 0 <= cm <= 65535 && -500 <= ce <= 500;
-    requires \valid(vm) && \valid(ve) && \separated(vm, ve);
-    assigns *vm, *ve;
+    assigns \nothing;
     ensures -1073741824 <= \result <= 1073741824;
-    ensures 0 <= *vm <= 65535 && -150 <= *ve <= 120;
 */
-static inline int32_t row_score(const int8_t *kr, const int8_t *vr, const int8_t *q, size_t d, int32_t cm, int32_t ce,
-                         int32_t *vm, int32_t *ve)
+static inline int32_t row_score(const int8_t *kr, const int8_t *q, size_t d, int32_t cm, int32_t ce)
 {
     int32_t km, ke;
     kvc_fx_decode_scale(row_scale_bits(kr), &km, &ke);
-    kvc_fx_decode_scale(row_scale_bits(vr), vm, ve);
     return kvc_fx_score(kvc_fx_dot_i8(q, kr + 4, d), cm, km, ce + ke);
 }
 
-int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t vstride, size_t n, size_t d,
-                       size_t dv, const int8_t *q, uint32_t q_scale_bits, uint32_t beta_bits, uint32_t *out_bits)
+int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t vstride, size_t n,
+                       const uint32_t *weight_bits, size_t d, size_t dv, const int8_t *q, uint32_t q_scale_bits,
+                       uint32_t beta_bits, int32_t *work, uint32_t *out_bits)
 {
     /* C = beta * log2(e) * q_scale as cm 2^ce: log2(e) = 47274.7 / 2^15 */
     int32_t bm, be, qm, qe;
@@ -224,25 +230,38 @@ int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t 
     const int32_t cm = (int32_t)((uint64_t)(uint32_t)bm * (uint32_t)qm * 47275u / 4294967296u); /* < 2^16 */
     const int32_t ce = be + qe - 15 + 32;
 
-    /* pass 1: the largest score and the largest value exponent */
-    int32_t t_max = -1073741824, e_max = -150;
+    /* pass 1 (keys, and the values' scales): every score and value scale
+       into the caller's workspace, the largest score, and the largest value
+       exponent */
+    int32_t t_max = -1090519040, e_max = -150; /* below any weighted score: -(2^30 + 2^24) */
     /*@ loop invariant 0 <= j <= n;
-        loop invariant -1073741824 <= t_max <= 1073741824;
+        loop invariant -1090519040 <= t_max <= 1090519040;
         loop invariant -150 <= e_max <= 120;
-        loop assigns j, t_max, e_max;
+        loop assigns j, t_max, e_max, work[0 .. 2 * n - 1];
         loop variant n - j;
     */
     for (size_t j = 0; j < n; j++) {
         /*@ ghost fx_mul_mono(j + 1, n, kstride); */
         /*@ ghost fx_mul_mono(j + 1, n, vstride); */
-        const int8_t *kr = k + j * kstride, *vr = v + j * vstride;
+        int32_t t = row_score(k + j * kstride, q, d, cm, ce);
+        if (weight_bits != 0) { /* + log2 w_j, |.| <= 136 2^16; a zero or invalid weight drops the row */
+            int32_t wm, we;
+            kvc_fx_decode_scale(weight_bits[j], &wm, &we);
+            t = wm == 0 ? INT32_MIN : t + we * 65536 + kvc_fx_log2((uint32_t)wm);
+        }
+        if (t != INT32_MIN && t > t_max) t_max = t;
         int32_t vm, ve;
-        const int32_t t = row_score(kr, vr, q, d, cm, ce, &vm, &ve);
-        if (t > t_max) t_max = t;
+        kvc_fx_decode_scale(row_scale_bits(v + j * vstride), &vm, &ve);
         if (vm != 0 && ve > e_max) e_max = ve;
+        work[2u * j] = t; /* INT32_MIN: 2^(t - t_max) is 0 below */
+        work[2u * j + 1u] = (ve + 150) * 65536 + vm; /* the value scale, packed: < 2^25 */
     }
 
-    /* pass 2: probabilities, denominator, aligned value sums */
+    /* pass 2 (values): p_j = 2^(t_j - t_max) in Q16, the denominator, and the
+       value sums; p_j, the row's scale mantissa and its alignment to e_max
+       fold into one weight W_j = p_j m_j / 2^(8 + e_max - e_j) < 2^24,
+       truncated once per row (8 guard bits), so each element costs one
+       multiply-add: |W_j x| < 2^31 */
     int64_t acc[256];
     /*@ loop invariant 0 <= c <= dv;
         loop invariant \forall integer i; 0 <= i < c ==> acc[i] == 0;
@@ -254,36 +273,40 @@ int kvc_fx_attend_rows(const int8_t *k, size_t kstride, const int8_t *v, size_t 
     /*@ loop invariant 0 <= j <= n;
         loop invariant 0 <= den <= 65536 * (integer)j;
         loop invariant \forall integer i; 0 <= i < dv ==>
-            -8388608 * (integer)j <= acc[i] <= 8388608 * (integer)j;
+            -2147483648 * (integer)j <= acc[i] <= 2147483648 * (integer)j;
         loop assigns j, den, acc[0 .. 255];
         loop variant n - j;
     */
     for (size_t j = 0; j < n; j++) {
-        /*@ ghost fx_mul_mono(j + 1, n, kstride); */
         /*@ ghost fx_mul_mono(j + 1, n, vstride); */
-        const int8_t *kr = k + j * kstride, *vr = v + j * vstride;
-        int32_t vm, ve;
-        const int32_t t = row_score(kr, vr, q, d, cm, ce, &vm, &ve);
-        const int64_t diff = (int64_t)t - (int64_t)t_max; /* <= 0: t_max is the largest score */
+        const int8_t *vr = v + j * vstride;
+        /* the workspace is read back defensively: a score or a packed scale
+           out of range (only if the caller changed it) is clamped */
+        const int64_t diff = (int64_t)work[2u * j] - (int64_t)t_max; /* <= 0 */
         const int32_t u = diff >= 0 ? 0 : diff < -2147483647 ? -2147483647 : (int32_t)diff;
         const uint32_t p = kvc_fx_exp2_neg(u);
         den += p;
-        const uint32_t shift = vm == 0 ? 63u : ve >= e_max ? 0u : (uint32_t)(e_max - ve);
-        const uint32_t w = (uint32_t)((uint64_t)p * (uint32_t)vm / 65536u); /* p m_j / 2^16 <= 2^16 */
+        const int32_t packed = work[2u * j + 1u] < 0 ? 0 : work[2u * j + 1u];
+        const int32_t vm = packed % 65536, ve = packed / 65536 - 150;
+        const uint32_t align = vm == 0 ? 64u : ve >= e_max ? 0u : (uint32_t)(e_max - ve);
+        const uint64_t pm = (uint64_t)p * (uint32_t)vm / 256u; /* < 2^16 2^16 / 2^8 */
+        //@ assert pm <= 16776960;
+        const int32_t w = align > 63u ? 0 : (int32_t)halve_by(pm, align);
+        //@ assert 0 <= w <= 16776960;
         /*@ loop invariant 0 <= c <= dv;
             loop invariant \forall integer i; 0 <= i < c ==>
-                -8388608 * ((integer)j + 1) <= acc[i] <= 8388608 * ((integer)j + 1);
+                -2147483648 * ((integer)j + 1) <= acc[i] <= 2147483648 * ((integer)j + 1);
             loop invariant \forall integer i; c <= i < dv ==>
-                -8388608 * (integer)j <= acc[i] <= 8388608 * (integer)j;
+                -2147483648 * (integer)j <= acc[i] <= 2147483648 * (integer)j;
             loop assigns c, acc[0 .. 255];
             loop variant dv - c;
         */
-        for (size_t c = 0; c < dv; c++) acc[c] += value_term(w, vr[4 + c], shift);
+        for (size_t c = 0; c < dv; c++) acc[c] += (int64_t)weighted(w, vr[4 + c]);
     }
     /*@ loop invariant 0 <= c <= dv;
         loop assigns c, out_bits[0 .. dv - 1];
         loop variant dv - c;
     */
-    for (size_t c = 0; c < dv; c++) out_bits[c] = den == 0u ? 0u : kvc_fx_quotient_bits(acc[c], den, e_max + 16);
+    for (size_t c = 0; c < dv; c++) out_bits[c] = den == 0u ? 0u : kvc_fx_quotient_bits(acc[c], den, e_max + 8);
     return 0;
 }
