@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kvc/kvc_sizes.h"
 #include "kvc/kvc_types.h"
 
 /* Magics carry the arena format version in their last byte (format 2 =

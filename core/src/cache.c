@@ -25,7 +25,7 @@ struct kvc_cache {
     kvc_cache_config cfg;
 };
 _Static_assert(sizeof(kvc_cache_config) == 160, "kvc_cache_config must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_cache) == 192, "the cache header must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_cache) == KVC_SIZE_CACHE_HEADER, "the cache header must be the same on every ABI");
 
 static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table);
 

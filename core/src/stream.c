@@ -43,7 +43,7 @@ struct kvc_stream {
 _Static_assert(sizeof(kvc_method) == 4 && sizeof(kvc_dtype) == 4, "enums stored in arenas are 4 bytes on every ABI");
 _Static_assert(sizeof(kvc_stream_config) == 136, "kvc_stream_config must be the same on every ABI");
 _Static_assert(sizeof(kvc_stream_plan) == 168, "kvc_stream_plan must be the same on every ABI");
-_Static_assert(sizeof(struct kvc_stream) == 472, "the stream header must be the same on every ABI");
+_Static_assert(sizeof(struct kvc_stream) == KVC_SIZE_STREAM_HEADER, "the stream header must be the same on every ABI");
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
 

@@ -17,5 +17,6 @@
 #include "kvc_express.h"
 #include "kvc_cache.h"
 #include "kvc_fixed.h"
+#include "kvc_sizes.h"
 
 #endif

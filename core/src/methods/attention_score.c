@@ -41,7 +41,7 @@ typedef struct attn_state {
     uint64_t observes;
     uint64_t off_k, off_v, off_tok, off_score, off_ring_tok, off_ring_mass;
 } attn_state;
-_Static_assert(sizeof(attn_state) == 88, "attn_state must be the same on every ABI");
+_Static_assert(sizeof(attn_state) == KVC_SIZE_ATTN_STATE, "attn_state must be the same on every ABI");
 
 static uint64_t attn_layout(attn_state *s, const kvc_stream_plan *p)
 {

@@ -11,7 +11,7 @@ typedef struct exact_state {
     uint32_t pad_;
     uint64_t off_k, off_v;
 } exact_state;
-_Static_assert(sizeof(exact_state) == 40, "exact_state must be the same on every ABI");
+_Static_assert(sizeof(exact_state) == KVC_SIZE_EXACT_STATE, "exact_state must be the same on every ABI");
 
 static uint64_t exact_layout(exact_state *s, const kvc_stream_plan *p)
 {

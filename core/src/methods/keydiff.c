@@ -27,7 +27,7 @@ typedef struct keydiff_state {
     uint64_t seen;  /* tokens handed to the method */
     uint64_t off_k, off_v, off_inv;
 } keydiff_state;
-_Static_assert(sizeof(keydiff_state) == 56, "keydiff_state must be the same on every ABI");
+_Static_assert(sizeof(keydiff_state) == KVC_SIZE_KEYDIFF_STATE, "keydiff_state must be the same on every ABI");
 
 static uint64_t keydiff_layout(keydiff_state *s, const kvc_stream_plan *p)
 {

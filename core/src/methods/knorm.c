@@ -24,7 +24,7 @@ typedef struct knorm_state {
     uint64_t seen;  /* tokens handed to the method */
     uint64_t off_k, off_v, off_norm, off_heap;
 } knorm_state;
-_Static_assert(sizeof(knorm_state) == 64, "knorm_state must be the same on every ABI");
+_Static_assert(sizeof(knorm_state) == KVC_SIZE_KNORM_STATE, "knorm_state must be the same on every ABI");
 
 static uint64_t knorm_layout(knorm_state *s, const kvc_stream_plan *p)
 {

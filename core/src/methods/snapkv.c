@@ -47,7 +47,8 @@ typedef struct snapkv_state {
     uint32_t prev_slot[2]; /* their slots, NO_SLOT when not held */
     uint64_t off_k, off_v, off_tok, off_score, off_q;
 } snapkv_state;
-_Static_assert(sizeof(snapkv_state) == 112, "snapkv_state must be the same on every ABI");
+_Static_assert(KVC_SNAPKV_ROWS == KVC_SIZE_SNAPKV_ROWS, "kvc_sizes.h sizes the observation rows");
+_Static_assert(sizeof(snapkv_state) == KVC_SIZE_SNAPKV_STATE, "snapkv_state must be the same on every ABI");
 
 static uint64_t snapkv_layout(snapkv_state *s, const kvc_stream_plan *p)
 {

@@ -14,7 +14,7 @@ typedef struct uniform_state {
     kvc_rng rng;
     uint64_t off_k, off_v, off_tok;
 } uniform_state;
-_Static_assert(sizeof(uniform_state) == 64, "uniform_state must be the same on every ABI");
+_Static_assert(sizeof(uniform_state) == KVC_SIZE_UNIFORM_STATE, "uniform_state must be the same on every ABI");
 
 static uint64_t uniform_layout(uniform_state *s, const kvc_stream_plan *p)
 {
