@@ -1,0 +1,384 @@
+// The CPU SIMT runtime (simt_cpu.h): fibers (ucontext), the block
+// scheduler, barriers, warp rendezvous, launches, and the host memory API.
+#include "simt_cpu.h"
+
+#include <ucontext.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_ASAN 1
+#endif
+#endif
+#ifdef SIMT_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace simt {
+
+namespace {
+
+constexpr size_t kStackBytes = 64u * 1024u;
+constexpr unsigned kWarp = 32u;
+
+enum state { READY, AT_BARRIER, AT_WARP, DONE };
+
+struct fiber {
+    ucontext_t ctx;
+    std::vector<unsigned char> stack;
+    unsigned linear = 0; // threadIdx.x + blockDim.x (threadIdx.y + blockDim.y threadIdx.z)
+    uint3 idx{};
+    state st = READY;
+    const char *file = nullptr; // where it waits
+    int line = 0;
+    // its part of a warp operation
+    warp_op_kind op = OP_SHFL;
+    unsigned mask = 0;
+    uint64_t value = 0, result = 0;
+    int arg = 0, width = 32;
+#ifdef SIMT_ASAN
+    void *fake_stack = nullptr;
+#endif
+};
+
+struct block_run {
+    std::vector<fiber> threads;
+    ucontext_t scheduler;
+    dim3 bdim, gdim;
+    uint3 bidx{};
+    const std::function<void()> *body = nullptr;
+    std::vector<unsigned char> smem;
+    fiber *current = nullptr;
+#ifdef SIMT_ASAN
+    const void *sched_bottom = nullptr;
+    size_t sched_size = 0;
+    void *sched_fake = nullptr;
+#endif
+};
+
+thread_local block_run *g_run = nullptr;
+
+unsigned char poison_byte()
+{
+    const char *e = std::getenv("SIMT_POISON");
+    return e && *e ? (unsigned char)std::strtoul(e, nullptr, 0) : 0xFFu;
+}
+
+bool reversed()
+{
+    const char *e = std::getenv("SIMT_SCHEDULE");
+    return e && std::strcmp(e, "reverse") == 0;
+}
+
+fiber &me()
+{
+    if (g_run == nullptr || g_run->current == nullptr) fail("a device function was called outside a kernel launch");
+    return *g_run->current;
+}
+
+// Back to the scheduler; returns when the scheduler resumes this fiber.
+void yield_to_scheduler(bool exiting)
+{
+    block_run &r = *g_run;
+    fiber &f = *r.current;
+#ifdef SIMT_ASAN
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &f.fake_stack, r.sched_bottom, r.sched_size);
+#else
+    (void)exiting;
+#endif
+    swapcontext(&f.ctx, &r.scheduler);
+#ifdef SIMT_ASAN
+    __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
+#endif
+}
+
+void fiber_main()
+{
+#ifdef SIMT_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &g_run->sched_bottom, &g_run->sched_size);
+#endif
+    (*g_run->body)();
+    g_run->current->st = DONE;
+    yield_to_scheduler(true);
+    fail("a finished thread was resumed"); // never: the scheduler does not resume DONE fibers
+}
+
+void resume(block_run &r, fiber &f)
+{
+    r.current = &f;
+#ifdef SIMT_ASAN
+    __sanitizer_start_switch_fiber(&r.sched_fake, f.stack.data(), f.stack.size());
+#endif
+    swapcontext(&r.scheduler, &f.ctx);
+#ifdef SIMT_ASAN
+    __sanitizer_finish_switch_fiber(r.sched_fake, nullptr, nullptr);
+#endif
+    r.current = nullptr;
+}
+
+// The source lane of lane `lane` for a shuffle, or -1 when it keeps its own value.
+int shuffle_source(const fiber &f, unsigned lane)
+{
+    const unsigned w = (unsigned)f.width, base = lane & ~(w - 1u), in = lane & (w - 1u);
+    switch (f.op) {
+    case OP_SHFL: return (int)(base + ((unsigned)f.arg & (w - 1u)));
+    case OP_SHFL_UP: return in >= (unsigned)f.arg ? (int)(lane - (unsigned)f.arg) : -1;
+    case OP_SHFL_DOWN: return in + (unsigned)f.arg < w ? (int)(lane + (unsigned)f.arg) : -1;
+    case OP_SHFL_XOR: {
+        const unsigned s = lane ^ (unsigned)f.arg;
+        return (s & ~(w - 1u)) == base ? (int)s : -1;
+    }
+    default: return -1;
+    }
+}
+
+const char *op_name(warp_op_kind op)
+{
+    static const char *const names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                        "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+    return names[op];
+}
+
+// Completes every warp operation whose lanes have all arrived; returns how many.
+int resolve_warps(block_run &r)
+{
+    int done = 0;
+    const unsigned n = (unsigned)r.threads.size();
+    for (unsigned w0 = 0; w0 < n; w0 += kWarp) {
+        for (unsigned l = 0; l < kWarp && w0 + l < n; l++) {
+            fiber &lead = r.threads[w0 + l];
+            if (lead.st != AT_WARP) continue;
+            bool all_here = true;
+            for (unsigned j = 0; j < kWarp; j++) {
+                if (!(lead.mask >> j & 1u)) continue;
+                if (w0 + j >= n) fail("%s at %s:%d names lane %u, which this block does not have", op_name(lead.op),
+                                      lead.file, lead.line, j);
+                const fiber &o = r.threads[w0 + j];
+                if (o.st == DONE)
+                    fail("%s at %s:%d waits for lane %u of warp %u, which has exited", op_name(lead.op), lead.file,
+                         lead.line, j, w0 / kWarp);
+                if (o.st != AT_WARP) {
+                    all_here = false;
+                    continue;
+                }
+                if (o.op != lead.op || o.mask != lead.mask || o.width != lead.width)
+                    fail("divergent warp operations in warp %u: lane %u at %s %s:%d (mask %08x), lane %u at %s %s:%d "
+                         "(mask %08x)",
+                         w0 / kWarp, l, op_name(lead.op), lead.file, lead.line, lead.mask, j, op_name(o.op), o.file,
+                         o.line, o.mask);
+            }
+            if (!all_here) continue;
+            uint64_t ballot = 0;
+            for (unsigned j = 0; j < kWarp; j++)
+                if (lead.mask >> j & 1u) ballot |= (r.threads[w0 + j].value != 0 ? 1ull : 0ull) << j;
+            for (unsigned j = 0; j < kWarp; j++) {
+                if (!(lead.mask >> j & 1u)) continue;
+                fiber &o = r.threads[w0 + j];
+                switch (o.op) {
+                case OP_BALLOT: o.result = ballot; break;
+                case OP_ANY: o.result = ballot != 0; break;
+                case OP_ALL: o.result = ballot == (uint64_t)lead.mask; break;
+                case OP_SYNCWARP: o.result = 0; break;
+                default: {
+                    const int s = shuffle_source(o, j);
+                    if (s >= 0 && !(lead.mask >> s & 1u))
+                        fail("%s at %s:%d: lane %u reads lane %d, outside the mask %08x", op_name(o.op), o.file,
+                             o.line, j, s, lead.mask);
+                    o.result = s < 0 ? o.value : r.threads[w0 + (unsigned)s].value;
+                }
+                }
+            }
+            for (unsigned j = 0; j < kWarp; j++)
+                if (lead.mask >> j & 1u) r.threads[w0 + j].st = READY;
+            done++;
+        }
+    }
+    return done;
+}
+
+void run_block(block_run &r)
+{
+    const bool rev = reversed();
+    const size_t n = r.threads.size();
+    for (size_t i = 0; i < n; i++) {
+        fiber &f = r.threads[i];
+        f.st = READY;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack.data();
+        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, fiber_main, 0);
+    }
+    for (;;) {
+        for (size_t k = 0; k < n; k++) {
+            fiber &f = r.threads[rev ? n - 1 - k : k];
+            if (f.st == READY) resume(r, f);
+        }
+        // every thread now waits or is done
+        size_t done = 0, at_barrier = 0;
+        for (const fiber &f : r.threads) done += f.st == DONE, at_barrier += f.st == AT_BARRIER;
+        if (done == n) return;
+        if (resolve_warps(r) > 0) continue;
+        if (at_barrier > 0 && at_barrier + done == n) {
+            const fiber *first = nullptr;
+            for (const fiber &f : r.threads) {
+                if (f.st != AT_BARRIER) continue;
+                if (first == nullptr) first = &f;
+                else if (f.file != first->file || f.line != first->line)
+                    fail("divergent __syncthreads in block (%u,%u,%u): thread %u waits at %s:%d, thread %u at %s:%d",
+                         r.bidx.x, r.bidx.y, r.bidx.z, first->linear, first->file, first->line, f.linear, f.file,
+                         f.line);
+            }
+            if (done > 0)
+                fail("__syncthreads at %s:%d in block (%u,%u,%u): %zu of %zu threads have exited instead of "
+                     "arriving",
+                     first->file, first->line, r.bidx.x, r.bidx.y, r.bidx.z, done, n);
+            for (fiber &f : r.threads) f.st = READY;
+            continue;
+        }
+        std::fprintf(stderr, "simt: error: deadlock in block (%u,%u,%u):\n", r.bidx.x, r.bidx.y, r.bidx.z);
+        for (const fiber &f : r.threads)
+            if (f.st != DONE)
+                std::fprintf(stderr, "  thread %u waits at %s %s:%d\n", f.linear,
+                             f.st == AT_BARRIER ? "__syncthreads" : op_name(f.op), f.file, f.line);
+        std::exit(3);
+    }
+}
+
+} // namespace
+
+void fail(const char *fmt, ...)
+{
+    std::va_list ap;
+    va_start(ap, fmt);
+    std::fputs("simt: error: ", stderr);
+    std::vfprintf(stderr, fmt, ap);
+    std::fputc('\n', stderr);
+    va_end(ap);
+    std::exit(3);
+}
+
+uint3 thread_idx() { return me().idx; }
+uint3 block_idx()
+{
+    me();
+    return g_run->bidx;
+}
+dim3 block_dim()
+{
+    me();
+    return g_run->bdim;
+}
+dim3 grid_dim()
+{
+    me();
+    return g_run->gdim;
+}
+void *dynamic_smem()
+{
+    me();
+    return g_run->smem.empty() ? nullptr : g_run->smem.data();
+}
+
+void syncthreads(const char *file, int line)
+{
+    fiber &f = me();
+    f.st = AT_BARRIER, f.file = file, f.line = line;
+    yield_to_scheduler(false);
+}
+
+uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line)
+{
+    fiber &f = me();
+    const unsigned lane = f.linear % kWarp;
+    if (!(mask >> lane & 1u))
+        fail("%s at %s:%d: lane %u of warp %u calls it with mask %08x, which does not name it", op_name(op), file, line,
+             lane, f.linear / kWarp, mask);
+    if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+        fail("%s at %s:%d: width %d is not a power of two in 1..32", op_name(op), file, line, width);
+    f.st = AT_WARP, f.op = op, f.mask = mask, f.value = value, f.arg = arg, f.width = width, f.file = file, f.line = line;
+    yield_to_scheduler(false);
+    return f.result;
+}
+
+void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line)
+{
+    const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
+    if (nt == 0 || nt > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+        grid.z > 65535 || dyn_smem > 48u * 1024u)
+        fail("launch at %s:%d: grid (%u,%u,%u), block (%u,%u,%u) and %zu B of dynamic shared memory are not a valid "
+             "launch",
+             file, line, grid.x, grid.y, grid.z, block.x, block.y, block.z, dyn_smem);
+    if (g_run != nullptr) fail("launch at %s:%d from inside a kernel", file, line);
+    block_run r;
+    r.bdim = block, r.gdim = grid, r.body = &body;
+    r.threads.resize((size_t)nt);
+    for (size_t i = 0; i < (size_t)nt; i++) {
+        fiber &f = r.threads[i];
+        f.stack.resize(kStackBytes);
+        f.linear = (unsigned)i;
+        f.idx.x = (unsigned)(i % block.x), f.idx.y = (unsigned)(i / block.x % block.y),
+        f.idx.z = (unsigned)(i / ((size_t)block.x * block.y));
+    }
+    const unsigned char poison = poison_byte();
+    const unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
+    const bool rev = reversed();
+    g_run = &r;
+    for (unsigned long long k = 0; k < nb; k++) {
+        const unsigned long long b = rev ? nb - 1 - k : k;
+        r.bidx.x = (unsigned)(b % grid.x), r.bidx.y = (unsigned)(b / grid.x % grid.y),
+        r.bidx.z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
+        r.smem.assign(dyn_smem, poison);
+        run_block(r);
+    }
+    g_run = nullptr;
+}
+
+} // namespace simt
+
+// ---- the host API the kernels' drivers use (declared by the toolkit's cuda_runtime_api.h) ----
+#include <cuda_runtime_api.h>
+
+extern "C" {
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    if (p == nullptr) return cudaErrorInvalidValue;
+    *p = std::malloc(bytes ? bytes : 1);
+    if (*p == nullptr) return cudaErrorMemoryAllocation;
+    std::memset(*p, simt::poison_byte(), bytes); // fresh device memory is garbage on a GPU
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    std::free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind)
+{
+    if (bytes && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t bytes)
+{
+    if (bytes && p == nullptr) return cudaErrorInvalidValue;
+    std::memset(p, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "simt: CUDA runtime error"; }
+
+} // extern "C"

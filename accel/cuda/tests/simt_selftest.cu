@@ -1,0 +1,208 @@
+// The CPU SIMT runtime against CUDA's semantics, lane by lane: shuffles of
+// every kind and width, ballot/any/all, a warp-divergent shuffle, per-warp
+// trip counts, a block reduction through static shared memory and
+// barriers, atomics (each thread runs exactly once), 3-D indices, poisoned
+// dynamic shared memory; and the errors a GPU would not report: divergent
+// barriers, warp operations missing lanes, deadlock, bad masks and launches
+// (each an argument; ctest expects its message). The same file builds with
+// nvcc for a GPU.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kvc_cuda_compat.h"
+
+#define FULL 0xffffffffu
+
+__global__ void lanes(int *out)
+{
+    const unsigned t = threadIdx.x, lane = t % 32u;
+    const int v = (int)(t * 7u + 3u);
+    int *o = out + t * 12;
+    o[0] = __shfl_sync(FULL, v, 5);
+    o[1] = __shfl_up_sync(FULL, v, 3);
+    o[2] = __shfl_down_sync(FULL, v, 3);
+    o[3] = __shfl_xor_sync(FULL, v, 9);
+    o[4] = __shfl_sync(FULL, v, 5, 16);
+    o[5] = __shfl_up_sync(FULL, v, 3, 16);
+    o[6] = __shfl_down_sync(FULL, v, 3, 16);
+    o[7] = __shfl_xor_sync(FULL, v, 9, 16);
+    o[8] = (int)__ballot_sync(FULL, lane % 3u == 0u);
+    o[9] = __any_sync(FULL, lane == 7u) + 2 * __all_sync(FULL, lane < 32u);
+    // only warp 1 shuffles: legal, and the other warps must not wait for it
+    int d = v;
+    if (t / 32u == 1u) d = __shfl_xor_sync(FULL, v, 1);
+    o[10] = d;
+    // a different trip count in every warp
+    int s = 0;
+    for (unsigned i = 0; i <= t / 32u; i++) s += __shfl_down_sync(FULL, v, 1);
+    o[11] = s;
+}
+
+static int expect_lanes(const int *o, unsigned nt)
+{
+    int bad = 0;
+    for (unsigned t = 0; t < nt; t++) {
+        const unsigned lane = t % 32u, base = t - lane;
+        auto v = [&](unsigned l) { return (int)((base + l) * 7u + 3u); };
+        const unsigned seg = lane & ~15u, in = lane & 15u;
+        int want[12];
+        want[0] = v(5);
+        want[1] = lane >= 3 ? v(lane - 3) : v(lane);
+        want[2] = lane + 3 < 32 ? v(lane + 3) : v(lane);
+        want[3] = v(lane ^ 9u);
+        want[4] = v(seg + 5);
+        want[5] = in >= 3 ? v(lane - 3) : v(lane);
+        want[6] = in + 3 < 16 ? v(lane + 3) : v(lane);
+        want[7] = ((lane ^ 9u) & ~15u) == seg ? v(lane ^ 9u) : v(lane);
+        unsigned ballot = 0;
+        for (unsigned l = 0; l < 32; l++) ballot |= (l % 3u == 0u ? 1u : 0u) << l;
+        want[8] = (int)ballot;
+        want[9] = 1 + 2;
+        want[10] = t / 32u == 1u ? v(lane ^ 1u) : v(lane);
+        const int down = lane + 1 < 32 ? v(lane + 1) : v(lane);
+        want[11] = down * (int)(t / 32u + 1u);
+        for (int k = 0; k < 12; k++)
+            if (o[t * 12 + k] != want[k]) {
+                if (bad < 10) std::printf("thread %u result %d: %d, want %d\n", t, k, o[t * 12 + k], want[k]);
+                bad++;
+            }
+    }
+    return bad;
+}
+
+__global__ void block_sum(const float *x, float *sums, unsigned *count, float *smem_seen)
+{
+    __shared__ float part[32];
+    KVC_DYN_SMEM(float, dyn);
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned nt = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (t == 0) smem_seen[b] = dyn[0]; // never written: the poison
+    float v = x[b * nt + t];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(FULL, v, o);
+    if (t % 32u == 0u) part[t / 32u] = v;
+    __syncthreads();
+    if (t < 32u) { // warp 0 reduces the partials
+        float w = t < nt / 32u ? part[t] : 0.0f;
+        for (int o = 16; o > 0; o /= 2) w += __shfl_down_sync(FULL, w, o);
+        if (t == 0) sums[b] = w;
+    }
+    atomicAdd(count, 1u);
+}
+
+// ---- the errors ----
+__global__ void divergent_barrier(int *p)
+{
+    if (threadIdx.x < 32) {
+        __syncthreads();
+    } else {
+        __syncthreads();
+    }
+    p[threadIdx.x] = 1;
+}
+
+__global__ void half_warp_shuffle(int *p)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 32u < 16u) v = __shfl_xor_sync(FULL, v, 1);
+    p[threadIdx.x] = v;
+}
+
+__global__ void deadlock(int *p)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x == 0) v = __shfl_sync(0x3u, v, 1);
+    else __syncthreads();
+    p[threadIdx.x] = v;
+}
+
+__global__ void mask_without_caller(int *p)
+{
+    p[threadIdx.x] = __shfl_sync(0x1u, (int)threadIdx.x, 0);
+}
+
+__global__ void nothing(int *p) { p[0] = 0; }
+
+static int run_good(void)
+{
+    const unsigned nt = 128;
+    int *o = nullptr;
+    cudaMalloc((void **)&o, nt * 12 * sizeof(int));
+    KVC_LAUNCH(lanes, 1, nt, 0, 0, o);
+    cudaDeviceSynchronize();
+    int *h = (int *)std::malloc(nt * 12 * sizeof(int));
+    cudaMemcpy(h, o, nt * 12 * sizeof(int), cudaMemcpyDeviceToHost);
+    int bad = expect_lanes(h, nt);
+    std::printf("lanes: %d wrong of %u\n", bad, nt * 12);
+    std::free(h);
+    cudaFree(o);
+    // block sums over a 3-D grid of 3-D blocks (4 x 2 x 2 = 16 blocks of 8 x 4 x 2 = 64 threads)
+    const dim3 grid(4, 2, 2), block(8, 4, 2);
+    const unsigned nb = 16, per = 64;
+    float *hx = (float *)std::malloc(nb * per * sizeof(float));
+    for (unsigned i = 0; i < nb * per; i++) hx[i] = (float)(i % 97u) * 0.25f;
+    float *x, *sums, *seen;
+    unsigned *count;
+    cudaMalloc((void **)&x, nb * per * sizeof(float));
+    cudaMalloc((void **)&sums, nb * sizeof(float));
+    cudaMalloc((void **)&seen, nb * sizeof(float));
+    cudaMalloc((void **)&count, sizeof(unsigned));
+    cudaMemcpy(x, hx, nb * per * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemset(count, 0, sizeof(unsigned));
+    KVC_LAUNCH(block_sum, grid, block, 16 * sizeof(float), 0, x, sums, count, seen);
+    cudaDeviceSynchronize();
+    float hs[16], hseen[16];
+    unsigned hc = 0;
+    cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hseen, seen, sizeof hseen, cudaMemcpyDeviceToHost);
+    cudaMemcpy(&hc, count, sizeof hc, cudaMemcpyDeviceToHost);
+    int bad_sum = 0, bad_seen = 0;
+    for (unsigned b = 0; b < nb; b++) {
+        float want = 0.0f; // the values are multiples of 1/4 below 25: every partial sum is exact
+        for (unsigned t = 0; t < per; t++) want += hx[b * per + t];
+        bad_sum += hs[b] != want;
+#if defined(KVC_SIMT_CPU)
+        unsigned char pb[4];
+        std::memcpy(pb, &hseen[b], 4);
+        const char *e = std::getenv("SIMT_POISON");
+        const unsigned char p = e && *e ? (unsigned char)std::strtoul(e, nullptr, 0) : 0xFFu;
+        bad_seen += pb[0] != p || pb[1] != p || pb[2] != p || pb[3] != p;
+#endif
+    }
+    std::printf("block sums: %d wrong of %u; threads counted %u of %u; unwritten shared memory not poisoned in %d "
+                "blocks\n",
+                bad_sum, nb, hc, nb * per, bad_seen);
+    cudaFree(x), cudaFree(sums), cudaFree(seen), cudaFree(count);
+    std::free(hx);
+    return bad || bad_sum || bad_seen || hc != nb * per;
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "good";
+#if !defined(KVC_SIMT_CPU)
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        std::printf("no CUDA device: skipped\n");
+        return 77;
+    }
+#endif
+    int *p = nullptr;
+    cudaMalloc((void **)&p, 1024 * sizeof(int));
+    int rc = 0;
+    if (!std::strcmp(what, "good")) rc = run_good();
+    else if (!std::strcmp(what, "divergent_barrier")) KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
+    else if (!std::strcmp(what, "half_warp_shuffle")) KVC_LAUNCH(half_warp_shuffle, 1, 64, 0, 0, p);
+    else if (!std::strcmp(what, "deadlock")) KVC_LAUNCH(deadlock, 1, 32, 0, 0, p);
+    else if (!std::strcmp(what, "mask_without_caller")) KVC_LAUNCH(mask_without_caller, 1, 32, 0, 0, p);
+    else if (!std::strcmp(what, "bad_launch")) KVC_LAUNCH(nothing, 1, 2048, 0, 0, p);
+    else {
+        std::printf("unknown case %s\n", what);
+        rc = 2;
+    }
+    cudaDeviceSynchronize();
+    cudaFree(p);
+    std::printf("%s\n", rc == 0 ? "1 passed, 0 failed" : "0 passed, 1 failed");
+    return rc;
+}
