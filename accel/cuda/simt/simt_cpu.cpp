@@ -19,6 +19,25 @@
 #ifdef SIMT_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define SIMT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SIMT_TSAN 1
+#endif
+#endif
+#ifdef SIMT_TSAN
+// Under TSan every CUDA thread is a TSan fiber, switched without
+// synchronisation: the only happens-before edges are those CUDA gives
+// (barriers, warp operations, the launch's start and end, and, as a limit,
+// consecutive blocks on one OS thread), so unsynchronised accesses between
+// the threads of a block are reported even when the serial schedule hides
+// them. The runtime's own bookkeeping is not instrumented (SIMT_NO_TSAN).
+#include <sanitizer/tsan_interface.h>
+#define SIMT_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define SIMT_NO_TSAN
+#endif
 
 namespace simt {
 
@@ -42,8 +61,12 @@ struct fiber {
     unsigned mask = 0;
     uint64_t value = 0, result = 0;
     int arg = 0, width = 32;
+    bool started = false;
 #ifdef SIMT_ASAN
     void *fake_stack = nullptr;
+#endif
+#ifdef SIMT_TSAN
+    void *tsan = nullptr;
 #endif
 };
 
@@ -59,6 +82,12 @@ struct block_run {
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
     void *sched_fake = nullptr;
+#endif
+#ifdef SIMT_TSAN
+    void *sched_tsan = nullptr;
+    char barrier_sync = 0;   // the addresses TSan's edges use: barriers,
+    char warp_sync[32] = {}; // warp operations (one per warp),
+    char start_sync = 0, end_sync = 0; // a block's start and end
 #endif
 };
 
@@ -76,17 +105,21 @@ bool reversed()
     return e && std::strcmp(e, "reverse") == 0;
 }
 
-fiber &me()
+SIMT_NO_TSAN fiber &me()
 {
     if (g_run == nullptr || g_run->current == nullptr) fail("a device function was called outside a kernel launch");
     return *g_run->current;
 }
 
 // Back to the scheduler; returns when the scheduler resumes this fiber.
-void yield_to_scheduler(bool exiting)
+SIMT_NO_TSAN void yield_to_scheduler(bool exiting)
 {
     block_run &r = *g_run;
     fiber &f = *r.current;
+#ifdef SIMT_TSAN
+    if (exiting) __tsan_release(&r.end_sync); // a thread's end happens before its block's end
+    __tsan_switch_to_fiber(r.sched_tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #ifdef SIMT_ASAN
     __sanitizer_start_switch_fiber(exiting ? nullptr : &f.fake_stack, r.sched_bottom, r.sched_size);
 #else
@@ -98,10 +131,13 @@ void yield_to_scheduler(bool exiting)
 #endif
 }
 
-void fiber_main()
+SIMT_NO_TSAN void fiber_main()
 {
 #ifdef SIMT_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &g_run->sched_bottom, &g_run->sched_size);
+#endif
+#ifdef SIMT_TSAN
+    __tsan_acquire(&g_run->start_sync); // the block's start happens before each of its threads
 #endif
     (*g_run->body)();
     g_run->current->st = DONE;
@@ -109,9 +145,13 @@ void fiber_main()
     fail("a finished thread was resumed"); // never: the scheduler does not resume DONE fibers
 }
 
-void resume(block_run &r, fiber &f)
+SIMT_NO_TSAN void resume(block_run &r, fiber &f, bool first)
 {
     r.current = &f;
+    (void)first;
+#ifdef SIMT_TSAN
+    __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #ifdef SIMT_ASAN
     __sanitizer_start_switch_fiber(&r.sched_fake, f.stack.data(), f.stack.size());
 #endif
@@ -146,7 +186,7 @@ const char *op_name(warp_op_kind op)
 }
 
 // Completes every warp operation whose lanes have all arrived; returns how many.
-int resolve_warps(block_run &r)
+SIMT_NO_TSAN int resolve_warps(block_run &r)
 {
     int done = 0;
     const unsigned n = (unsigned)r.threads.size();
@@ -202,28 +242,36 @@ int resolve_warps(block_run &r)
     return done;
 }
 
-void run_block(block_run &r)
+SIMT_NO_TSAN void run_block(block_run &r)
 {
     const bool rev = reversed();
     const size_t n = r.threads.size();
     for (size_t i = 0; i < n; i++) {
         fiber &f = r.threads[i];
-        f.st = READY;
+        f.st = READY, f.started = false;
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.data();
         f.ctx.uc_stack.ss_size = f.stack.size();
         f.ctx.uc_link = nullptr;
         makecontext(&f.ctx, fiber_main, 0);
     }
+#ifdef SIMT_TSAN
+    __tsan_release(&r.start_sync); // after the launch's host work and this block's shared-memory poison
+#endif
     for (;;) {
         for (size_t k = 0; k < n; k++) {
             fiber &f = r.threads[rev ? n - 1 - k : k];
-            if (f.st == READY) resume(r, f);
+            if (f.st == READY) resume(r, f, !f.started), f.started = true;
         }
         // every thread now waits or is done
         size_t done = 0, at_barrier = 0;
         for (const fiber &f : r.threads) done += f.st == DONE, at_barrier += f.st == AT_BARRIER;
-        if (done == n) return;
+        if (done == n) {
+#ifdef SIMT_TSAN
+            __tsan_acquire(&r.end_sync);
+#endif
+            return;
+        }
         if (resolve_warps(r) > 0) continue;
         if (at_barrier > 0 && at_barrier + done == n) {
             const fiber *first = nullptr;
@@ -286,14 +334,20 @@ void *dynamic_smem()
     return g_run->smem.empty() ? nullptr : g_run->smem.data();
 }
 
-void syncthreads(const char *file, int line)
+SIMT_NO_TSAN void syncthreads(const char *file, int line)
 {
     fiber &f = me();
     f.st = AT_BARRIER, f.file = file, f.line = line;
+#ifdef SIMT_TSAN
+    __tsan_release(&g_run->barrier_sync);
+#endif
     yield_to_scheduler(false);
+#ifdef SIMT_TSAN
+    __tsan_acquire(&g_run->barrier_sync);
+#endif
 }
 
-uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line)
+SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line)
 {
     fiber &f = me();
     const unsigned lane = f.linear % kWarp;
@@ -303,11 +357,18 @@ uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int wi
     if (width < 1 || width > 32 || (width & (width - 1)) != 0)
         fail("%s at %s:%d: width %d is not a power of two in 1..32", op_name(op), file, line, width);
     f.st = AT_WARP, f.op = op, f.mask = mask, f.value = value, f.arg = arg, f.width = width, f.file = file, f.line = line;
+#ifdef SIMT_TSAN
+    char *sync = &g_run->warp_sync[f.linear / kWarp];
+    __tsan_release(sync);
+#endif
     yield_to_scheduler(false);
+#ifdef SIMT_TSAN
+    __tsan_acquire(sync);
+#endif
     return f.result;
 }
 
-void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line)
+SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line)
 {
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (nt == 0 || nt > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
@@ -329,6 +390,10 @@ void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> 
     const unsigned char poison = poison_byte();
     const unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
     const bool rev = reversed();
+#ifdef SIMT_TSAN
+    r.sched_tsan = __tsan_get_current_fiber();
+    for (fiber &f : r.threads) f.tsan = __tsan_create_fiber(0);
+#endif
     g_run = &r;
     for (unsigned long long k = 0; k < nb; k++) {
         const unsigned long long b = rev ? nb - 1 - k : k;
@@ -338,6 +403,9 @@ void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> 
         run_block(r);
     }
     g_run = nullptr;
+#ifdef SIMT_TSAN
+    for (fiber &f : r.threads) __tsan_destroy_fiber(f.tsan);
+#endif
 }
 
 } // namespace simt

@@ -16,7 +16,12 @@
 //  - fresh device memory and each block's dynamic shared memory are filled
 //    with a poison byte (SIMT_POISON, default 0xFF: NaN in every float);
 //  - SIMT_SCHEDULE=reverse runs the threads of a block, and the blocks of a
-//    grid, in reverse order.
+//    grid, in reverse order;
+//  - under ThreadSanitizer each CUDA thread is a TSan fiber and the only
+//    happens-before edges are CUDA's (barriers, warp operations, a block's
+//    start and end), so unsynchronised accesses between the threads of a
+//    block are reported even when the serial schedule hides them; under
+//    AddressSanitizer the fiber stacks are announced to it.
 // Static __shared__ variables are function statics (thread_local): one per
 // block, since the blocks of a grid run one after another on the launching
 // OS thread; they are not poisoned (a limit the design states).

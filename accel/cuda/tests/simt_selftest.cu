@@ -124,6 +124,15 @@ __global__ void mask_without_caller(int *p)
 
 __global__ void nothing(int *p) { p[0] = 0; }
 
+// a shared-memory race the serial schedule hides: thread 0 writes, the
+// others read, and no barrier between (TSan must report it)
+__global__ void race_without_barrier(int *p)
+{
+    __shared__ int flag;
+    if (threadIdx.x == 0) flag = 7;
+    p[threadIdx.x] = flag;
+}
+
 static int run_good(void)
 {
     const unsigned nt = 128;
@@ -197,6 +206,7 @@ int main(int argc, char **argv)
     else if (!std::strcmp(what, "deadlock")) KVC_LAUNCH(deadlock, 1, 32, 0, 0, p);
     else if (!std::strcmp(what, "mask_without_caller")) KVC_LAUNCH(mask_without_caller, 1, 32, 0, 0, p);
     else if (!std::strcmp(what, "bad_launch")) KVC_LAUNCH(nothing, 1, 2048, 0, 0, p);
+    else if (!std::strcmp(what, "race_without_barrier")) KVC_LAUNCH(race_without_barrier, 1, 64, 0, 0, p);
     else {
         std::printf("unknown case %s\n", what);
         rc = 2;
