@@ -22,6 +22,7 @@
 #ifndef KVC_KERNELS_H
 #define KVC_KERNELS_H
 
+#include "kvc_sizes.h"
 #include "kvc_types.h"
 
 #ifdef __cplusplus
@@ -53,22 +54,12 @@ typedef struct kvc_segment {
 
 /** Bytes of one stored row of @p dim elements of type @p t (0 for a type
  *  that is not stored row by row). Every row size is a multiple of 4, so
- *  the f32 scale of an int8 row is aligned. */
+ *  the f32 scale of an int8 row is aligned. The formulas are KVC_ROW_BYTES
+ *  (kvc_sizes.h), the compile-time form: one definition for both. */
 /*@ requires dim <= 16777216;
     assigns \nothing;
 */
-static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim)
-{
-    switch (t) {
-    case KVC_DTYPE_F32: return 4u * dim;
-    case KVC_DTYPE_F16: return (2u * dim + 3u) / 4u * 4u;
-    case KVC_DTYPE_I8: return 4u + (dim + 3u) / 4u * 4u;
-    case KVC_DTYPE_Q15: return 4u + (2u * dim + 3u) / 4u * 4u;
-    /* per group of 32: f16 scale + f16 minimum, then the nibbles, 2 per byte */
-    case KVC_DTYPE_I4: return 4u * ((dim + 31u) / 32u) + ((dim + 1u) / 2u + 3u) / 4u * 4u;
-    default: return 0;
-    }
-}
+static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim) { return KVC_ROW_BYTES(t, dim); }
 
 /** Bytes one cached element costs in rows of @p dim elements of type @p t
  *  (the int8 row scale and padding spread over the row). */

@@ -28,7 +28,9 @@
 
 #include "kvc_types.h"
 
-/** Bytes of one stored row of @p dim elements of type @p t (kvc_row_bytes). */
+/** Bytes of one stored row of @p dim elements of type @p t, 0 for a type not stored row by
+ *  row (kvc_row_bytes is this; int4: per group of 32 an f16 scale and minimum, then the
+ *  nibbles, 2 per byte). */
 #define KVC_ROW_BYTES(t, dim)                                                                                      \
     ((uint64_t)((t) == KVC_DTYPE_F32   ? 4u * (uint64_t)(dim)                                                      \
                 : (t) == KVC_DTYPE_F16 ? (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                     \
