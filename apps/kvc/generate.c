@@ -237,7 +237,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     }
     size_t bytes = kvc_cache_arena_size(&cc);
     if (kvc_cli_arena_refused("generate", bytes)) goto done;
-    arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
+    arena = kvc_l2c_arena_alloc(bytes);
     kvc_cache *cache;
     if (!arena || !ptoks || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
         kvc_cache_init(arena, bytes, &cc, &cache) != KVC_OK) {
@@ -294,7 +294,8 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
            (double)peak, exact_bytes, pos, bytes, kvc_l2c_kernels()->name, kvc_l2c_threads());
     rc = 0;
 done:
-    free(arena), free(ptoks);
+    kvc_l2c_arena_free(arena);
+    free(ptoks);
     kvc_l2c_state_free(&s);
     kvc_lm_close(&lm);
     return rc;

@@ -20,7 +20,7 @@ void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_strea
     }
     const size_t b = kvc_cache_arena_size(&cc);
     if (kvc_cli_arena_refused(cmd, b)) return NULL;
-    void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(b));
+    void *arena = kvc_l2c_arena_alloc(b);
     if (!arena) {
         fprintf(stderr, "kvc %s: out of memory for a %zu-byte cache\n", cmd, b);
         return NULL;
@@ -28,7 +28,7 @@ void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_strea
     kvc_status rc = kvc_cache_init(arena, b, &cc, cache);
     if (rc != KVC_OK) {
         fprintf(stderr, "kvc %s: cache init failed: %s\n", cmd, kvc_status_str(rc));
-        free(arena);
+        kvc_l2c_arena_free(arena);
         return NULL;
     }
     if (bytes) *bytes = b;

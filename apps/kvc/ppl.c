@@ -126,7 +126,7 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
     void *arena = kvc_lm_cache_new("ppl", &m->cfg, &cc->stream, cc->policy, &c.cache, NULL);
     if (!arena) return 1;
     if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &s) != KVC_OK) {
-        free(arena);
+        kvc_l2c_arena_free(arena);
         fprintf(stderr, "kvc ppl: out of memory\n");
         return 1;
     }
@@ -159,7 +159,8 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
     }
     rc = 0;
 done:
-    free(c.hist_k), free(c.hist_v), free(c.ex), free(c.box_lo), free(c.box_hi), free(c.vmax), free(arena);
+    free(c.hist_k), free(c.hist_v), free(c.ex), free(c.box_lo), free(c.box_hi), free(c.vmax);
+    kvc_l2c_arena_free(arena);
     kvc_l2c_state_free(&s);
     return rc;
 }

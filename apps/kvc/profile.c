@@ -125,7 +125,7 @@ static int profile_run(const kvc_lm *lm, prof_ctx *c, const int *toks, int n)
         else fprintf(stderr, "kvc profile: the run failed: %s\n", kvc_status_str(st));
     }
     kvc_l2c_state_free(&s);
-    free(arena);
+    kvc_l2c_arena_free(arena);
     return rc;
 }
 

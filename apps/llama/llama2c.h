@@ -114,8 +114,16 @@ void kvc_l2c_state_free(kvc_l2c_state *s);
 /** The cache configuration matching a model (heads, head_dim, layers). */
 kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_config *stream);
 
-/** The kernel table the decoder's cache calls use: kvc_kernels_best() (KVC_KERNELS forces one). */
+/** The kernel table the decoder's cache calls use: kvc_kernels_best() (KVC_KERNELS forces one;
+ *  KVC_KERNELS=cuda picks accel/cuda's table in builds that have it). */
 const kvc_kernels *kvc_l2c_kernels(void);
+
+/** Memory for a cache arena the chosen kernel table can read: CUDA managed
+ *  memory when the table is "cuda" on a GPU (KVC_KERNELS=cuda), else
+ *  KVC_ARENA_ALIGN-aligned host memory. NULL when out of memory. */
+void *kvc_l2c_arena_alloc(size_t bytes);
+/** Frees what kvc_l2c_arena_alloc returned (NULL allowed). */
+void kvc_l2c_arena_free(void *arena);
 
 /** The default attention hook (ctx = kvc_cache*): append, then attend. With
  *  more than one decoder thread and a long enough cache, the attend runs

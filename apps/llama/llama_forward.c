@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@
 #include "llama2c.h"
 #include "kvc/kvc_attend.h"
 #include "pool.h"
+#ifdef KVC_WITH_CUDA_TABLE
+#include "kvc/kvc_cuda.h"
+#endif
 
 #define KVC_L2C_MAX_CHUNK 4096
 
@@ -64,13 +68,52 @@ kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_
     return cc;
 }
 
-/* The best table this CPU runs (KVC_KERNELS=ref|avx2 forces one), chosen
+/* The best table this CPU runs (KVC_KERNELS=ref|avx2|cuda forces one), chosen
  * once per process: the cache calls run per layer per token, and the choice
  * reads the environment and the CPU id. The tables' method decisions are the
  * same; only attention sums differ. */
 static const kvc_kernels *g_kernels;
 static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
-static void choose_kernels(void) { g_kernels = kvc_kernels_best(); }
+#ifdef KVC_WITH_CUDA_TABLE
+static int g_kernels_cuda_gpu; /* the cuda table on a GPU: arenas in managed memory */
+#endif
+static void choose_kernels(void)
+{
+#ifdef KVC_WITH_CUDA_TABLE
+    /* KVC_KERNELS=cuda: the CUDA table of accel/cuda (on the CPU SIMT runtime
+       in builds without a GPU: slow, for tests and demos) */
+    const char *want = getenv("KVC_KERNELS");
+    if (want != NULL && strcmp(want, "cuda") == 0) {
+        g_kernels = kvc_kernels_cuda();
+        if (g_kernels != NULL) {
+            g_kernels_cuda_gpu = !kvc_cuda_is_cpu_runtime();
+            return;
+        }
+        fprintf(stderr, "kvc: KVC_KERNELS=cuda but no CUDA device can be used; using the CPU tables\n");
+    }
+#endif
+    g_kernels = kvc_kernels_best();
+}
+
+void *kvc_l2c_arena_alloc(size_t bytes)
+{
+    pthread_once(&g_kernels_once, choose_kernels);
+#ifdef KVC_WITH_CUDA_TABLE
+    if (g_kernels_cuda_gpu) return kvc_cuda_alloc_shared(KVC_ALIGN_UP(bytes));
+#endif
+    return aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes ? bytes : 1));
+}
+
+void kvc_l2c_arena_free(void *arena)
+{
+#ifdef KVC_WITH_CUDA_TABLE
+    if (g_kernels_cuda_gpu) {
+        kvc_cuda_free_shared(arena);
+        return;
+    }
+#endif
+    free(arena);
+}
 
 const kvc_kernels *kvc_l2c_kernels(void)
 {

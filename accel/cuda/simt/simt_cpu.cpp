@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -50,7 +51,7 @@ enum state { READY, AT_BARRIER, AT_WARP, DONE };
 
 struct fiber {
     ucontext_t ctx;
-    std::vector<unsigned char> stack;
+    unsigned char *stack = nullptr; // kStackBytes from the launching thread's pool
     unsigned linear = 0; // threadIdx.x + blockDim.x (threadIdx.y + blockDim.y threadIdx.z)
     uint3 idx{};
     state st = READY;
@@ -92,6 +93,10 @@ struct block_run {
 };
 
 thread_local block_run *g_run = nullptr;
+
+// Fiber stacks, kept for the next launch on this OS thread (allocating and
+// clearing 64 KiB per CUDA thread at every launch dominated small launches).
+thread_local std::vector<std::unique_ptr<unsigned char[]>> g_stacks;
 
 unsigned char poison_byte()
 {
@@ -153,7 +158,7 @@ SIMT_NO_TSAN void resume(block_run &r, fiber &f, bool first)
     __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
 #endif
 #ifdef SIMT_ASAN
-    __sanitizer_start_switch_fiber(&r.sched_fake, f.stack.data(), f.stack.size());
+    __sanitizer_start_switch_fiber(&r.sched_fake, f.stack, kStackBytes);
 #endif
     swapcontext(&r.scheduler, &f.ctx);
 #ifdef SIMT_ASAN
@@ -250,8 +255,8 @@ SIMT_NO_TSAN void run_block(block_run &r)
         fiber &f = r.threads[i];
         f.st = READY, f.started = false;
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack.data();
-        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link = nullptr;
         makecontext(&f.ctx, fiber_main, 0);
     }
@@ -382,7 +387,8 @@ SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::func
     r.threads.resize((size_t)nt);
     for (size_t i = 0; i < (size_t)nt; i++) {
         fiber &f = r.threads[i];
-        f.stack.resize(kStackBytes);
+        if (g_stacks.size() <= i) g_stacks.emplace_back(new unsigned char[kStackBytes]);
+        f.stack = g_stacks[i].get();
         f.linear = (unsigned)i;
         f.idx.x = (unsigned)(i % block.x), f.idx.y = (unsigned)(i / block.x % block.y),
         f.idx.z = (unsigned)(i / ((size_t)block.x * block.y));
@@ -418,8 +424,10 @@ extern "C" {
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     if (p == nullptr) return cudaErrorInvalidValue;
-    *p = std::malloc(bytes ? bytes : 1);
-    if (*p == nullptr) return cudaErrorMemoryAllocation;
+    // 256-byte aligned like cudaMalloc's, and exactly `bytes` long, so that
+    // AddressSanitizer sees a read one element past the end
+    *p = nullptr;
+    if (posix_memalign(p, 256, bytes ? bytes : 1) != 0 || *p == nullptr) return cudaErrorMemoryAllocation;
     std::memset(*p, simt::poison_byte(), bytes); // fresh device memory is garbage on a GPU
     return cudaSuccess;
 }
@@ -442,6 +450,49 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes)
     if (bytes && p == nullptr) return cudaErrorInvalidValue;
     std::memset(p, value, bytes);
     return cudaSuccess;
+}
+
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned int)
+{
+    return cudaMalloc(p, bytes); // host memory is what both sides read here
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t)
+{
+    return cudaMemcpy(dst, src, bytes, kind); // launches run to completion: every stream is in order
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    if (n == nullptr) return cudaErrorInvalidValue;
+    *n = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *dev)
+{
+    if (dev == nullptr) return cudaErrorInvalidValue;
+    *dev = 0;
+    return cudaSuccess;
+}
+
+// The one attribute the library asks for: blocks run one after another here,
+// so "multiprocessors" only shapes the split-K plan; 2 keeps several blocks.
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
+{
+    if (value == nullptr || dev != 0) return cudaErrorInvalidValue;
+    if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
+    *value = 2;
+    return cudaSuccess;
+}
+
+// occupancy preferences mean nothing here
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute, int)
+{
+    return func != nullptr ? cudaSuccess : cudaErrorInvalidDeviceFunction;
 }
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }

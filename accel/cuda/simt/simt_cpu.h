@@ -89,6 +89,8 @@ template <typename T> inline T shfl(warp_op_kind op, unsigned mask, T v, int arg
 #define blockDim (::simt::block_dim())
 #define gridDim (::simt::grid_dim())
 #define warpSize 32
+#undef __launch_bounds__
+#define __launch_bounds__(...) // occupancy hints mean nothing here
 #undef __shared__
 #define __shared__ static thread_local
 
@@ -142,6 +144,7 @@ inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __float_as_int(float f) { return simt::from_bits<int>(simt::to_bits(f)); }
 inline float __int_as_float(int i) { return simt::from_bits<float>(simt::to_bits(i)); }
 template <typename T> inline T __ldg(const T *p) { return *p; }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The injected-bug matrix (CUDA-ON-CPU.md section 6, re-created for the
+# kernels of accel/cuda): every variant cuda_bug<k>[_asan|_tsan] (KVC_BUG=k)
+# runs the matrix shapes (f16, 3 query heads, n = 4001, 4096 and 1001) in
+# four configurations of the CPU SIMT runtime:
+#   fwd      the default schedule, poison 0xFF (NaN)
+#   rev7f    the reversed schedule, poison 0x7F (3.4e38: survives fmaxf)
+#   asan     AddressSanitizer + UBSan, default schedule
+#   tsan     ThreadSanitizer (each CUDA thread a fiber), default schedule
+# A configuration catches a bug when the run fails: a result off the derived
+# tolerance, a runtime error (divergent barrier or warp operation), or a
+# sanitizer report. Bugs 1..7 must each be caught at least once; the clean
+# kernels (0) and the control (8, a redundant barrier removed) never.
+# usage: bug_matrix.sh BINDIR
+set -u
+bin=${1:?usage: bug_matrix.sh BINDIR}
+names=("none" "no barrier after the scores" "no barrier between a reduction's write and read"
+       "value loop one row past the tile" "__syncthreads inside if (warp == 0)"
+       "full-mask shuffle reached by 16 lanes" "tile max over the whole tile (unwritten smem)"
+       "block counter += without atomicAdd" "a redundant barrier dropped (control)")
+run() { # bug config -> prints pass|CAUGHT(why)
+    local exe=$bin/cuda_bug$1 out rc
+    case $2 in
+    fwd) out=$(SIMT_POISON=0xFF timeout 600 "$exe" matrix 2>&1); rc=$? ;;
+    rev7f) out=$(SIMT_SCHEDULE=reverse SIMT_POISON=0x7F timeout 600 "$exe" matrix 2>&1); rc=$? ;;
+    asan) out=$(ASAN_OPTIONS=detect_leaks=0 timeout 600 "${exe}_asan" matrix 2>&1); rc=$? ;;
+    tsan) out=$(TSAN_OPTIONS=halt_on_error=1 timeout 900 "${exe}_tsan" matrix 2>&1); rc=$? ;;
+    esac
+    if [ $rc -eq 0 ]; then echo pass; return; fi
+    local why="exit $rc"
+    if grep -q "ThreadSanitizer: data race" <<<"$out"; then why="race"
+    elif grep -q "AddressSanitizer: [a-z-]*" <<<"$out"; then why=$(grep -o "AddressSanitizer: [a-z-]*" <<<"$out" | head -1 | cut -d' ' -f2)
+    elif grep -q "simt: error:" <<<"$out"; then why=$(grep -o "simt: error: [^(]*" <<<"$out" | head -1 | cut -c14-60)
+    elif grep -q "^FAIL" <<<"$out"; then why="wrong ($(grep -c '^FAIL' <<<"$out") checks)"
+    elif [ $rc -eq 124 ]; then why="timeout"
+    fi
+    echo "CAUGHT($why)"
+}
+printf "| # | injected bug | fwd | rev + poison 0x7F | ASan | TSan |\n|---|---|---|---|---|---|\n"
+bad=0
+for k in 0 1 2 3 4 5 6 7 8; do
+    row="| $k | ${names[$k]} |"
+    caught=0
+    for c in fwd rev7f asan tsan; do
+        v=$(run $k $c)
+        [[ $v == CAUGHT* ]] && caught=$((caught + 1))
+        row="$row $v |"
+    done
+    echo "$row"
+    if [ $k -eq 0 ] || [ $k -eq 8 ]; then
+        [ $caught -eq 0 ] || { echo "  -> the clean kernels failed in $caught configuration(s): a false alarm"; bad=1; }
+    else
+        [ $caught -ge 1 ] || { echo "  -> bug $k was caught by no configuration"; bad=1; }
+    fi
+done
+if [ $bad -ne 0 ]; then echo "bug matrix: FAILED"; exit 1; fi
+echo "bug matrix: every injected bug caught at least once, the clean and control kernels never"
