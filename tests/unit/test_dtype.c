@@ -123,6 +123,18 @@ static int row_kernels_round_trip(void)
     rk(KVC_DTYPE_F16)->store(row, big, 3);
     rk(KVC_DTYPE_F16)->load(row, y, 3);
     CHECK(y[0] == 65504.0f && y[1] == -65504.0f && y[2] == 0x1p-24f);
+    /* int4 past the halves' range: the group's grid saturates (minimum and step
+       at most 65504), and an element beyond it takes the grid's top code, not
+       the bottom one (the code's rounding must not see a quotient past a long) */
+    float wide[4] = {1e38f, 1.0f, -1e38f, 3e20f};
+    for (size_t i = 0; i < 2; i++) {
+        const float pair[2] = {wide[2 * i], wide[2 * i + 1]};
+        rk(KVC_DTYPE_I4)->store(row, pair, 2);
+        rk(KVC_DTYPE_I4)->load(row, y, 2);
+        const float top = y[0] > y[1] ? y[0] : y[1], bottom = y[0] > y[1] ? y[1] : y[0];
+        CHECK_MSG(pair[0] > pair[1] ? y[0] == top && y[0] > 65504.0f : y[0] == bottom && y[0] == -65504.0f,
+                  "int4 %g -> %g (pair %g, %g -> %g)", pair[0], y[0], pair[1], y[1], top);
+    }
     printf("f16: worst relative error %.3g (bound 2^-11 = %.3g); int8: worst error / max|x| %.3g (bound 1/254 = %.3g); "
            "q15: worst error / max|x| %.3g (bound 1/65534 = %.3g); "
            "int4: worst error / group range %.3g (bound 1/30 = %.3g, plus the halves' rounding)\n",

@@ -77,10 +77,10 @@ void kvc_k_i4_store__ref(void *row, const float *x, size_t dim)
         const uint16_t h[2] = {hs, hm};
         memcpy(r + 4u * g, h, sizeof h);
         for (size_t c = c0; c < c1; c++) {
-            double t = sc > 0.0 ? ((double)x[c] - mn) / sc : 0.0;
-            long k = lround(t);
-            if (k < 0) k = 0;
-            if (k > 15) k = 15;
+            const double t = sc > 0.0 ? ((double)x[c] - mn) / sc : 0.0;
+            /* clamp before rounding: past +-65504 the grid saturates and t can
+               exceed a long (lround's result is then unspecified) */
+            const long k = t >= 15.0 ? 15 : t > 0.0 ? lround(t) : 0;
             q[c >> 1] |= (unsigned char)((unsigned)k << ((c & 1u) * 4u));
         }
     }
