@@ -65,6 +65,7 @@ struct attend_plan {
     attend_args a;
     size_t n_blocks = 0, entries = 0, causal_total = 0, group = 0;
     uint32_t tpb = 0;
+    bool wide = false; // split_kernel's wide configuration (KVC_CUDA_WIDE_*)
 };
 
 kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t causal_segs, uint32_t tiles_per_block,
@@ -81,6 +82,7 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
     std::memset(&a, 0, sizeof a);
     a.n_seg = (uint32_t)view->n_seg, a.d = (uint32_t)d, a.dv = (uint32_t)dv, a.beta = view->beta;
     size_t tiles = 0;
+    bool all_f32_chunked = true;
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment &g = view->seg[s];
         if (g.role != KVC_SET_NUM && g.role != KVC_SET_DEN && g.role != KVC_SET_BOTH) return KVC_E_ARG;
@@ -102,15 +104,22 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
         const size_t kal = g.dtype == KVC_DTYPE_I8 ? 4u : 16u, val = g.dtype == KVC_DTYPE_F32 ? 16u : g.dtype == KVC_DTYPE_F16 ? 8u : 4u;
         o.kvec = d % kc == 0 && ka % kal == 0 && o.kstride % kal == 0;
         o.vvec = o.v != nullptr && dv % 4u == 0 && va % val == 0 && o.vstride % val == 0;
+        if (g.n > 0 && (g.dtype != KVC_DTYPE_F32 || !o.kvec)) all_f32_chunked = false;
         if (s < causal_segs) p.causal_total += g.n;
         p.entries += g.n;
         tiles += (g.n + kTile - 1) / kTile;
     }
     if (causal_segs > 0 && p.causal_total < n_pos) return KVC_E_ARG; // the positions must be in the block
     if (p.entries > ((size_t)1 << 31)) return KVC_E_ARG;
+    const size_t Q = n_pos * n_q;
+    p.group = Q < (size_t)kMaxQ ? Q : (size_t)kMaxQ;
+    // the wide configuration where it was measured faster: f32 rows that every
+    // launch scores with 8 lanes per row (score_rows' test, made for the plan)
+    p.wide = all_f32_chunked && KVC_CUDA_GROUPED_ROWS && p.group <= (size_t)KVC_CUDA_GROUPED_MAX_Q && (d / 4u) % 8u == 0;
     uint32_t tpb = tiles_per_block;
     if (tpb == 0) { // one wave: as many blocks as the launch bounds let every multiprocessor hold
-        const size_t target = (size_t)KVC_CUDA_MIN_BLOCKS * (size_t)multiprocessors();
+        const size_t per_sm = p.wide ? KVC_CUDA_WIDE_MIN_BLOCKS : KVC_CUDA_MIN_BLOCKS;
+        const size_t target = per_sm * (size_t)multiprocessors();
         tpb = (uint32_t)((tiles + target - 1) / target);
         if (tpb < 1) tpb = 1;
     }
@@ -126,8 +135,6 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
     }
     p.tpb = tpb;
     a.tiles_per_block = tpb, a.n_blocks = (uint32_t)p.n_blocks;
-    const size_t Q = n_pos * n_q;
-    p.group = Q < (size_t)kMaxQ ? Q : (size_t)kMaxQ;
     return KVC_OK;
 }
 
@@ -169,7 +176,9 @@ void launch_group(const attend_plan &p, cudaStream_t st)
 {
     const attend_args &a = p.a;
     const size_t split_smem = kMaxQ * (a.dv > (uint32_t)kTile ? a.dv : (uint32_t)kTile) * sizeof(float);
-    if (p.n_blocks > 0) KVC_LAUNCH(split_kernel, (unsigned)p.n_blocks, kThreads, split_smem, st, a);
+    void (*const split)(attend_args) = p.wide ? split_kernel<KVC_CUDA_WIDE_MIN_BLOCKS, KVC_CUDA_WIDE_UNROLL>
+                                              : split_kernel<KVC_CUDA_MIN_BLOCKS, 1>;
+    if (p.n_blocks > 0) KVC_LAUNCH(split, (unsigned)p.n_blocks, kThreads, split_smem, st, a);
     KVC_LAUNCH(merge_kernel, a.nq, kThreads, p.n_blocks * sizeof(float), st, a);
     if (a.mass != nullptr && p.n_blocks > 0)
         KVC_LAUNCH(mass_kernel, (unsigned)p.n_blocks, kThreads, kMaxQ * kTile * sizeof(float), st, a);

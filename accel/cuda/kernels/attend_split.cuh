@@ -49,6 +49,20 @@ constexpr int kThreads = 128; // 4 warps
 #ifndef KVC_CUDA_MIN_BLOCKS
 #define KVC_CUDA_MIN_BLOCKS 5
 #endif
+// The split kernel's second configuration, for launches whose rows are all
+// f32 and take score_tile_grouped (at most KVC_CUDA_GROUPED_MAX_Q query
+// rows): a lane's key chunks unrolled this many times, so their loads are in
+// flight together, and the register budget of this many blocks per
+// multiprocessor, which that unrolling needs (at 5 it spills). On the H100,
+// f32 with one query head went from 84% to 91% of nominal bandwidth; f16 and
+// int8 rows (conversions per element) were slower with it, so they keep the
+// first configuration.
+#ifndef KVC_CUDA_WIDE_UNROLL
+#define KVC_CUDA_WIDE_UNROLL 4
+#endif
+#ifndef KVC_CUDA_WIDE_MIN_BLOCKS
+#define KVC_CUDA_WIDE_MIN_BLOCKS 4
+#endif
 #ifndef KVC_CUDA_KEY_UNROLL
 #define KVC_CUDA_KEY_UNROLL 4
 #endif
@@ -244,13 +258,43 @@ __device__ __forceinline__ unsigned score_tile(const attend_args &a, const seg_d
     return threadIdx.x % 32u == 0 ? counted : 0u;
 }
 
+// One key chunk c of two rows (zeros for a row not included), dotted with
+// every query row.
+template <int DT>
+__device__ __forceinline__ void grouped_chunk(const attend_args &a, const unsigned char *const (&row)[2],
+                                              const bool (&inc)[2], uint32_t c, const float *qs,
+                                              float (&dot)[2][kMaxQ])
+{
+    constexpr int V = key_chunk<DT>::n;
+    float x[2][V];
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        if (inc[u]) load_key_chunk<DT>(row[u], c * V, x[u]);
+        else
+#pragma unroll
+            for (int e = 0; e < V; e++) x[u][e] = 0.0f;
+    }
+#pragma unroll
+    for (int qi = 0; qi < kMaxQ; qi++)
+        if ((uint32_t)qi < a.nq) {
+            const float4 *q = reinterpret_cast<const float4 *>(qs + qi * kMaxDim + c * V);
+#pragma unroll
+            for (int e = 0; e < V; e += 4) {
+                const float4 qq = q[e / 4];
+#pragma unroll
+                for (int u = 0; u < 2; u++)
+                    dot[u][qi] += x[u][e] * qq.x + x[u][e + 1] * qq.y + x[u][e + 2] * qq.z + x[u][e + 3] * qq.w;
+            }
+        }
+}
+
 // Phase 1 for rows of at least 8 key chunks (d a multiple of 64 in f16, of
 // 32 in f32 and int8): 8 lanes per row, so a warp's load instruction reads
 // 4 rows' consecutive 128 bytes (coalesced; no reliance on L1 to catch a
 // thread's later chunks), two rows per lane group loaded before use; each
 // lane dots its chunks with every query and 3 butterfly steps within the
 // 8 lanes finish the sums. Same results contract as score_tile.
-template <int DT>
+template <int DT, int UNROLL>
 __device__ __forceinline__ unsigned score_tile_grouped(const attend_args &a, const seg_desc &s, uint32_t r0,
                                                        uint32_t len, const float *qs, float *sc)
 {
@@ -275,27 +319,11 @@ __device__ __forceinline__ unsigned score_tile_grouped(const attend_args &a, con
 #pragma unroll
             for (int qi = 0; qi < kMaxQ; qi++) dot[u][qi] = 0.0f;
         }
-        for (uint32_t c = sub; c < chunks; c += 8u) {
-            float x[2][V];
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                if (inc[u]) load_key_chunk<DT>(row[u], c * V, x[u]);
-                else
-#pragma unroll
-                    for (int e = 0; e < V; e++) x[u][e] = 0.0f;
-            }
-#pragma unroll
-            for (int qi = 0; qi < kMaxQ; qi++)
-                if ((uint32_t)qi < a.nq) {
-                    const float4 *q = reinterpret_cast<const float4 *>(qs + qi * kMaxDim + c * V);
-#pragma unroll
-                    for (int e = 0; e < V; e += 4) {
-                        const float4 qq = q[e / 4];
-#pragma unroll
-                        for (int u = 0; u < 2; u++)
-                            dot[u][qi] += x[u][e] * qq.x + x[u][e + 1] * qq.y + x[u][e + 2] * qq.z + x[u][e + 3] * qq.w;
-                    }
-                }
+        if (UNROLL > 1) {
+#pragma unroll UNROLL
+            for (uint32_t c = sub; c < chunks; c += 8u) grouped_chunk<DT>(a, row, inc, c, qs, dot);
+        } else { // the compiler's own unrolling (an explicit 1 would forbid it)
+            for (uint32_t c = sub; c < chunks; c += 8u) grouped_chunk<DT>(a, row, inc, c, qs, dot);
         }
 #pragma unroll
         for (int u = 0; u < 2; u++) {
@@ -318,13 +346,13 @@ __device__ __forceinline__ unsigned score_tile_grouped(const attend_args &a, con
 }
 
 // Phase 1, whichever mapping the rows allow.
-template <int DT, bool KVEC>
+template <int DT, bool KVEC, int UNROLL>
 __device__ __forceinline__ unsigned score_rows(const attend_args &a, const seg_desc &s, uint32_t r0, uint32_t len,
                                                const float *qs, float *sc)
 {
     if (KVC_CUDA_GROUPED_ROWS && KVEC && a.nq <= KVC_CUDA_GROUPED_MAX_Q &&
         (a.d / (uint32_t)key_chunk<DT>::n) % 8u == 0) // block-uniform
-        return score_tile_grouped<DT>(a, s, r0, len, qs, sc);
+        return score_tile_grouped<DT, UNROLL>(a, s, r0, len, qs, sc);
     return score_tile<DT, KVEC>(a, s, r0, len, qs, sc);
 }
 
@@ -410,7 +438,7 @@ struct split_smem {
     float *sc; // dynamic: kMaxQ * max(kTile, dv): scores, then weights p, then the groups' sums
 };
 
-template <int DT, bool KVEC, bool VVEC>
+template <int DT, bool KVEC, bool VVEC, int UNROLL>
 __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc &s, uint32_t blk, const split_smem &sm)
 {
     float *const qs = sm.qs, *const m_run = sm.m_run, *const den_run = sm.den_run, *const alpha = sm.alpha;
@@ -438,7 +466,7 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
     const uint32_t last = min(s.n, first + a.tiles_per_block * kTile);
     for (uint32_t r0 = first; r0 < last; r0 += kTile) {
         const uint32_t len = min((uint32_t)kTile, last - r0);
-        const unsigned counted = score_rows<DT, KVEC>(a, s, r0, len, qs, sc);
+        const unsigned counted = score_rows<DT, KVEC, UNROLL>(a, s, r0, len, qs, sc);
 #if KVC_BUG == 7
         if (counted) n_included += counted; // not atomic
 #else
@@ -513,15 +541,20 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
     if (t == 0 && a.included != nullptr) atomicAdd(a.included, n_included);
 }
 
-template <int DT> __device__ void split_vec(const attend_args &a, const seg_desc &g, uint32_t blk, const split_smem &sm)
+template <int DT, int UNROLL>
+__device__ void split_vec(const attend_args &a, const seg_desc &g, uint32_t blk, const split_smem &sm)
 {
-    if (g.kvec && g.vvec) split_body<DT, true, true>(a, g, blk, sm);
-    else if (g.kvec) split_body<DT, true, false>(a, g, blk, sm);
-    else if (g.vvec) split_body<DT, false, true>(a, g, blk, sm);
-    else split_body<DT, false, false>(a, g, blk, sm);
+    if (g.kvec && g.vvec) split_body<DT, true, true, UNROLL>(a, g, blk, sm);
+    else if (g.kvec) split_body<DT, true, false, UNROLL>(a, g, blk, sm);
+    else if (g.vvec) split_body<DT, false, true, UNROLL>(a, g, blk, sm);
+    else split_body<DT, false, false, UNROLL>(a, g, blk, sm);
 }
 
-__global__ void __launch_bounds__(kThreads, KVC_CUDA_MIN_BLOCKS) split_kernel(const attend_args a)
+// MIN_BLOCKS, UNROLL: KVC_CUDA_MIN_BLOCKS and 1, or the wide configuration
+// (KVC_CUDA_WIDE_*; the host launches it only on all-f32 rows, but it is
+// correct on any)
+template <int MIN_BLOCKS, int UNROLL>
+__global__ void __launch_bounds__(kThreads, MIN_BLOCKS) split_kernel(const attend_args a)
 {
     __shared__ __align__(16) float qs[kMaxQ * kMaxDim];
     __shared__ float m_run[kMaxQ], den_run[kMaxQ], alpha[kMaxQ];
@@ -533,9 +566,9 @@ __global__ void __launch_bounds__(kThreads, KVC_CUDA_MIN_BLOCKS) split_kernel(co
     const seg_desc &g = a.seg[s];
     const uint32_t blk = blockIdx.x - g.block0;
     // block-uniform: one segment, one storage type, one alignment
-    if (g.dtype == DT_F32) split_vec<DT_F32>(a, g, blk, sm);
-    else if (g.dtype == DT_F16) split_vec<DT_F16>(a, g, blk, sm);
-    else split_vec<DT_I8>(a, g, blk, sm);
+    if (g.dtype == DT_F32) split_vec<DT_F32, UNROLL>(a, g, blk, sm);
+    else if (g.dtype == DT_F16) split_vec<DT_F16, UNROLL>(a, g, blk, sm);
+    else split_vec<DT_I8, UNROLL>(a, g, blk, sm);
 }
 
 // A block-wide reduction (max or sum) of one value per thread; every thread
@@ -618,7 +651,7 @@ __device__ __forceinline__ void mass_body(const attend_args &a, const seg_desc &
     const uint32_t last = min(s.n, first + a.tiles_per_block * kTile);
     for (uint32_t r0 = first; r0 < last; r0 += kTile) {
         const uint32_t len = min((uint32_t)kTile, last - r0);
-        (void)score_rows<DT, KVEC>(a, s, r0, len, qs, sc);
+        (void)score_rows<DT, KVEC, 1>(a, s, r0, len, qs, sc);
         __syncthreads();
         for (uint32_t r = t; r < len; r += kThreads) {
             float sum = 0.0f;

@@ -370,6 +370,8 @@ std::vector<shape> attend_shapes(bool matrix)
         {"tail-1001-gqa3", 64, 64, 3, 1, 0, {{1001, B, 0, 1.0, 0, 0}}, 1, false, false},
         {"multiple-4096-q8", 128, 128, 8, 1, 0, {{4096, B, 1, 1.0, 0, 0}}, 0, false, true},
         {"one-block-4096", 64, 64, 2, 1, 0, {{4096, B, 0, 1.0, 0, 0}}, 32, false, false},
+        // f32: split_kernel's wide configuration (all rows f32, <= 2 query rows, d % 32 == 0)
+        {"grouped-auto-5000", 128, 128, 2, 1, 0, {{5000, B, 1, 1.0, 0, 0}}, 0, true, true},
         {"empty-splits", 64, 64, 3, 1, 0,
          {{0, B, 0, 1.0, 0, 0}, {1500, B, 2, 1.0, 200, 700}, {130, B, 3, 1.0, 0, 0}}, 1, true, true},
         {"subgen-like-N-D", 32, 48, 4, 1, 0,
