@@ -14,7 +14,8 @@
 // attend_tolerance. The same file builds with nvcc for a GPU, and as C++
 // against the CPU SIMT runtime. Mode "matrix" runs the bug matrix's shapes;
 // mode "one-type" (for ThreadSanitizer, which is slow) runs every attend
-// shape in f16 only and a shorter table run, and every store and Gram case.
+// shape in f16 (plus the f32 shapes of the wide configuration) and a shorter
+// table run, and every store and Gram case.
 #include <cfloat>
 #include <cinttypes>
 #include <cmath>
@@ -549,8 +550,13 @@ int main(int argc, char **argv)
         if (!kvc_kernels_support(cu, t)) continue;
         types++;
         if (matrix && t != KVC_DTYPE_F16) continue; // the study's matrix runs f16
-        if (!one_type || t == KVC_DTYPE_F16)
-            for (const shape &sh : attend_shapes(matrix)) run_attend_case(sh, t, r, res);
+        for (const shape &sh : attend_shapes(matrix)) {
+            // one-type: f16, and in f32 the shapes that take split_kernel's wide
+            // configuration (f32 rows, <= 2 query rows, d % 32 == 0), so that
+            // ThreadSanitizer sees both instantiations
+            const bool wide = t == KVC_DTYPE_F32 && sh.n_q * sh.n_pos <= 2 && sh.d % 32 == 0;
+            if (!one_type || t == KVC_DTYPE_F16 || wide) run_attend_case(sh, t, r, res);
+        }
         if (matrix) continue;
         run_store_case(t, 97, 64, r);
         run_store_case(t, 9, 33, r);
