@@ -1,6 +1,7 @@
 // The host side of accel/cuda: argument checks, the split-K plan, the
 // launches, and the "cuda" kernel table. Built by nvcc for a GPU or as C++
 // against the CPU SIMT runtime (KVC_SIMT_CPU), from this one source.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,12 +35,18 @@ bool scratch_at_least(size_t bytes)
     return true;
 }
 
+// Asked of the runtime once per device: every automatic plan (each attend
+// call) needs it.
 int multiprocessors()
 {
+    constexpr int kDevices = 16;
+    static std::atomic<int> known[kDevices];
     int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
-        return 1;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+    const bool cacheable = dev >= 0 && dev < kDevices;
+    if (cacheable && (n = known[dev].load(std::memory_order_relaxed)) > 0) return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) return 1;
+    if (cacheable) known[dev].store(n, std::memory_order_relaxed);
     return n;
 }
 

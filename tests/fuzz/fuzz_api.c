@@ -256,11 +256,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             const double mag = fmax(fabs((double)lo[c]), fabs((double)hi[c]));
                             const double quant = quantisation(cfg.dtype, mag, (double)vmax);
                             const double tol = 1e-4 * mag + 1e-30 + quant;
-                            if (!((double)z >= (double)lo[c] - tol && (double)z <= (double)hi[c] + tol))
+                            const int inside = (double)z >= (double)lo[c] - tol && (double)z <= (double)hi[c] + tol;
+                            if (!inside)
                                 fprintf(stderr, "%s %s: z[%zu][%zu] = %.9g outside [%.9g, %.9g] +- %.3g\n",
                                         kvc_method_name(cfg.method), kvc_dtype_name(cfg.dtype), i, c, (double)z,
                                         (double)lo[c], (double)hi[c], tol);
-                            REQUIRE((double)z >= (double)lo[c] - tol && (double)z <= (double)hi[c] + tol);
+                            REQUIRE(inside);
                         }
                     }
             }

@@ -489,12 +489,6 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     return cudaSuccess;
 }
 
-// occupancy preferences mean nothing here
-cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute, int)
-{
-    return func != nullptr ? cudaSuccess : cudaErrorInvalidDeviceFunction;
-}
-
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
