@@ -10,6 +10,7 @@
 
 #include "kernels/attend_split.cuh"
 #include "kernels/rows_kernels.cuh"
+#include "kvc/kvc_attend.h"
 #include "kvc/kvc_cuda.h"
 
 namespace {
@@ -354,6 +355,33 @@ int kvc_cuda_is_cpu_runtime(void)
 // ---- the kernel table ----
 namespace {
 
+// The kernels sum in f32, which overflows where the reference's doubles do
+// not (values near FLT_MAX / n, scores past FLT_MAX); exact attention is a
+// convex combination of finite values, so a batch whose results are not all
+// finite is answered by the reference instead (kvc_attend.h: only views whose
+// N and D sets differ may give KVC_E_RANGE). The table is synchronous and
+// its memory host-readable, so the check costs one pass over the outputs;
+// the mass it adds is kept aside first and put back for the rerun.
+kvc_status attend_or_reference(const kvc_view *view, const kvc_attend_batch *b, void *work, size_t work_bytes)
+{
+    if (view == nullptr || b == nullptr || b->out == nullptr) return KVC_E_ARG;
+    size_t entries = 0;
+    for (size_t s = 0; s < view->n_seg && s < KVC_VIEW_MAX_SEGMENTS; s++) entries += view->seg[s].n;
+    std::vector<double> mass_before(b->mass != nullptr ? entries : 0u);
+    if (b->mass != nullptr) std::memcpy(mass_before.data(), b->mass, entries * sizeof(double));
+    const kvc_status rc = kvc_cuda_attend(view, b, 0, nullptr, nullptr);
+    if (rc != KVC_OK) return rc;
+    const size_t Q = b->n_pos * b->n_q;
+    bool finite = kvc_all_finite(b->out, Q * view->dv) != 0;
+    for (size_t i = 0; finite && b->state != nullptr && i < Q * KVC_ATTEND_STATE(view->dv); i++)
+        finite = i % KVC_ATTEND_STATE(view->dv) == 0 || std::isfinite(b->state[i]); // [0] is the max, -inf when empty
+    for (size_t e = 0; finite && b->mass != nullptr && e < entries; e++) finite = std::isfinite(b->mass[e]);
+    if (finite) return KVC_OK;
+    if (b->mass != nullptr) std::memcpy(b->mass, mass_before.data(), entries * sizeof(double));
+    const kvc_kernels *ref = kvc_kernels_ref();
+    return ref->attend_batch(ref, view, b, work, work_bytes);
+}
+
 // the same checks and workspace contract as kvc_k_attend_batch__ref, so the
 // table is a drop-in for the reference one
 kvc_status table_attend_batch(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b, void *work,
@@ -366,13 +394,14 @@ kvc_status table_attend_batch(const kvc_kernels *kern, const kvc_view *view, con
         return KVC_E_ARG;
     for (size_t s = 0; s < view->n_seg && s < KVC_VIEW_MAX_SEGMENTS; s++)
         if (view->seg[s].n > 0 && !kvc_kernels_support(kern, view->seg[s].dtype)) return KVC_E_ARG;
-    return kvc_cuda_attend(view, b, 0, nullptr, nullptr);
+    return attend_or_reference(view, b, work, work_bytes);
 }
 
 kvc_status table_attend_f32(const kvc_view *view, const float *q, size_t n_q, float *out)
 {
     const kvc_attend_batch b = {q, 1, n_q, 0, out, nullptr, nullptr};
-    return kvc_cuda_attend(view, &b, 0, nullptr, nullptr);
+    std::vector<double> work(kvc_attend_work_bytes(1, n_q, view != nullptr ? view->dv : 1) / sizeof(double) + 1);
+    return attend_or_reference(view, &b, work.data(), work.size() * sizeof(double));
 }
 
 kvc_kernels make_table()

@@ -145,6 +145,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
 {
     if (o->threads_flag) o->threads = (int)o->threads_flag;
     if (o->methods_text && parse_methods(o, o->methods_text)) return 1;
+    if (kvc_method_opts_check(&o->mo, o->cmd, o->methods, (size_t)o->n_methods)) return 1;
     if (!o->methods_text) /* the default list: exact is the reference only */
         for (int i = 0; i < o->n_methods; i++)
             if (o->methods[i] == KVC_METHOD_EXACT) o->methods[i--] = o->methods[--o->n_methods];

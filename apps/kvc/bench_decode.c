@@ -60,9 +60,8 @@ int kvc_bench_decode(int argc, char **argv)
         fprintf(stderr, "kvc bench decode: cannot start %d decoder threads\n", threads);
         return 1;
     }
-    char *text = kvc_lm_read_text(text_path);
+    char *text = kvc_lm_read_text("bench decode", text_path);
     if (!text) {
-        fprintf(stderr, "kvc bench decode: cannot read text file '%s' (pass --text FILE)\n", text_path);
         return 1;
     }
     kvc_lm lm;
@@ -88,8 +87,9 @@ int kvc_bench_decode(int argc, char **argv)
     dec *d = calloc((size_t)o.n_cfg, sizeof(dec));
     kvc_kv_record rec = {0};
     kvc_l2c_state s0 = {0};
-    int np = piece ? kvc_lm_encode(&lm, text, piece, (int)tcap) : -1;
+    int np = piece ? kvc_lm_encode(&lm, text_path, text, piece, (int)tcap) : -1;
     if (!toks || !d || np < 1) {
+        if (np == KVC_BPE_E_BYTE) goto done; /* named where it was found */
         fprintf(stderr, "kvc bench decode: no tokens from '%s'\n", text_path);
         goto done;
     }
@@ -128,8 +128,9 @@ int kvc_bench_decode(int argc, char **argv)
             for (int k = 0; k < (int)steps; k++) {
                 kvc_status st = kvc_l2c_forward(m, &x->s, x->next, x->pos, kvc_l2c_cache_attention, x->cache);
                 if (st != KVC_OK) {
+                    char why[160];
                     fprintf(stderr, "kvc bench decode: %s failed at %d: %s\n", o.cfg[g].label, x->pos,
-                            kvc_status_str(st));
+                            kvc_l2c_failure(m, &x->s, st, why, sizeof why));
                     x->status = -2;
                     break;
                 }

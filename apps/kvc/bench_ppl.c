@@ -67,8 +67,9 @@ static void run_cfg(void *vctx, int g, int wid)
         r->peak_bytes = peak;
         r->status = 1;
     } else {
+        char why[160];
         fprintf(stderr, "\nkvc bench ppl: %s failed in tokens %d..%d: %s\n", o->cfg[g].label, r->done,
-                r->done + KVC_LM_CHUNK - 1, kvc_status_str(st));
+                r->done + KVC_LM_CHUNK - 1, kvc_l2c_failure(m, &s, st, why, sizeof why));
     }
     kvc_l2c_state_free(&s);
     free(arena);
@@ -100,9 +101,8 @@ int kvc_bench_ppl(int argc, char **argv)
     const int prc = kvc_cli_parse("bench ppl", argc, argv, fl, nf, &o.mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;
-    char *text = kvc_lm_read_text(text_path);
+    char *text = kvc_lm_read_text("bench ppl", text_path);
     if (!text) {
-        fprintf(stderr, "kvc bench ppl: cannot read text file '%s' (pass --text FILE)\n", text_path);
         return 1;
     }
     kvc_lm lm;
@@ -115,8 +115,9 @@ int kvc_bench_ppl(int argc, char **argv)
     const size_t cap = strlen(text) + 3;
     int *toks = malloc(cap * sizeof(int));
     ppl_result *res = calloc((size_t)o.n_cfg, sizeof(ppl_result));
-    int n = toks ? kvc_lm_encode(&lm, text, toks, (int)cap) : -1;
+    int n = toks ? kvc_lm_encode(&lm, text_path, text, toks, (int)cap) : -1;
     if (!res || n < 2) {
+        if (n == KVC_BPE_E_BYTE) goto done; /* named where it was found */
         fprintf(stderr, "kvc bench ppl: '%s' gives %d tokens (need 2 or more)\n", text_path, n);
         goto done;
     }

@@ -275,8 +275,9 @@ int kvc_bench_recall(int argc, char **argv)
     }
     if (kvc_bench_finish(&o)) return 2;
     if (haystack) {
-        char *text = kvc_lm_read_text(haystack);
-        const int bad = !text || kvc_passkey_set_haystack(text);
+        char *text = kvc_lm_read_text("bench recall", haystack);
+        if (!text) return 2;
+        const int bad = kvc_passkey_set_haystack(text);
         free(text);
         if (bad) {
             fprintf(stderr, "kvc bench recall: cannot use '%s' as the haystack (unreadable or empty)\n", haystack);

@@ -94,8 +94,7 @@ int kvc_cmd_dump(int argc, char **argv)
         return 2;
     }
     char *text = NULL;
-    if (text_path && !(text = kvc_lm_read_text(text_path))) {
-        fprintf(stderr, "kvc dump: cannot read text file '%s'\n", text_path);
+    if (text_path && !(text = kvc_lm_read_text("dump", text_path))) {
         return 1;
     }
     kvc_lm lm;
@@ -145,8 +144,9 @@ int kvc_cmd_dump(int argc, char **argv)
         fprintf(stderr, "kvc dump: out of memory\n");
         goto done;
     }
-    int np = kvc_lm_encode(&lm, prompt, ptoks, (int)strlen(prompt) + 3);
+    int np = kvc_lm_encode(&lm, text ? text_path : "the prompt", prompt, ptoks, (int)strlen(prompt) + 3);
     if (np < 1) {
+        if (np == KVC_BPE_E_BYTE) goto done; /* named where it was found */
         fprintf(stderr, "kvc dump: the prompt gives no tokens\n");
         goto done;
     }
@@ -156,10 +156,19 @@ int kvc_cmd_dump(int argc, char **argv)
     }
     /* the prompt (or text) in chunks, then greedy decoding one token at a time */
     const int fed = np < n ? np : n;
-    if (kvc_lm_feed(&m, &s, ptoks, fed - 1, 0, recording_attention, &c, NULL, NULL, NULL, NULL) != KVC_OK) goto done;
+    char why[160];
+    kvc_status fst = kvc_lm_feed(&m, &s, ptoks, fed - 1, 0, recording_attention, &c, NULL, NULL, NULL, NULL);
+    if (fst != KVC_OK) {
+        fprintf(stderr, "kvc dump: forward failed: %s\n", kvc_l2c_failure(&m, &s, fst, why, sizeof why));
+        goto done;
+    }
     int token = ptoks[fed - 1];
     for (int pos = fed - 1; pos < n; pos++) {
-        if (kvc_l2c_forward(&m, &s, token, pos, recording_attention, &c) != KVC_OK) goto done;
+        if ((fst = kvc_l2c_forward(&m, &s, token, pos, recording_attention, &c)) != KVC_OK) {
+            fprintf(stderr, "kvc dump: forward failed at position %d: %s\n", pos,
+                    kvc_l2c_failure(&m, &s, fst, why, sizeof why));
+            goto done;
+        }
         token = kvc_lm_argmax(s.logits, m.cfg.vocab_size);
     }
     if (make_dir(out_dir)) goto done;

@@ -93,6 +93,7 @@ int kvc_cmd_eval(int argc, char **argv)
         fprintf(stderr, "kvc eval: unknown method '%s' (%s)\n", method_name, names);
         return 2;
     }
+    if (kvc_method_opts_check(&mo, "eval", &method, 1)) return 2;
 
     kvc_trace tr;
     if (kvc_trace_load(trace_dir, (size_t)head, &tr)) return 1;
@@ -124,6 +125,12 @@ int kvc_cmd_eval(int argc, char **argv)
                bytes_pct, target, cfg.budget, kvc_stream_arena_size(&cfg),
                100.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0),
                50.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0));
+    }
+    if (score_from >= tr.n) { /* no position would be scored: the metrics would be 0/0 */
+        fprintf(stderr, "kvc eval: --score-from %" PRIu64 " is past the trace's last position (%zu tokens, 0..%zu)\n",
+                score_from, tr.n, tr.n - 1);
+        kvc_trace_free(&tr);
+        return 2;
     }
     kvc_eval_result res;
     int use_mp = !strcmp(reference, "mpfr") ||

@@ -78,13 +78,25 @@ int kvc_model_open(const char *cmd, const char *model_path, const char *tok_path
 int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, kvc_lm *lm)
 {
     memset(lm, 0, sizeof *lm);
+    lm->cmd = cmd;
     const size_t mlen = model_path ? strlen(model_path) : 0;
     if (mlen > 5 && !strcmp(model_path + mlen - 5, ".gguf")) {
         char err[256];
+        if (tok_path) { /* the GGUF carries its own tokenizer: a second one would be ignored */
+            fprintf(stderr, "kvc %s: --tokenizer '%s' is for llama2.c models; '%s' carries its own tokenizer\n", cmd,
+                    tok_path, model_path);
+            return 1;
+        }
         if (kvc_gguf_llama_load(model_path, &lm->m, err, sizeof err) != KVC_OK ||
             !(lm->bpe = kvc_bpe_load(model_path, err, sizeof err))) {
             fprintf(stderr, "kvc %s: %s\n", cmd, err);
             kvc_l2c_model_free(&lm->m);
+            return 1;
+        }
+        if (kvc_bpe_vocab_size(lm->bpe) > lm->m.cfg.vocab_size) { /* an id past the embedding would read past it */
+            fprintf(stderr, "kvc %s: '%s': the tokenizer has %d tokens but token_embd.weight only %d rows\n", cmd,
+                    model_path, kvc_bpe_vocab_size(lm->bpe), lm->m.cfg.vocab_size);
+            kvc_lm_close(lm);
             return 1;
         }
         return 0;
@@ -92,21 +104,31 @@ int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, k
     return kvc_model_open(cmd, model_path, tok_path, &lm->m, &lm->tok);
 }
 
-int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap)
+int kvc_lm_encode(const kvc_lm *lm, const char *source, const char *text, int *ids, int cap)
 {
-    if (lm->bpe) return kvc_bpe_encode(lm->bpe, text, ids, cap);
-    if (cap < (int)strlen(text) + 3) return -1;
-    return kvc_l2c_encode(&lm->tok, text, ids);
+    if (!lm->bpe) {
+        if (cap < (int)strlen(text) + 3) return -1;
+        return kvc_l2c_encode(&lm->tok, text, ids);
+    }
+    size_t bad = 0;
+    const int n = kvc_bpe_encode_n(lm->bpe, text, strlen(text), ids, cap, &bad);
+    if (n == KVC_BPE_E_BYTE)
+        fprintf(stderr,
+                "kvc %s: %s: byte %zu (0x%02x) has no token in the model's vocabulary; refusing the text rather than "
+                "dropping or replacing it\n",
+                lm->cmd ? lm->cmd : "", source, bad, (unsigned)(unsigned char)text[bad]);
+    return n;
 }
 
-int kvc_lm_encode_prefix(const kvc_lm *lm, const char *text, int max_tokens, int **ids_out)
+int kvc_lm_encode_prefix(const kvc_lm *lm, const char *source, const char *text, int max_tokens, int **ids_out)
 {
-    /* a token covers at most max_token_length bytes (llama2.c) or one
-       pre-tokenized word (GGUF BPE, assumed < 256 bytes): text beyond
+    /* a token covers at most max_token_length bytes (llama2.c) or its
+       longest vocabulary entry's bytes (GGUF BPE): text beyond
        (max_tokens + 16) tokens' worth of bytes cannot reach the first
        max_tokens tokens but a merge at the cut; the cut is moved back to a
        space so no word is split there */
-    const size_t per = lm->bpe ? 256u : (size_t)(lm->tok.max_token_length > 0 ? lm->tok.max_token_length : 1);
+    const int longest = lm->bpe ? kvc_bpe_max_token_bytes(lm->bpe) : lm->tok.max_token_length;
+    const size_t per = longest > 0 ? (size_t)longest : 1u;
     size_t len = strlen(text);
     const size_t bound = ((size_t)max_tokens + 16u) * per;
     if (len > bound) {
@@ -122,8 +144,13 @@ int kvc_lm_encode_prefix(const kvc_lm *lm, const char *text, int max_tokens, int
     }
     memcpy(cut, text, len);
     cut[len] = 0;
-    int n = kvc_lm_encode(lm, cut, ids, (int)len + 3);
+    int n = kvc_lm_encode(lm, source, cut, ids, (int)len + 3);
     free(cut);
+    if (n < 0) {
+        free(ids);
+        *ids_out = NULL;
+        return n;
+    }
     if (n > max_tokens) n = max_tokens;
     *ids_out = ids;
     return n;
@@ -206,6 +233,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
         fprintf(stderr, "kvc generate: unknown method '%s' (%s)\n", method_name, names);
         return 2;
     }
+    if (mo && kvc_method_opts_check(mo, "generate", &method, 1)) return 2;
     kvc_lm lm;
     if (kvc_lm_open("generate", model_path, tok_path, &lm)) return 1;
     kvc_l2c_model m = lm.m;
@@ -217,7 +245,9 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     int rc = 1;
     void *arena = NULL;
     int *ptoks = NULL;
-    int np = kvc_lm_encode_prefix(&lm, prompt, ctx, &ptoks); /* only what the context can hold */
+    kvc_l2c_state s = {0};
+    int np = kvc_lm_encode_prefix(&lm, "--prompt", prompt, ctx, &ptoks); /* only what the context can hold */
+    if (np == KVC_BPE_E_BYTE) goto done; /* named where it was found */
     if (np < 1) np = 1;
     /* the cache never holds more than the context: a larger budget is clamped */
     const uint64_t usable = (uint64_t)ctx;
@@ -230,7 +260,6 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     const char *why = kvc_cache_config_problem(&cc);
-    kvc_l2c_state s = {0};
     if (why) {
         fprintf(stderr, "kvc generate: %s\n", why);
         goto done;
@@ -266,7 +295,11 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
                 fprintf(stderr, "\nkvc generate: stopped at position %d: the %s cache is full (budget %u); raise --budget\n",
                         pos, method_name, sc.budget);
             else
-                fprintf(stderr, "\nkvc generate: forward failed at position %d: %s\n", pos, kvc_status_str(fst));
+            {
+                char words[160];
+                fprintf(stderr, "\nkvc generate: forward failed at position %d: %s\n", pos,
+                        kvc_l2c_failure(&m, &s, fst, words, sizeof words));
+            }
             goto done;
         }
         int next = pos + 1 < np ? ptoks[pos + 1] : sample(s.logits, m.cfg.vocab_size, (float)temp, &r);

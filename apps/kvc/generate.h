@@ -32,16 +32,20 @@ typedef struct kvc_lm {
     kvc_l2c_model m;
     kvc_l2c_tokenizer tok; /* llama2.c */
     kvc_bpe *bpe;          /* GGUF */
+    const char *cmd;       /* the command, for messages */
 } kvc_lm;
 
-/** Open by file type (".gguf" or llama2.c); prints why and returns 1 on failure. */
+/** Open by file type (".gguf" or llama2.c); prints why and returns 1 on failure (a
+ *  --tokenizer given with a GGUF, which carries its own, is refused). */
 int kvc_lm_open(const char *cmd, const char *model_path, const char *tok_path, kvc_lm *lm);
-/** Encode text (llama2.c: BOS first; GGUF: as the file's tokenizer says). Returns the count. */
-int kvc_lm_encode(const kvc_lm *lm, const char *text, int *ids, int cap);
+/** Encode text (llama2.c: BOS first; GGUF: as the file's tokenizer says), losslessly. Returns the
+ *  count; -1 when @p cap is too small; KVC_BPE_E_BYTE (-2) when the vocabulary has no token for a
+ *  byte, after printing one line naming @p source and the byte's offset. */
+int kvc_lm_encode(const kvc_lm *lm, const char *source, const char *text, int *ids, int cap);
 /** Encode only as much of @p text as its first @p max_tokens tokens need
  *  (the rest cannot reach a context of that length); *ids_out is malloc'd
- *  (free it), NULL on failure. Returns the count (<= max_tokens), -1 on failure. */
-int kvc_lm_encode_prefix(const kvc_lm *lm, const char *text, int max_tokens, int **ids_out);
+ *  (free it), NULL on failure. Returns the count (<= max_tokens), < 0 on failure (as kvc_lm_encode). */
+int kvc_lm_encode_prefix(const kvc_lm *lm, const char *source, const char *text, int max_tokens, int **ids_out);
 void kvc_lm_close(kvc_lm *lm);
 /** Text of token @p tok following @p prev into @p buf (@p cap >= 8 bytes, NUL-terminated); returns buf. */
 const char *kvc_lm_piece(const kvc_lm *lm, int prev, int tok, char *buf, int cap);

@@ -1,6 +1,8 @@
 /* Chunked teacher forcing and cache set-up for the commands that run a model. */
 #include "lmrun.h"
 
+#include <errno.h>
+
 #include "cli.h"
 
 #include <math.h>
@@ -73,17 +75,22 @@ kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks
     return KVC_OK;
 }
 
-char *kvc_lm_read_text(const char *path)
+char *kvc_lm_read_text(const char *cmd, const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f) {
+        fprintf(stderr, "kvc %s: cannot read text file '%s': %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
     size_t cap = 4096, n = 0;
     char *b = malloc(cap + 1);
     size_t got;
+    int too_big = 0;
     while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap) {
             char *nb = cap < (1u << 26) ? realloc(b, 2 * cap + 1) : NULL;
+            too_big = cap >= (1u << 26);
             if (!nb) {
                 free(b);
                 b = NULL;
@@ -92,7 +99,23 @@ char *kvc_lm_read_text(const char *path)
             b = nb, cap *= 2;
         }
     }
+    const int read_error = ferror(f);
     fclose(f);
-    if (b) b[n] = 0;
+    if (!b || read_error) {
+        fprintf(stderr, "kvc %s: cannot read text file '%s': %s\n", cmd, path,
+                read_error ? "read error" : too_big ? "over 64 MiB" : "out of memory");
+        free(b);
+        return NULL;
+    }
+    /* the commands take text as a C string: a NUL byte would end it early and
+       the rest would be dropped without a word */
+    const char *nul = memchr(b, 0, n);
+    if (nul) {
+        fprintf(stderr, "kvc %s: '%s': byte %zu is a NUL byte; a text file cannot hold one\n", cmd, path,
+                (size_t)(nul - b));
+        free(b);
+        return NULL;
+    }
+    b[n] = 0;
     return b;
 }

@@ -35,6 +35,7 @@ int kvc_lm_argmax(const float *logits, int n);
 
 /** -log softmax(logits)[target], in double. */
 double kvc_lm_nll(const float *logits, int n, int target);
-/** The whole file as a NUL-terminated string (free() it), NULL when unreadable or over 64 MiB. */
-char *kvc_lm_read_text(const char *path);
+/** The whole file as a NUL-terminated string (free() it); NULL after one line naming @p cmd, the
+ *  file and why when it is unreadable, over 64 MiB, or holds a NUL byte (named by its offset). */
+char *kvc_lm_read_text(const char *cmd, const char *path);
 #endif

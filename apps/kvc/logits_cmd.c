@@ -50,7 +50,13 @@ int kvc_cmd_logits(int argc, char **argv)
         return 1;
     }
     int ids[4096], n = 0;
-    for (const char *p = tokens; *p && n < 4096;) {
+    for (const char *p = tokens; *p;) {
+        if (n == 4096 || n == m.cfg.seq_len) { /* past what the list or the model's positions hold */
+            fprintf(stderr, "kvc logits: more than %d token ids; the model's context is %d positions%s\n", n,
+                    m.cfg.seq_len, n == 4096 ? " and this command takes at most 4096" : "");
+            kvc_l2c_model_free(&m);
+            return 2;
+        }
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v >= m.cfg.vocab_size) {
@@ -87,7 +93,9 @@ int kvc_cmd_logits(int argc, char **argv)
     for (int pos = 0; pos < n; pos++) {
         const kvc_status fst = kvc_l2c_forward(&m, &s, ids[pos], pos, kvc_l2c_cache_attention, cache);
         if (fst != KVC_OK) {
-            fprintf(stderr, "kvc logits: forward failed at position %d: %s\n", pos, kvc_status_str(fst));
+            char why[160];
+            fprintf(stderr, "kvc logits: forward failed at position %d: %s\n", pos,
+                    kvc_l2c_failure(&m, &s, fst, why, sizeof why));
             goto done;
         }
         memcpy(all + (size_t)pos * m.cfg.vocab_size, s.logits, (size_t)m.cfg.vocab_size * sizeof(float));

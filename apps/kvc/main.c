@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kvc/kvc.h"
+#include "llama2c.h"
 
 #include "bench.h"
 #include "demo.h"
@@ -42,6 +43,11 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    char why[512];
+    if (kvc_l2c_kernels_env_problem(why, sizeof why)) { /* a forced table that would be ignored */
+        fprintf(stderr, "kvc: %s\n", why);
+        return 2;
+    }
     if (!strcmp(cmd, "eval")) return kvc_cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return kvc_cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return kvc_cmd_generate(argc - 1, argv + 1);

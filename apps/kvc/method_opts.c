@@ -120,6 +120,33 @@ void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg)
     kvc_method_opts_protect(o, cfg);
 }
 
+/* 1 when method m has a parameter named `name`. */
+static int method_has(kvc_method m, const char *name)
+{
+    for (size_t j = 0; j < kvc_method_param_count(m); j++)
+        if (strcmp(kvc_method_param_at(m, j)->name, name) == 0) return 1;
+    return 0;
+}
+
+int kvc_method_opts_check(const kvc_method_opts *o, const char *cmd, const kvc_method *methods, size_t n)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        int used = 0;
+        for (size_t k = 0; k < n && !used; k++) used = method_has(methods[k], o->name[i]);
+        if (used) continue;
+        char owners[256] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < kvc_method_count() && len < sizeof owners; k++)
+            if (method_has(kvc_method_at(k), o->name[i]))
+                len += (size_t)snprintf(owners + len, sizeof owners - len, "%s%s", len ? ", " : "",
+                                        kvc_method_name(kvc_method_at(k)));
+        fprintf(stderr, "kvc %s: --%s does not apply to %s %s (it tunes %s)\n", cmd, o->name[i],
+                n == 1 ? "method" : "any of the methods", n == 1 ? kvc_method_name(methods[0]) : "given", owners);
+        return 1;
+    }
+    return 0;
+}
+
 void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg)
 {
     /* exact keeps every token anyway: protection would only take its slots */

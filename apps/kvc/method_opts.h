@@ -36,6 +36,14 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *flag, const char *val);
  *  spans sized from cfg->budget: set the budget first). */
 void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg);
 
+/**
+ * @brief Refuse method flags that tune none of the @p n methods a command
+ *        runs (e.g. --subgen-t with --method h2o): a flag that would be
+ *        ignored is named, with the methods it does tune.
+ * @return 0 every flag applies to one of them; 1 a message naming @p cmd was printed.
+ */
+int kvc_method_opts_check(const kvc_method_opts *o, const char *cmd, const kvc_method *methods, size_t n);
+
 /** Size the protected spans (--protect P %) from cfg->budget again, after a caller changed the budget. */
 void kvc_method_opts_protect(const kvc_method_opts *o, kvc_stream_config *cfg);
 

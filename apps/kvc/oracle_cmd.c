@@ -40,7 +40,12 @@ static int parse_budgets(const char *s, uint32_t *out, size_t *n)
         out[(*n)++] = (uint32_t)v;
         p = *end ? end + 1 : end;
     }
-    return *n == 0;
+    if (*n == 0) {
+        fprintf(stderr, "kvc oracle: --budgets is empty; give up to 16 comma-separated integers in 1..%u\n",
+                KVC_MAX_BUDGET);
+        return 1;
+    }
+    return 0;
 }
 
 static int run_suite(const char *csv)
@@ -140,6 +145,7 @@ int kvc_cmd_oracle(int argc, char **argv)
         fprintf(stderr, "kvc oracle: unknown method '%s'\n", method_name);
         return 2;
     }
+    if (kvc_method_opts_check(&mo, "oracle", &method, 1)) return 2;
     if (parse_budgets(budgets_s, budgets, &nb)) return 2;
     kvc_trace tr;
     if (kvc_trace_load(trace_dir, (size_t)head, &tr)) return 1;

@@ -94,7 +94,7 @@ static int count(const kvc_lm *lm, int blocks, int needle_at, const char *needle
     char *t = compose(blocks, needle_at, needle, q);
     const size_t room = t ? strlen(t) + 3 : 0; /* no tokenizer makes more ids than bytes + 3 */
     int *ids = t ? malloc(room * sizeof(int)) : NULL;
-    int n = ids ? kvc_lm_encode(lm, t, ids, (int)room) : -1;
+    int n = ids ? kvc_lm_encode(lm, "the composed passkey text", t, ids, (int)room) : -1;
     if (n > 0) memcpy(toks, ids, (size_t)(n < cap ? n : cap) * sizeof(int));
     free(t), free(ids);
     return n;

@@ -154,7 +154,8 @@ static int run_pass(const kvc_l2c_model *m, const int *toks, int n, const kvc_ca
     /* teacher forcing: token i predicts token i + 1; the last one predicts nothing */
     kvc_status st = kvc_lm_feed(m, &s, toks, n - 1, 0, measuring_attention, &c, toks + 1, nll_out, NULL, NULL);
     if (st != KVC_OK) {
-        fprintf(stderr, "kvc ppl: forward failed: %s\n", kvc_status_str(st));
+        char why[160];
+        fprintf(stderr, "kvc ppl: forward failed: %s\n", kvc_l2c_failure(m, &s, st, why, sizeof why));
         goto done;
     }
     rc = 0;
@@ -206,6 +207,7 @@ int kvc_cmd_ppl(int argc, char **argv)
         fprintf(stderr, "kvc ppl: unknown method '%s'\n", method_name);
         return 2;
     }
+    if (kvc_method_opts_check(&mo, "ppl", &method, 1)) return 2;
     if (strcmp(policy, "uniform") && strcmp(policy, "pyramid")) {
         fprintf(stderr, "kvc ppl: --policy must be uniform or pyramid\n");
         return 2;
@@ -222,9 +224,8 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     const int verbose = (flags & KVC_PPL_VERBOSE) != 0, measure = (flags & KVC_PPL_NO_ERROR) == 0;
     kvc_lm lm;
     memset(out, 0, sizeof *out);
-    char *text = kvc_lm_read_text(text_path);
+    char *text = kvc_lm_read_text("ppl", text_path);
     if (!text) {
-        fprintf(stderr, "kvc ppl: cannot read text file '%s'\n", text_path);
         return 1;
     }
     if (kvc_lm_open("ppl", model_path, tok_path, &lm)) {
@@ -233,7 +234,12 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     }
     const kvc_l2c_model m = lm.m;
     int *toks = NULL; /* only what the context can hold is encoded */
-    int n = kvc_lm_encode_prefix(&lm, text, m.cfg.seq_len, &toks);
+    int n = kvc_lm_encode_prefix(&lm, text_path, text, m.cfg.seq_len, &toks);
+    if (n == KVC_BPE_E_BYTE) { /* named where it was found */
+        free(text);
+        kvc_lm_close(&lm);
+        return 1;
+    }
     if (n < 0) n = 0;
     const int hs = m.cfg.dim / m.cfg.n_heads, L = m.cfg.n_layers;
     double *err_sum = calloc((size_t)L, sizeof(double));
@@ -246,7 +252,11 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         goto done;
     }
     /* every token goes through the cache: a larger budget holds nothing more */
-    budget = kvc_cli_clamp_budget("ppl", budget, (uint64_t)n, "tokens of the text the context holds");
+    /* ... but not below what the layout needs (sink + window + the current
+       token + one method token): a short text would otherwise be refused
+       for a budget the user never asked for */
+    const uint64_t layout_min = (uint64_t)sink + window + 2u, usable = (uint64_t)n > layout_min ? (uint64_t)n : layout_min;
+    budget = kvc_cli_clamp_budget("ppl", budget, usable, "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
     sc.n_sink = sink, sc.n_window = window;
     if (mo) kvc_method_opts_apply(mo, &sc);
@@ -269,6 +279,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         goto done;
     }
     kvc_stream_config ec = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, seed);
+    ec.n_sink = 0, ec.n_window = 0; /* the reference keeps every token: no sink or window to size */
     kvc_cache_config ecc = kvc_l2c_cache_config(&m.cfg, &ec);
     double nll, exact_nll;
     if (run_pass(&m, toks, n, &cc, measure, &nll, err_sum, err_n, box_out, box_excess)) goto done;

@@ -153,8 +153,7 @@ int kvc_cmd_profile(int argc, char **argv)
         return 2;
     }
     char *text = NULL;
-    if (text_path && !(text = kvc_lm_read_text(text_path))) {
-        fprintf(stderr, "kvc profile: cannot read text file '%s'\n", text_path);
+    if (text_path && !(text = kvc_lm_read_text("profile", text_path))) {
         return 1;
     }
     kvc_lm lm;
@@ -180,7 +179,8 @@ int kvc_cmd_profile(int argc, char **argv)
     }
     if (text) {
         int *ids = NULL;
-        const int got = kvc_lm_encode_prefix(&lm, text, n, &ids);
+        const int got = kvc_lm_encode_prefix(&lm, text_path, text, n, &ids);
+        if (got == KVC_BPE_E_BYTE) goto done; /* named where it was found */
         if (got < (int)(sink + window + 65)) {
             fprintf(stderr, "kvc profile: '%s' gives %d tokens, too few to profile\n", text_path, got);
             free(ids);

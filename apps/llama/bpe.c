@@ -28,6 +28,7 @@ struct kvc_bpe {
     char **tok;         /* id -> string */
     int *tok_len;
     int n_vocab, bos, eos;
+    int max_token_bytes; /* the longest token's decoded bytes */
     uint16_t byte2cp[256];
     int16_t cp2byte[512];
 };
@@ -96,14 +97,17 @@ kvc_bpe *kvc_bpe_load(const char *path, char *err, size_t errlen)
 {
     uint8_t *buf;
     size_t n;
-    const int ok = kvc_read_regular_file(path, &buf, &n, err, errlen) == KVC_OK;
+    if (kvc_read_regular_file(path, &buf, &n, err, errlen) != KVC_OK) return NULL;
+    kvc_bpe *t = kvc_bpe_load_buffer(buf, n, path, err, errlen);
+    free(buf);
+    return t;
+}
+
+kvc_bpe *kvc_bpe_load_buffer(const uint8_t *buf, size_t n, const char *path, char *err, size_t errlen)
+{
     kvc_gguf g;
     kvc_bpe *t = NULL;
-    if (!ok || kvc_gguf_parse(buf, (size_t)n, &g, err, errlen) != KVC_OK) {
-        if (!ok) kvc_errf(err, errlen, KVC_E_ARG, "cannot read '%s'", path);
-        free(buf);
-        return NULL;
-    }
+    if (kvc_gguf_parse(buf, n, &g, err, errlen) != KVC_OK) return NULL;
     const kvc_gguf_kv *tk = kvc_gguf_find(&g, "tokenizer.ggml.tokens"), *mk = kvc_gguf_find(&g, "tokenizer.ggml.merges");
     const char *model;
     size_t mlen;
@@ -135,6 +139,7 @@ kvc_bpe *kvc_bpe_load(const char *path, char *err, size_t errlen)
         p[tl[i]] = 0;
         t->tok[i] = p, t->tok_len[i] = (int)tl[i];
         tbl_put(&t->vocab, p, (int)tl[i], (int)i);
+        if ((int)tl[i] > t->max_token_bytes) t->max_token_bytes = (int)tl[i]; /* >= its decoded bytes */
         p += tl[i] + 1;
     }
     for (uint64_t i = 0; i < mk->count; i++) {
@@ -155,7 +160,6 @@ oom:
 done:
     free(to), free(tl), free(mo), free(ml);
     kvc_gguf_free(&g);
-    free(buf);
     return t;
 }
 
@@ -167,46 +171,52 @@ static int is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= '
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-/* Length of the next GPT-2 pre-token starting at s[0] (s non-empty). */
-static size_t pretoken(const char *s)
+/* Length of the next GPT-2 pre-token starting at s[0] (n >= 1 bytes left;
+ * a NUL byte is a byte like any other). */
+static size_t pretoken(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     static const char *contr[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
-    for (size_t i = 0; i < 7; i++)
-        if (!strncmp(s, contr[i], strlen(contr[i]))) return strlen(contr[i]);
-    size_t i = (u[0] == ' ' && u[1] && !is_space(u[1])) ? 1 : 0; /* optional leading space */
+    for (size_t i = 0; i < 7; i++) {
+        const size_t l = strlen(contr[i]);
+        if (l <= n && !memcmp(s, contr[i], l)) return l;
+    }
+#define MORE(i) ((i) < n)
+    size_t i = (u[0] == ' ' && MORE(1) && !is_space(u[1])) ? 1 : 0; /* optional leading space */
     if (is_letter(u[i])) {
-        while (is_letter(u[i])) i++;
+        while (MORE(i) && is_letter(u[i])) i++;
         return i;
     }
     if (is_digit(u[i])) {
-        while (is_digit(u[i])) i++;
+        while (MORE(i) && is_digit(u[i])) i++;
         return i;
     }
-    if (u[i] && !is_space(u[i])) {
-        while (u[i] && !is_space(u[i]) && !is_letter(u[i]) && !is_digit(u[i])) i++;
+    if (!is_space(u[i])) {
+        while (MORE(i) && !is_space(u[i]) && !is_letter(u[i]) && !is_digit(u[i])) i++;
         return i;
     }
     /* whitespace: \s+(?!\S) keeps the last space for the next word; else \s+ */
     size_t j = 0;
-    while (is_space(u[j])) j++;
-    if (u[j] && j > 1) return j - 1;
+    while (MORE(j) && is_space(u[j])) j++;
+    if (MORE(j) && j > 1) return j - 1;
+#undef MORE
     return j ? j : 1;
 }
 
-/* BPE over one pre-token; appends ids. Returns -1 when cap is exceeded. */
-static int bpe_piece(const kvc_bpe *t, const char *s, size_t n, int *ids, int cap, int k)
+/* BPE over one piece of at most KVC_BPE_PIECE_MAX bytes; appends ids.
+ * Returns the new count, KVC_BPE_E_CAP when cap is exceeded, or
+ * KVC_BPE_E_BYTE with *bad set to the piece's byte that has no token. */
+static int bpe_piece(const kvc_bpe *t, const char *s, size_t n, int *ids, int cap, int k, size_t *bad)
 {
     /* symbols: byte-level encoded code points (1-2 UTF-8 bytes each) */
-    char enc[4096];
-    int start[2048], len[2048], m = 0, pos = 0;
-    if (n > 1000) n = 1000; /* a pre-token that long is split, staying lossless */
+    char enc[2 * KVC_BPE_PIECE_MAX];
+    int start[KVC_BPE_PIECE_MAX], len[KVC_BPE_PIECE_MAX], m = 0, pos = 0;
     for (size_t i = 0; i < n; i++) {
         start[m] = pos;
         len[m] = put_cp(enc + pos, t->byte2cp[(unsigned char)s[i]]);
         pos += len[m++];
     }
-    char pair[4096];
+    char pair[4 * KVC_BPE_PIECE_MAX + 1];
     for (;;) {
         int best = -1, best_rank = 0;
         for (int i = 0; i + 1 < m; i++) {
@@ -223,35 +233,65 @@ static int bpe_piece(const kvc_bpe *t, const char *s, size_t n, int *ids, int ca
         memmove(len + best + 1, len + best + 2, (size_t)(m - best - 2) * sizeof(int));
         m--;
     }
+    size_t byte = 0; /* the piece's byte where symbol i starts: every code point is one byte */
     for (int i = 0; i < m; i++) {
         int id = tbl_get(&t->vocab, enc + start[i], len[i]);
-        if (id < 0) { /* not in the vocabulary: fall back to its single code points */
+        if (id < 0) { /* a merge whose result is not a token: fall back to its single bytes */
             for (int b = 0; b < len[i];) {
-                int l = ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2;
-                int bid = tbl_get(&t->vocab, enc + start[i] + b, l);
-                if (k >= cap) return -1;
-                ids[k++] = bid >= 0 ? bid : 0;
-                b += l;
+                const int l = ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2;
+                const int bid = tbl_get(&t->vocab, enc + start[i] + b, l);
+                if (bid < 0) { /* the vocabulary has no token for this byte: no id says it */
+                    *bad = byte;
+                    return KVC_BPE_E_BYTE;
+                }
+                if (k >= cap) return KVC_BPE_E_CAP;
+                ids[k++] = bid;
+                b += l, byte++;
             }
             continue;
         }
-        if (k >= cap) return -1;
+        if (k >= cap) return KVC_BPE_E_CAP;
         ids[k++] = id;
+        for (int b = 0; b < len[i]; b += ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2) byte++;
+    }
+    return k;
+}
+
+/* Where to cut a pre-token longer than KVC_BPE_PIECE_MAX: at the last UTF-8
+ * character start in the piece's last 3 bytes, so a character is not split
+ * across two pieces when it can be helped (a split one stays lossless: its
+ * bytes are byte tokens). */
+static size_t piece_cut(const char *s, size_t n)
+{
+    if (n <= KVC_BPE_PIECE_MAX) return n;
+    for (size_t c = KVC_BPE_PIECE_MAX; c > KVC_BPE_PIECE_MAX - 3; c--)
+        if (((unsigned char)s[c] & 0xC0) != 0x80) return c;
+    return KVC_BPE_PIECE_MAX;
+}
+
+int kvc_bpe_encode_n(const kvc_bpe *t, const char *text, size_t len, int *ids, int cap, size_t *bad_pos)
+{
+    int k = 0;
+    size_t bad = 0;
+    for (size_t at = 0; at < len;) {
+        size_t n = pretoken(text + at, len - at);
+        while (n > 0) { /* a long pre-token goes in pieces: every byte is encoded */
+            const size_t p = piece_cut(text + at, n);
+            k = bpe_piece(t, text + at, p, ids, cap, k, &bad);
+            if (k == KVC_BPE_E_BYTE && bad_pos) *bad_pos = at + bad;
+            if (k < 0) return k;
+            at += p, n -= p;
+        }
     }
     return k;
 }
 
 int kvc_bpe_encode(const kvc_bpe *t, const char *text, int *ids, int cap)
 {
-    int k = 0;
-    for (const char *s = text; *s;) {
-        size_t n = pretoken(s);
-        k = bpe_piece(t, s, n, ids, cap, k);
-        if (k < 0) return -1;
-        s += n;
-    }
-    return k;
+    return kvc_bpe_encode_n(t, text, strlen(text), ids, cap, NULL);
 }
+
+int kvc_bpe_max_token_bytes(const kvc_bpe *t) { return t->max_token_bytes; }
 
 int kvc_bpe_decode(const kvc_bpe *t, int id, char *out, int cap)
 {

@@ -71,9 +71,15 @@ typedef struct kvc_l2c_tokenizer {
  * @brief Load a Llama-architecture GGUF file (F32/F16/Q8_0/Q4_0/Q4_1 tensors,
  *        dequantised to float32): dimensions, RoPE base, RMSNorm epsilon and
  *        context from its metadata, tied embeddings when output.weight is absent.
+ *        Every tensor's shape is checked against the metadata before anything
+ *        is allocated; a tensor of a layer past llama.block_count and a
+ *        non-finite weight are refused by name.
  * @return KVC_OK; KVC_E_FORMAT / KVC_E_UNSUPPORTED with a message; KVC_E_ARG (cannot read).
  */
 kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, size_t errlen);
+/** The same from a GGUF file's bytes in memory (@p name names it in messages; @p buf may be freed after). */
+kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *name, kvc_l2c_model *m, char *err,
+                                      size_t errlen);
 
 /** Parse a checkpoint held in memory (copied). */
 kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m, char *err, size_t errlen);
@@ -103,6 +109,9 @@ typedef struct kvc_l2c_state {
     int chunk;      /**< most tokens one kvc_l2c_forward_chunk call takes */
     float *x, *xb, *xb2, *qkv, *att_out, *hb, *rope;
     float *logits;  /**< chunk rows of vocab_size; row 0 after kvc_l2c_forward */
+    int bad_layer;  /**< after a forward's KVC_E_RANGE: the layer whose output was not finite
+                         (n_layers: the logits), else -1 */
+    int bad_pos;    /**< and the position of the first such row */
 } kvc_l2c_state;
 
 /** State for one token at a time. */
@@ -117,6 +126,11 @@ kvc_cache_config kvc_l2c_cache_config(const kvc_l2c_config *c, const kvc_stream_
 /** The kernel table the decoder's cache calls use: kvc_kernels_best() (KVC_KERNELS forces one;
  *  KVC_KERNELS=cuda picks accel/cuda's table in builds that have it). */
 const kvc_kernels *kvc_l2c_kernels(void);
+
+/** When $KVC_KERNELS is set to a table this build cannot run here (which
+ *  kvc_kernels_best() would ignore), a sentence saying so and listing the
+ *  tables it can, into @p buf; else NULL. */
+const char *kvc_l2c_kernels_env_problem(char *buf, size_t cap);
 
 /** Memory for a cache arena the chosen kernel table can read: CUDA managed
  *  memory when the table is "cuda" on a GPU (KVC_KERNELS=cuda), else
@@ -156,8 +170,15 @@ kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, 
  * @param logits_from logits are computed for tokens logits_from .. n-1 (row t of
  *                    s->logits); n computes none.
  * @return KVC_OK; KVC_E_ARG (bad token, position or n); the hook's status (the
- *         cache then holds the tokens before the failing one of that layer).
+ *         cache then holds the tokens before the failing one of that layer);
+ *         KVC_E_RANGE when a layer's output or a logit is NaN or Inf (s->bad_layer
+ *         and s->bad_pos say where; kvc_l2c_failure words it): nothing
+ *         non-finite reaches the caller as logits.
  */
 kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const int *tokens, int n, int pos0,
                                  kvc_l2c_attn_fn attn, void *ctx, int logits_from);
+
+/** A forward's failure @p st in words, into @p buf: for KVC_E_RANGE the layer (or the logits) and the
+ *  position that went non-finite, else the status's name. Returns buf. */
+const char *kvc_l2c_failure(const kvc_l2c_model *m, const kvc_l2c_state *s, kvc_status st, char *buf, size_t cap);
 #endif

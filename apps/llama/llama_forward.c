@@ -95,6 +95,28 @@ static void choose_kernels(void)
     g_kernels = kvc_kernels_best();
 }
 
+const char *kvc_l2c_kernels_env_problem(char *buf, size_t cap)
+{
+    const char *want = getenv("KVC_KERNELS");
+    if (want == NULL || *want == '\0') return NULL;
+#ifdef KVC_WITH_CUDA_TABLE
+    if (strcmp(want, "cuda") == 0) return NULL; /* said at the first use when no device can run it */
+#endif
+    const kvc_kernels *t = kvc_kernels_by_name(want);
+    const uint32_t have = kvc_cpu_features();
+    if (t != NULL && (t->needs & have) == t->needs) return NULL;
+    size_t n = (size_t)snprintf(buf, cap, "KVC_KERNELS=%s %s; this build runs here:", want,
+                                t ? "needs CPU features this machine lacks" : "names no kernel table");
+    for (size_t i = 0; i < kvc_kernels_count() && n < cap; i++) {
+        const kvc_kernels *k = kvc_kernels_at(i);
+        if ((k->needs & have) == k->needs) n += (size_t)snprintf(buf + n, cap - n, " %s", k->name);
+    }
+#ifdef KVC_WITH_CUDA_TABLE
+    if (n < cap) snprintf(buf + n, cap - n, " cuda");
+#endif
+    return buf;
+}
+
 void *kvc_l2c_arena_alloc(size_t bytes)
 {
     pthread_once(&g_kernels_once, choose_kernels);
@@ -288,6 +310,18 @@ static void matmul(const kvc_l2c_model *m, int kind, int l, size_t rows, size_t 
     kvc_gemm(w, rows, cols, x, ldx, n, y, ldy);
 }
 
+/* 1 when a row of x (rows of n floats) holds a NaN or Inf: records the
+ * layer and the row's position in the state. */
+static int nonfinite_row(const float *x, size_t rows, size_t n, kvc_l2c_state *s, int layer, int pos0)
+{
+    for (size_t r = 0; r < rows; r++)
+        if (!kvc_all_finite(x + r * n, n)) {
+            s->bad_layer = layer, s->bad_pos = pos0 + (int)r;
+            return 1;
+        }
+    return 0;
+}
+
 kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const int *tokens, int n, int pos0,
                                  kvc_l2c_attn_fn attn, void *ctx, int logits_from)
 {
@@ -297,6 +331,7 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         return KVC_E_ARG;
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size) return KVC_E_ARG;
+    s->bad_layer = -1, s->bad_pos = -1;
     const int D = c->dim, hs = D / c->n_heads, kvd = hs * c->n_kv_heads, H = c->hidden_dim;
     const size_t qkv_w = (size_t)D + 2 * (size_t)kvd, N = (size_t)n;
     for (int t = 0; t < n; t++) {
@@ -329,6 +364,9 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         }
         matmul(m, KVC_L2C_W2, l, (size_t)D, (size_t)H, s->hb, 2 * (size_t)H, N, s->xb, (size_t)D);
         for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb[i];
+        /* an overflow here would reach the logits as NaN, and a NaN logit
+           reads as token 0 to an argmax: stop at the layer that made it */
+        if (nonfinite_row(s->x, N, (size_t)D, s, l, pos0)) return KVC_E_RANGE;
     }
     if (logits_from < n) {
         for (int t = logits_from; t < n; t++)
@@ -336,8 +374,22 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         matmul(m, KVC_L2C_CLS, 0, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
                  (size_t)D, (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size,
                  (size_t)c->vocab_size);
+        if (nonfinite_row(s->logits + (size_t)logits_from * c->vocab_size, (size_t)(n - logits_from),
+                          (size_t)c->vocab_size, s, c->n_layers, pos0 + logits_from))
+            return KVC_E_RANGE;
     }
     return KVC_OK;
+}
+
+const char *kvc_l2c_failure(const kvc_l2c_model *m, const kvc_l2c_state *s, kvc_status st, char *buf, size_t cap)
+{
+    if (st != KVC_E_RANGE || s->bad_layer < 0) snprintf(buf, cap, "%s", kvc_status_str(st));
+    else if (s->bad_layer >= m->cfg.n_layers)
+        snprintf(buf, cap, "the logits at position %d are not finite (NaN or Inf)", s->bad_pos);
+    else
+        snprintf(buf, cap, "layer %d's output at position %d is not finite (NaN or Inf): the weights overflow float",
+                 s->bad_layer, s->bad_pos);
+    return buf;
 }
 
 kvc_status kvc_l2c_forward(const kvc_l2c_model *m, kvc_l2c_state *s, int token, int pos, kvc_l2c_attn_fn attn,

@@ -15,19 +15,58 @@
 #include "kvc_gguf.h"
 #include "llama2c.h"
 
-/* Dequantise tensor `name` (expected `rows` x `cols`, ggml dims [cols, rows]) into dst. */
-static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, float *dst, char *err,
-                       size_t errlen)
+/* Check that tensor `name` exists with `rows` x `cols` (ggml dims [cols, rows])
+ * and a storage type the loader reads, before anything is allocated. */
+static kvc_status check_shape(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, char *err,
+                              size_t errlen)
 {
     const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
     if (!t) return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' is missing", name);
     const uint64_t r = t->n_dims > 1 ? t->dims[1] : 1;
     if (t->dims[0] != cols || r != rows || t->n_elems != cols * rows)
         return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
-                     (unsigned long long)t->dims[0], (unsigned long long)r, (unsigned long long)cols,
-                     (unsigned long long)rows);
-    kvc_status rc = kvc_gguf_dequantize(g, t, dst);
+                        (unsigned long long)t->dims[0], (unsigned long long)r, (unsigned long long)cols,
+                        (unsigned long long)rows);
+    if (t->type != KVC_GGML_F32 && t->type != KVC_GGML_F16 && t->type != KVC_GGML_Q8_0 && t->type != KVC_GGML_Q4_1 &&
+        t->type != KVC_GGML_Q4_0)
+        return kvc_errf(err, errlen, KVC_E_UNSUPPORTED, "tensor '%s' has storage type %u, not supported", name, t->type);
+    return KVC_OK;
+}
+
+/* Dequantise tensor `name` (shape checked by check_shape) into dst; every
+ * weight must be finite (a NaN weight gives NaN logits at every position). */
+static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, float *dst, char *err,
+                       size_t errlen)
+{
+    kvc_status rc = check_shape(g, name, cols, rows, err, errlen);
+    if (rc != KVC_OK) return rc;
+    const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
+    rc = kvc_gguf_dequantize(g, t, dst);
     if (rc != KVC_OK) return kvc_errf(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
+    for (uint64_t i = 0; i < cols * rows; i++)
+        if (!isfinite(dst[i]))
+            return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' holds a non-finite weight (%g) at element %llu",
+                            name, (double)dst[i], (unsigned long long)i);
+    return KVC_OK;
+}
+
+/* Every tensor named blk.N.* must have N < block_count: a file whose
+ * block_count is short of its layers would run with layers missing. */
+static kvc_status check_layers(const kvc_gguf *g, uint64_t L, char *err, size_t errlen)
+{
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const kvc_gguf_tensor *t = &g->tensors[i];
+        const char *nm = (const char *)g->buf + t->name_off;
+        if (t->name_len < 5 || memcmp(nm, "blk.", 4) != 0) continue;
+        uint64_t layer = 0;
+        size_t j = 4;
+        while (j < t->name_len && j < 24 && nm[j] >= '0' && nm[j] <= '9') layer = layer * 10 + (uint64_t)(nm[j++] - '0');
+        if (j > 4 && layer >= L)
+            return kvc_errf(err, errlen, KVC_E_FORMAT,
+                            "tensor '%.*s' belongs to layer %llu, but llama.block_count says %llu layers", 
+                            (int)(t->name_len < 96 ? t->name_len : 96), nm, (unsigned long long)layer,
+                            (unsigned long long)L);
+    }
     return KVC_OK;
 }
 
@@ -125,12 +164,18 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
     size_t n;
     kvc_status rd = kvc_read_regular_file(path, &buf, &n, err, errlen);
     if (rd != KVC_OK) return rd;
+    rd = kvc_gguf_llama_load_buffer(buf, n, path, m, err, errlen);
+    free(buf);
+    return rd;
+}
+
+kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *path, kvc_l2c_model *m, char *err,
+                                      size_t errlen)
+{
+    memset(m, 0, sizeof *m);
     kvc_gguf g;
-    kvc_status rc = kvc_gguf_parse(buf, (size_t)n, &g, err, errlen);
-    if (rc != KVC_OK) {
-        free(buf);
-        return rc;
-    }
+    kvc_status rc = kvc_gguf_parse(buf, n, &g, err, errlen);
+    if (rc != KVC_OK) return rc;
     kvc_l2c_config c;
     memset(&c, 0, sizeof c);
     const char *arch;
@@ -176,6 +221,23 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
     }
     const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers, V = (uint64_t)c.vocab_size;
     const uint64_t kvd = D / (uint64_t)c.n_heads * (uint64_t)c.n_kv_heads;
+    /* every tensor's shape against the metadata before anything is
+       allocated: the allocation below is their sum, so a file whose
+       metadata asks for more than its tensors hold is refused here by name */
+    if ((rc = check_layers(&g, L, err, errlen)) || (rc = check_shape(&g, "token_embd.weight", D, V, err, errlen)) ||
+        (rc = check_shape(&g, "output_norm.weight", D, 1, err, errlen)) ||
+        (!c.shared_classifier && (rc = check_shape(&g, "output.weight", D, V, err, errlen))))
+        goto done;
+    for (uint64_t l = 0; l < L; l++) {
+        static const char *const part[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                            "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"};
+        const uint64_t cols[9] = {D, D, D, D, D, D, D, H, D}, rows[9] = {1, D, kvd, kvd, D, 1, H, D, H};
+        char name[64];
+        for (int k = 0; k < 9; k++) {
+            snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, part[k]);
+            if ((rc = check_shape(&g, name, cols[k], rows[k], err, errlen))) goto done;
+        }
+    }
     const uint64_t total = V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
     m->data = malloc((size_t)total * sizeof(float));
     if (!m->data) {
@@ -216,6 +278,5 @@ kvc_status kvc_gguf_llama_load(const char *path, kvc_l2c_model *m, char *err, si
 done:
     if (rc != KVC_OK) kvc_l2c_model_free(m);
     kvc_gguf_free(&g);
-    free(buf);
     return rc;
 }

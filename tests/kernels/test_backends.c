@@ -15,6 +15,7 @@
  * (Higham's gamma_n for the numerator and the denominator sums, the rescales
  * and the int8 scale products). Exits 77 when no table but the reference
  * runs here. Seeds are printed; the test is deterministic. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -538,11 +539,65 @@ static int methods_on_every_table(void)
     return 0;
 }
 
+/* Exact attention (one BOTH segment) over values near FLT_MAX / n: the
+ * result is a convex combination of finite floats, so kvc_attend promises
+ * KVC_OK (kvc_attend.h: only views whose N and D sets differ may give
+ * KVC_E_RANGE). The SIMD tables sum in f32, which overflowed: they returned
+ * KVC_E_RANGE (issue 27). Every runnable table, batched and one-position,
+ * must now give the reference's answer within the f32 bound of the header
+ * (4 (n + 16) u max|v| + 4 u |z|; the scores are all 0 here). */
+static int exact_huge_values_on_every_table(void)
+{
+    enum { N = 1000, DD = 16 };
+    float *k = malloc((size_t)N * DD * sizeof(float)), *v = malloc((size_t)N * DD * sizeof(float));
+    CHECK(k != NULL && v != NULL);
+    kvc_rng r;
+    kvc_rng_seed(&r, 2027);
+    printf("seed 2027\n");
+    float vmax = 0.0f;
+    for (size_t i = 0; i < (size_t)N * DD; i++) {
+        k[i] = 0.0f; /* equal scores: every value weighs 1/N */
+        v[i] = (float)(0.5 + 0.5 * kvc_rng_unit(&r)) * (FLT_MAX / 4.0f) * (i % 3 == 0 ? -1.0f : 1.0f);
+        if (fabsf(v[i]) > vmax) vmax = fabsf(v[i]);
+    }
+    kvc_view view;
+    memset(&view, 0, sizeof view);
+    view.d = DD, view.dv = DD, view.beta = 0.25f, view.n_seg = 1;
+    view.seg[0] = (kvc_segment){k, v, NULL, 1.0, N, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
+    float q[2 * DD], ref[2 * DD], out[2 * DD];
+    for (size_t c = 0; c < 2 * DD; c++) q[c] = (float)kvc_rng_normal(&r);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 2, ref) == KVC_OK);
+    const double bound_abs = 4.0 * (N + 16) * U * (double)vmax;
+    for (size_t i = 0; i < kvc_kernels_count(); i++) {
+        const kvc_kernels *t = kvc_kernels_at(i);
+        if ((t->needs & kvc_cpu_features()) != t->needs) continue;
+        const kvc_status st = kvc_attend(t, &view, q, 2, out);
+        CHECK_MSG(st == KVC_OK, "table %s: exact attention over |v| ~ FLT_MAX/4 gave %s", t->name, kvc_status_str(st));
+        double worst = 0.0;
+        for (size_t c = 0; c < 2 * DD; c++) {
+            const double e = fabs((double)out[c] - ref[c]), b = bound_abs + 4.0 * U * fabs((double)ref[c]);
+            CHECK_MSG(e <= b, "table %s: channel %zu differs by %g, bound %g", t->name, c, e, b);
+            worst = fmax(worst, e / b);
+        }
+        /* the batched entry with a split-K state: finite too */
+        double work[(KVC_MAX_HEAD_DIM + 3) * 2 + 8], state[2 * KVC_ATTEND_STATE(DD)];
+        const kvc_attend_batch b = {q, 1, 2, 0, out, NULL, state};
+        CHECK_MSG(t->attend_batch(t, &view, &b, work, sizeof work) == KVC_OK, "table %s: batched", t->name);
+        const double *parts[1] = {state};
+        CHECK_MSG(kvc_attend_merge(parts, 1, 2, DD, out) == KVC_OK, "table %s: its state merges to a finite output",
+                  t->name);
+        printf("table %s: KVC_OK, largest error / bound %.3g\n", t->name, worst);
+    }
+    free(k), free(v);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference},
                                           {"split_k_merges_to_attend", split_k_merges_to_attend},
-                                          {"methods_on_every_table", methods_on_every_table}};
+                                          {"methods_on_every_table", methods_on_every_table},
+                                          {"exact_huge_values_on_every_table", exact_huge_values_on_every_table}};
     if (argc > 1 && strncmp(argv[1], "table_", 6) == 0) return one_table(argv[1] + 6);
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -78,7 +78,7 @@ static int passkey_prompt_layout(void)
     CHECK(open_stories(&lm) == 0);
     int rc = check_layout(&lm, 400); /* stories260K: 512-token context */
     /* a natural-text haystack (--haystack): same layout rules */
-    char *story = kvc_lm_read_text(KVC_STORY_PATH);
+    char *story = kvc_lm_read_text("test", KVC_STORY_PATH);
     CHECK(story && kvc_passkey_set_haystack(story) == 0);
     if (!rc) rc = check_layout(&lm, 400);
     kvc_passkey_set_haystack(NULL);
@@ -177,7 +177,7 @@ static int record_attention_matches_cache_exact(void)
     int toks[512];
     const char *text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. "
                        "One day, she saw a big red ball in the park. She ran to the ball and kicked it very hard.";
-    int n = kvc_lm_encode(&lm, text, toks, 512);
+    int n = kvc_lm_encode(&lm, "the story", text, toks, 512);
     CHECK(n > 20);
     pair_ctx c;
     memset(&c, 0, sizeof c);

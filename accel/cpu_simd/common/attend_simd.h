@@ -432,6 +432,14 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
         }
     }
+    /* The f32 sums overflow where the reference's doubles do not (values
+       near FLT_MAX / n, scores past FLT_MAX): exact attention is a convex
+       combination of finite values, so it must not come back as KVC_E_RANGE.
+       A batch whose sums are not all finite goes to the reference instead
+       (kvc_attend.h: only views whose N and D sets differ may overflow). */
+    for (size_t i = 0; i < Q; i++)
+        for (size_t c = 2; c < W; c++)
+            if (!isfinite(st[i * W + c])) return ref->attend_batch(ref, view, b, work, work_bytes);
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;

@@ -168,6 +168,13 @@ kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *v
             }
         }
     }
+    /* float sums overflow where the reference's doubles do not (values near
+       FLT_MAX / n): exact attention, a convex combination of finite values,
+       must not come back as KVC_E_RANGE, so such a batch is answered by the
+       double reference (rare: it costs software doubles on an M4F) */
+    for (size_t i = 0; i < Q; i++)
+        for (size_t c = 2; c < W; c++)
+            if (!isfinite(st[i * W + c])) return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;
