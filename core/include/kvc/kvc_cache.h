@@ -7,6 +7,10 @@
  * post-RoPE keys/values of all kv-heads, then kvc_cache_attend(layer, q, out)
  * with the queries of all query heads; the query heads of one GQA group are
  * answered by one attend call on their kv-head's stream.
+ *
+ * Threads (kvc.h, docs/threads.md): different layers may be appended and
+ * attended from different threads at once; within a layer, an append or an
+ * observed attend needs the layer to itself, while plain attends may overlap.
  */
 #ifndef KVC_CACHE_H
 #define KVC_CACHE_H
