@@ -259,14 +259,19 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     return KVC_OK;
 }
 
-static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+/* llama2.c's RMSNorm, bit for bit; returns 1 when its sum of squares
+ * overflowed float (|x| past ~1e19: the output would be all zeros, finite and
+ * wrong), so the forward can stop there rather than hand out those logits. */
+static int rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 {
     float ss = 0.0f;
     for (int j = 0; j < n; j++) ss += x[j] * x[j];
     ss /= (float)n;
     ss += eps;
+    const int overflow = !isfinite(ss);
     ss = 1.0f / sqrtf(ss);
     for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+    return overflow;
 }
 
 /* cos/sin of position pos for each pair (2i, 2i+1) of a head, as llama2.c
@@ -310,6 +315,13 @@ static void matmul(const kvc_l2c_model *m, int kind, int l, size_t rows, size_t 
     kvc_gemm(w, rows, cols, x, ldx, n, y, ldy);
 }
 
+/* Records where the forward went out of float's range; KVC_E_RANGE. */
+static kvc_status nonfinite_at(kvc_l2c_state *s, int layer, int pos)
+{
+    s->bad_layer = layer, s->bad_pos = pos;
+    return KVC_E_RANGE;
+}
+
 /* 1 when a row of x (rows of n floats) holds a NaN or Inf: records the
  * layer and the row's position in the state. */
 static int nonfinite_row(const float *x, size_t rows, size_t n, kvc_l2c_state *s, int layer, int pos0)
@@ -340,7 +352,8 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
     }
     for (int l = 0; l < c->n_layers; l++) {
         for (int t = 0; t < n; t++)
-            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_att + (size_t)l * D, D, c->norm_eps);
+            if (rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_att + (size_t)l * D, D, c->norm_eps))
+                return nonfinite_at(s, l, pos0 + t);
         matmul(m, KVC_L2C_QKV, l, qkv_w, (size_t)D, s->xb, (size_t)D, N, s->qkv, qkv_w);
         for (int t = 0; t < n; t++) {
             float *row = s->qkv + (size_t)t * qkv_w;
@@ -352,7 +365,8 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         matmul(m, KVC_L2C_WO, l, (size_t)D, (size_t)D, s->att_out, (size_t)D, N, s->xb2, (size_t)D);
         for (size_t i = 0; i < N * (size_t)D; i++) s->x[i] += s->xb2[i];
         for (int t = 0; t < n; t++)
-            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_ffn + (size_t)l * D, D, c->norm_eps);
+            if (rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_ffn + (size_t)l * D, D, c->norm_eps))
+                return nonfinite_at(s, l, pos0 + t);
         matmul(m, KVC_L2C_W13, l, 2 * (size_t)H, (size_t)D, s->xb, (size_t)D, N, s->hb, 2 * (size_t)H);
         for (int t = 0; t < n; t++) {
             float *g = s->hb + (size_t)t * 2 * H; /* gate in [0, H), up in [H, 2H) */
@@ -370,7 +384,8 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
     }
     if (logits_from < n) {
         for (int t = logits_from; t < n; t++)
-            rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_final, D, c->norm_eps);
+            if (rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_final, D, c->norm_eps))
+                return nonfinite_at(s, c->n_layers, pos0 + t);
         matmul(m, KVC_L2C_CLS, 0, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
                  (size_t)D, (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size,
                  (size_t)c->vocab_size);
@@ -385,10 +400,12 @@ const char *kvc_l2c_failure(const kvc_l2c_model *m, const kvc_l2c_state *s, kvc_
 {
     if (st != KVC_E_RANGE || s->bad_layer < 0) snprintf(buf, cap, "%s", kvc_status_str(st));
     else if (s->bad_layer >= m->cfg.n_layers)
-        snprintf(buf, cap, "the logits at position %d are not finite (NaN or Inf)", s->bad_pos);
+        snprintf(buf, cap, "the logits at position %d are not finite (NaN or Inf, or the final norm overflowed)",
+                 s->bad_pos);
     else
-        snprintf(buf, cap, "layer %d's output at position %d is not finite (NaN or Inf): the weights overflow float",
-                 s->bad_layer, s->bad_pos);
+        snprintf(buf, cap,
+                 "layer %d at position %d left float's range (a NaN or Inf, or a norm's sum of squares overflowed): "
+                 "the weights are too large for float", s->bad_layer, s->bad_pos);
     return buf;
 }
 

@@ -17,7 +17,14 @@
  *    not from a list of methods);
  *  - the batched attend of one position gives kvc_stream_attend's bits, its
  *    masses are >= 0 and sum to one per query over the denominator set, and
- *    observe / prefill_queries accept them (storage types f32, f16, int8).
+ *    observe / prefill_queries accept them (storage types f32, f16, int8);
+ *  - every other kernel table this build runs here (kvc_kernels_at: the
+ *    single-precision one and the SIMD ISAs the CPU has; the CUDA table on
+ *    the CPU SIMT runtime in builds with KVC_FUZZ_CUDA, for attends whose op
+ *    byte has bit 3 set: it is slow) answers each attend with the
+ *    reference's status and, where both succeed, within the f32 bound of
+ *    tests/kvc_attend_bound.h derived from the view; where the view is a
+ *    convex combination a table must succeed whenever the reference does.
  * The seed corpus (corpus/api, make_api_corpus.py) is replayed under ctest. */
 #include <math.h>
 #include <stdint.h>
@@ -26,6 +33,10 @@
 #include <string.h>
 
 #include "kvc/kvc.h"
+#include "kvc_attend_bound.h"
+#ifdef KVC_FUZZ_CUDA
+#include "kvc/kvc_cuda.h"
+#endif
 
 #define MAXD 16u
 #define MAX_OPS 400u
@@ -143,6 +154,66 @@ static kvc_stream_config read_config(reader *r)
     return c;
 }
 
+/* The tables besides the reference, found by enumeration (never a kept
+ * list); the CUDA table last, when built in. */
+#define MAX_TABLES 16
+static size_t g_n_tables, g_cuda_at = MAX_TABLES;
+static const kvc_kernels *g_tables[MAX_TABLES];
+
+static void find_tables(void)
+{
+    if (g_n_tables) return;
+    for (size_t i = 0; i < kvc_kernels_count() && g_n_tables < MAX_TABLES - 1; i++) {
+        const kvc_kernels *t = kvc_kernels_at(i);
+        if (t != kvc_kernels_ref() && (t->needs & kvc_cpu_features()) == t->needs) g_tables[g_n_tables++] = t;
+    }
+#ifdef KVC_FUZZ_CUDA
+    if (kvc_kernels_cuda() != NULL) g_cuda_at = g_n_tables, g_tables[g_n_tables++] = kvc_kernels_cuda();
+#endif
+    if (g_n_tables == 0) g_tables[g_n_tables++] = kvc_kernels_ref(); /* nothing else here: the reference against itself */
+}
+
+/* The attend of every other table against the reference's (status ra, outputs za). */
+static void compare_tables(const kvc_stream *st, const kvc_stream_config *cfg, const float *q, size_t nq,
+                           kvc_status ra, const float *za, int cvx, int with_cuda)
+{
+    kvc_view view;
+    const int have_view = kvc_stream_view(st, &view) == KVC_OK;
+    for (size_t ti = 0; ti < g_n_tables; ti++) {
+        const kvc_kernels *t = g_tables[ti];
+        if (ti == g_cuda_at && !with_cuda) continue;
+        if (!kvc_kernels_support(t, cfg->dtype) || !kvc_kernels_support(t, KVC_DTYPE_F32)) continue;
+        float zt[3 * MAXD];
+        const kvc_status rt = kvc_stream_attend(st, t, q, nq, zt);
+        const int range_pair = (ra == KVC_OK || ra == KVC_E_RANGE) && (rt == KVC_OK || rt == KVC_E_RANGE);
+        if (rt != ra && !(range_pair && !cvx)) {
+            /* only where the numerator and denominator sets differ may float and double disagree on range */
+            fprintf(stderr, "table %s: %s where the reference gives %s (%s %s, convex %d)\n", t->name,
+                    kvc_status_str(rt), kvc_status_str(ra), kvc_method_name(cfg->method), kvc_dtype_name(cfg->dtype),
+                    cvx);
+            fail("a table's status differs from the reference's", __LINE__);
+        }
+        if (ra != KVC_OK || rt != KVC_OK || !have_view) continue;
+        for (size_t i = 0; i < nq; i++) {
+            double bound[MAXD];
+            bounds_of(&view, q + i * view.d, za + i * view.dv, 0, 0, bound);
+            for (size_t c = 0; c < view.dv; c++) {
+                const double e = fabs((double)zt[i * view.dv + c] - (double)za[i * view.dv + c]);
+                if (!(e <= bound[c]) && !(bound[c] == INFINITY)) { /* INFINITY: no denominator, or scores past range */
+                    fprintf(stderr, "table %s, %s %s: z[%zu][%zu] = %.9g, reference %.9g, bound %.3g\n", t->name,
+                            kvc_method_name(cfg->method), kvc_dtype_name(cfg->dtype), i, c,
+                            (double)zt[i * view.dv + c], (double)za[i * view.dv + c], bound[c]);
+                    for (size_t sg = 0; sg < view.n_seg; sg++) /* what the view held, for the reproducer */
+                        fprintf(stderr, "  segment %zu: %zu entries, role %u, %s, scale %g, %s\n", sg, view.seg[sg].n,
+                                view.seg[sg].role, kvc_dtype_name((kvc_dtype)view.seg[sg].dtype), view.seg[sg].scale,
+                                view.seg[sg].weights ? "weighted" : "unweighted");
+                    fail("a table's output is outside the derived bound", __LINE__);
+                }
+            }
+        }
+    }
+}
+
 typedef struct run {
     kvc_stream *st;
     unsigned char *arena;
@@ -162,6 +233,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     reader r = {data, size, 0};
+    find_tables();
     const kvc_stream_config cfg = read_config(&r);
     const char *why = kvc_stream_config_problem(&cfg);
     const size_t bytes = kvc_stream_arena_size(&cfg);
@@ -243,6 +315,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 REQUIRE(kvc_stream_attend(b.st, NULL, q, nq, zb) == ra);
                 if (ra == KVC_OK) REQUIRE(memcmp(za, zb, nq * dv * sizeof(float)) == 0);
             }
+            compare_tables(a.st, &cfg, q, nq, ra, za, cvx, (code >> 3) & 1);
             /* f16 storage and int4's f16 group headers saturate at +-65504 (documented);
                past that range the stored values are not the appended ones */
             const int f16_family = cfg.dtype == KVC_DTYPE_F16 || cfg.dtype == KVC_DTYPE_I4;

@@ -23,11 +23,11 @@
 
 #include "kvc/kvc.h"
 #include "kvc_test.h"
+#include "kvc_attend_bound.h"
 #include "kvc_testutil.h"
 #include "ref/rows_typed.h"
 #include "shared/rows.h"
 
-#define U 0x1p-24
 
 typedef struct view_data {
     kvc_view v;
@@ -76,69 +76,6 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
     free(x);
 }
 
-/* What the bounds need of query q against the view (reference rows, double):
- * A[c] = sum_N a e^{s - M} |v_c|, *den = sum_D b e^{s - M}, the largest score
- * movement *delta (formula in the file comment) and the entries *n seen;
- * positions limited by `skip_last_causal` trailing causal entries. */
-static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_causal, size_t causal_segs, double *A,
-                         double *den, double *delta, size_t *n_seen)
-{
-    const double beta = (double)v->beta;
-    size_t n = 0, causal_total = 0;
-    for (size_t s = 0; s < causal_segs; s++) causal_total += v->seg[s].n;
-    double M = -INFINITY, dl = 0.0, Dn = 0.0;
-    float row[256];
-    for (size_t c = 0; c < v->dv; c++) A[c] = 0.0;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t e = 0;
-        for (size_t s = 0; s < v->n_seg; s++) {
-            const kvc_segment *g = &v->seg[s];
-            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
-            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
-            const unsigned char *K = kvc_segment_key_rows(g), *V = kvc_segment_value_rows(g);
-            for (size_t i = 0; i < g->n; i++) {
-                const size_t my = e;
-                if (s < causal_segs) e++;
-                if (s < causal_segs && my >= causal_total - skip_last_causal) continue;
-                const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
-                if (!(w > 0.0)) continue;
-                const double lw = log(w);
-                rk->load(K + i * kb, row, v->d);
-                double dot = 0.0, mag = 0.0;
-                for (size_t t = 0; t < v->d; t++) dot += (double)q[t] * row[t], mag += fabs((double)q[t] * row[t]);
-                const double x = lw + beta * dot;
-                if (pass == 0) {
-                    if (x > M) M = x;
-                    n++;
-                    continue;
-                }
-                const double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
-                if (dj > dl) dl = dj;
-                const double p = exp(x - M);
-                if (g->role & KVC_SET_DEN) Dn += p;
-                if (g->role & KVC_SET_NUM) {
-                    rk->load(V + i * vb, row, v->dv);
-                    for (size_t c = 0; c < v->dv; c++) A[c] += p * fabs((double)row[c]);
-                }
-            }
-        }
-    }
-    *den = Dn, *delta = dl, *n_seen = n;
-}
-
-/* The bound above for query q against the view, every output channel at once. */
-static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t skip_last_causal, size_t causal_segs,
-                      double *bound)
-{
-    double A[256], Dn, delta;
-    size_t n;
-    softmax_sums(v, q, skip_last_causal, causal_segs, A, &Dn, &delta, &n);
-    const double ed = exp(delta);
-    for (size_t c = 0; c < v->dv; c++)
-        bound[c] = !(Dn > 0.0) ? INFINITY /* no denominator: both give 0 (checked exactly) */
-                               : (ed - 1.0) * (ed + 1.0) * A[c] / Dn + 4.0 * (double)(n + 16) * U * A[c] / Dn +
-                                     4.0 * U * fabs((double)z[c]);
-}
 
 static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double *worst_ratio)
 {
@@ -194,9 +131,10 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                    relative, summed over the queries: the largest factor bounds the sum */
                 double factor = 0.0;
                 for (size_t qi = 0; qi < n_pos * n_q; qi++) {
-                    double A[256], den, delta;
+                    double A[256], tail[2 * KVC_MAX_HEAD_DIM], den, delta;
                     size_t seen;
-                    softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, A, &den, &delta, &seen);
+                    softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, A, tail, &den, &delta,
+                                 &seen);
                     const double f = expm1(2.0 * delta) + 4.0 * (double)(seen + 16) * U;
                     if (f > factor) factor = f;
                 }
@@ -319,9 +257,9 @@ static int one_table(const char *name)
 /* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q. */
 static double a_over_d(const kvc_view *v, const float *q)
 {
-    double A[256], Dn, delta, worst = 0.0;
+    double A[256], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta, worst = 0.0;
     size_t n;
-    softmax_sums(v, q, 0, 0, A, &Dn, &delta, &n);
+    softmax_sums(v, q, 0, 0, A, tail, &Dn, &delta, &n);
     for (size_t c = 0; c < v->dv; c++) worst = fmax(worst, Dn > 0.0 ? A[c] / Dn : 0.0);
     return worst;
 }

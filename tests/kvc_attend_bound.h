@@ -1,0 +1,106 @@
+/* The error bound of an f32-summing attend against the double reference,
+ * derived per query and output channel from the data (u = 2^-24):
+ *   every score may move by delta_j <= beta sum_c |q_c k_jc| (d + 4) u
+ *        + |ln w_j| u + 2 (|s_j| + |M|) u + 4e-7 (a vector exp),
+ *   so with A = sum_N a_j e^{s_j - M} |v_j| and D = sum_D b_j e^{s_j - M}
+ *   |z' - z| <= (e^delta - 1)(e^delta + 1) A / D          (scores)
+ *             + 4 (n + 16) u A / D + 4 u |z|               (the f32 sums)
+ * (Higham's gamma_n for the numerator and the denominator sums, the rescales
+ * and the int8 scale products). A weight e^{s_j - M} that underflows double
+ * (s_j - M < -745) is still e^{s_j - M} > 0 to the table, which may move it
+ * by e^{2 delta}: such entries add T e^{2 delta - 745} / D, T = their sum of
+ * |v_c| (taken in logs: delta may be huge when a query holds 1e38). And an
+ * f32 weight below FLT_MIN = 2^-126 may be flushed to 0 (a vector exp, or a
+ * rescale by e^{m_old - m_new} < FLT_MIN that drops what was summed): an
+ * absolute error <= 2^-126 per entry, which values near FLT_MAX turn into
+ * whole units: 2^-126 (S_c + n |z_c|) / D more, S_c = sum_N |v_c|. Shared by tests/kernels/test_backends.c and
+ * the API fuzzer, which both hold every table to it. Needs core/src on the
+ * include path (shared/rows.h). */
+#ifndef KVC_ATTEND_BOUND_H
+#define KVC_ATTEND_BOUND_H
+
+#include <math.h>
+
+#include "kvc/kvc.h"
+#include "shared/rows.h"
+
+#define U 0x1p-24
+
+/* What the bounds need of query q against the view (reference rows, double):
+ * A[c] = sum_N a e^{s - M} |v_c|, *den = sum_D b e^{s - M}, the largest score
+ * movement *delta (formula in the file comment) and the entries *n seen;
+ * positions limited by `skip_last_causal` trailing causal entries. */
+/* tail: 2 KVC_MAX_HEAD_DIM doubles: [c] the |v_c| of entries whose double
+ * weight underflowed, [KVC_MAX_HEAD_DIM + c] S_c of every numerator entry. */
+static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_causal, size_t causal_segs, double *A,
+                         double *tail, double *den, double *delta, size_t *n_seen)
+{
+    const double beta = (double)v->beta;
+    size_t n = 0, causal_total = 0;
+    for (size_t s = 0; s < causal_segs; s++) causal_total += v->seg[s].n;
+    double M = -INFINITY, dl = 0.0, Dn = 0.0;
+    float row[256];
+    for (size_t c = 0; c < v->dv; c++) A[c] = 0.0, tail[c] = 0.0, tail[KVC_MAX_HEAD_DIM + c] = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t e = 0;
+        for (size_t s = 0; s < v->n_seg; s++) {
+            const kvc_segment *g = &v->seg[s];
+            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
+            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
+            const unsigned char *K = kvc_segment_key_rows(g), *V = kvc_segment_value_rows(g);
+            for (size_t i = 0; i < g->n; i++) {
+                const size_t my = e;
+                if (s < causal_segs) e++;
+                if (s < causal_segs && my >= causal_total - skip_last_causal) continue;
+                const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
+                if (!(w > 0.0)) continue;
+                const double lw = log(w);
+                rk->load(K + i * kb, row, v->d);
+                double dot = 0.0, mag = 0.0;
+                for (size_t t = 0; t < v->d; t++) dot += (double)q[t] * row[t], mag += fabs((double)q[t] * row[t]);
+                const double x = lw + beta * dot;
+                if (pass == 0) {
+                    if (x > M) M = x;
+                    n++;
+                    continue;
+                }
+                const double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
+                if (dj > dl) dl = dj;
+                const double p = exp(x - M);
+                if (g->role & KVC_SET_DEN) Dn += p;
+                if (g->role & KVC_SET_NUM) {
+                    rk->load(V + i * vb, row, v->dv);
+                    for (size_t c = 0; c < v->dv; c++) {
+                        A[c] += p * fabs((double)row[c]);
+                        if (!(p > 0.0)) tail[c] += fabs((double)row[c]);
+                        tail[KVC_MAX_HEAD_DIM + c] += fabs((double)row[c]);
+                    }
+                }
+            }
+        }
+    }
+    *den = Dn, *delta = dl, *n_seen = n;
+}
+
+/* The bound above for query q against the view, every output channel at once. */
+static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t skip_last_causal, size_t causal_segs,
+                      double *bound)
+{
+    double A[KVC_MAX_HEAD_DIM], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta;
+    size_t n;
+    softmax_sums(v, q, skip_last_causal, causal_segs, A, tail, &Dn, &delta, &n);
+    const double ed = exp(delta);
+    for (size_t c = 0; c < v->dv; c++) {
+        const double r = A[c] > 0.0 ? A[c] / Dn : 0.0;
+        const double under = tail[c] > 0.0 ? exp(2.0 * delta - 745.0 + log(tail[c])) / Dn : 0.0;
+        const double flush = 0x1p-126 * (tail[KVC_MAX_HEAD_DIM + c] + (double)n * fabs((double)z[c])) / Dn;
+        const double b = !(Dn > 0.0) ? INFINITY /* no denominator: both give 0 (checked exactly) */
+                         : (r > 0.0 ? (ed - 1.0) * (ed + 1.0) * r : 0.0) + under + flush +
+                               4.0 * (double)(n + 16) * U * r + 4.0 * U * fabs((double)z[c]);
+        /* NaN only where the double sums themselves overflow (A and D both
+           infinite): no bound can be derived there */
+        bound[c] = isnan(b) ? INFINITY : b;
+    }
+}
+
+#endif
