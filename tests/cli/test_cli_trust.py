@@ -16,6 +16,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
 from make_gguf_corpus import gguf, s  # noqa: E402
+from make_gguf_model_corpus import tiny_llama  # noqa: E402
 
 KVC, MODEL_DIR = sys.argv[1], os.environ.get("KVC_MODEL_DIR", sys.argv[2])
 # sanitizer builds reserve terabytes of address space: no RLIMIT_AS there
@@ -233,6 +234,105 @@ def case_head_profile():
         expect("another model" in p.stdout, "a profile of another model is refused (n/a, with the reason)")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--head-profile", prof])
         expect(p.returncode == 2 and "--bytes" in p.stderr, "head-wise budgets need --bytes")
+
+
+# ---- issue 27: inputs that gave a wrong result with exit status 0 ----
+
+def tiny(tmp, name="m.gguf", **kw):
+    return write(tmp, name, tiny_llama(**kw))
+
+
+def case_gguf_tokenizer_long_pretoken():
+    """A pre-token over 1,000 bytes lost its tail: 'kvc ppl' on a 10 MB file scored 249 tokens and exited 0."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny(tmp, ctx=4096)
+        text = write(tmp, "t.txt", b"a" * 3000 + b" the end")
+        p = run(["ppl", "--model", model, "--text", text, "--method", "exact", "--budget", "4096"])
+        # 3,008 bytes, no merge applies to a run of 'a': one token a byte but the merged " the"
+        expect(p.returncode == 0 and "tokens=3004 " in p.stdout, "every byte of a 3,000-byte pre-token is scored")
+
+
+def case_gguf_tokenizer_refuses_missing_byte():
+    """A byte the vocabulary has no token for became token 0 (<|endoftext|>) with exit 0."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny(tmp, missing=(0xFF,))
+        text = write(tmp, "t.txt", b"Hello there \xff and the rest of a sentence that goes on.")
+        p = run(["ppl", "--model", model, "--text", text, "--method", "exact", "--budget", "64"])
+        expect(p.returncode != 0 and "byte 12 (0xff) has no token" in p.stderr and text in p.stderr,
+               "refused in one line naming the file and the byte's offset")
+        p = run(["generate", "--model", model, "--prompt", "caf\xc3\xa9 \xff", "--steps", "4"])
+        expect(p.returncode == 0, "a prompt of valid UTF-8 the vocabulary holds is fine (0xff here comes as U+00FF)")
+
+
+def case_text_with_nul_refused():
+    """A NUL byte silently ended a --text file (106 of 511 tokens scored)."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        text = write(tmp, "nul.txt", open(STORY, "rb").read()[:400] + b"\0" + b"more text after the NUL byte")
+        p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", text, "--method", "exact", "--budget", "512"])
+        expect(p.returncode != 0 and "byte 400 is a NUL byte" in p.stderr, "refused naming the offset")
+
+
+def case_ppl_short_text():
+    """'kvc ppl' refused every text under 66 tokens with a message about an exact budget never set."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        text = write(tmp, "short.txt", b"Once upon a time there was a cat.")
+        for method in ("exact", "uniform", "h2o"):
+            p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", text, "--method", method,
+                     "--budget", "256"])
+            expect(p.returncode == 0 and "perplexity=" in p.stdout, method + " scores a short text")
+
+
+def case_nonfinite_logits_stop():
+    """Logits were never checked: nll=nan with exit 0, greedy decoding picked token 0 on a NaN."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny(tmp, scale=1e10, seed=3)  # finite weights whose activations leave float's range
+        for args in (["logits", "--model", model, "--tokens", "1,2,3"],
+                     ["generate", "--model", model, "--prompt", "the", "--steps", "3"],
+                     ["ppl", "--model", model, "--text", STORY, "--method", "exact", "--budget", "128"]):
+            p = run(args)
+            expect(p.returncode != 0 and "layer 0 at position 0 left float's range" in p.stderr,
+                   args[0] + " stops naming the layer and the position")
+
+
+def case_flags_that_would_be_ignored():
+    """Flags that did nothing were accepted in silence."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        expect(run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "100", "--out", tmp]).returncode == 0,
+               "dump")
+        trace = os.path.join(tmp, "L0")
+        p = run(["eval", "--trace", trace, "--method", "h2o", "--budget", "64", "--subgen-t", "4"])
+        expect(p.returncode == 2 and "--subgen-t does not apply to method h2o (it tunes subgen)" in p.stderr,
+               "a method flag of another method")
+        p = run(["oracle", "--trace", trace, "--method", "uniform", "--budgets", ""])
+        expect(p.returncode == 2 and "--budgets is empty" in p.stderr, "an empty --budgets says so")
+        p = run(["eval", "--trace", trace, "--method", "uniform", "--budget", "80", "--score-from", "100"])
+        expect(p.returncode == 2 and "--score-from 100 is past the trace's last position" in p.stderr,
+               "--score-from past the end (the metrics were NaN)")
+        p = run(["methods"], env={"KVC_KERNELS": "bogus"})
+        expect(p.returncode == 2 and "KVC_KERNELS=bogus names no kernel table" in p.stderr and " ref" in p.stderr,
+               "an unknown forced kernel table, with the ones that run here")
+        p = run(["logits", "--model", MODEL, "--tokens", ",".join(["1"] * 513)])
+        expect(p.returncode == 2 and "the model's context is 512 positions" in p.stderr, "logits past the context")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny(tmp)
+        p = run(["generate", "--model", model, "--tokenizer", TOK, "--steps", "2"])
+        expect(p.returncode != 0 and "carries its own tokenizer" in p.stderr, "--tokenizer with a GGUF model")
+
+
+def case_gguf_loader_refuses():
+    """The loader ran with a layer missing, allocated from metadata before checking shapes, took NaN weights."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [(dict(layers=2, block_count=1), "belongs to layer 1, but llama.block_count says 1 layers"),
+                 (dict(meta={"llama.embedding_length": 65536}), "token_embd.weight is missing or does not match"),
+                 (dict(nan_at="blk.1.ffn_up.weight"), "'blk.1.ffn_up.weight' holds a non-finite weight (nan)"),
+                 (dict(extra_tokens=3), "tokens but token_embd.weight only")]
+        for i, (kw, msg) in enumerate(cases):
+            model = tiny(tmp, "m%d.gguf" % i, **kw)
+            p = run(["generate", "--model", model, "--steps", "2"], mem_gib=1)
+            expect(p.returncode != 0 and msg in p.stderr, "refused: " + msg)
 
 
 if __name__ == "__main__":
