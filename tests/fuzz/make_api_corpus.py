@@ -62,6 +62,13 @@ def main():
     files["bad_budget_too_small.bin"] = config(r, 3, 4, 4, 9, 4, 4, 10)
     files["bad_params.bin"] = config(r, 4, 4, 4, 300, 4, 4, 10, 7, bytes([7, 21, 200, 9, 7, 8, 9, 10, 9, 3, 9, 9, 9, 9, 9, 9]))
     files["bad_dtype.bin"] = config(r, 0, 4, 4, 64, 4, 4, 10)[:8] + bytes([0, 2, 1]) + config(r, 0, 4, 4, 64, 4, 4, 10)[9:]
+    # issue 27: exact attention over eight values of 1e38 (palette byte 203): the f32 sums of the
+    # SIMD, single and CUDA tables overflowed to KVC_E_RANGE where the reference answers; attends
+    # on every table (op 3), on the CUDA one too (op 11: bit 3), then the batched pass (op 4)
+    huge = config(r, 0, 4, 4, 64, 0, 0, 0)
+    for _ in range(8):
+        huge += bytes([2]) + bytes([100] * 4) + bytes([203] * 4)
+    files["regress_exact_huge_values_tables.bin"] = huge + bytes([3, 1] + [110] * 8 + [11, 0] + [90] * 4 + [4])
     for name, data in sorted(files.items()):
         with open(os.path.join(out_dir, name), "wb") as f:
             f.write(data)
