@@ -355,6 +355,9 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
             if (rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_att + (size_t)l * D, D, c->norm_eps))
                 return nonfinite_at(s, l, pos0 + t);
         matmul(m, KVC_L2C_QKV, l, qkv_w, (size_t)D, s->xb, (size_t)D, N, s->qkv, qkv_w);
+        /* q, k and v overflowing here would reach the cache, which refuses
+           them (KVC_E_NONFINITE): say which layer instead */
+        if (nonfinite_row(s->qkv, N, qkv_w, s, l, pos0)) return KVC_E_RANGE;
         for (int t = 0; t < n; t++) {
             float *row = s->qkv + (size_t)t * qkv_w;
             rope_apply(row, D, hs, s->rope + (size_t)t * hs);       /* q */

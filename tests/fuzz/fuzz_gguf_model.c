@@ -62,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 REQUIRE(s.bad_layer >= 0 && s.bad_layer <= c->n_layers && s.bad_pos == pos);
                 break;
             }
+            if (st != KVC_OK) fprintf(stderr, "forward at %d: %s\n", pos, kvc_status_str(st));
             REQUIRE(st == KVC_OK);
             REQUIRE(kvc_all_finite(s.logits, (size_t)c->vocab_size));
         }
