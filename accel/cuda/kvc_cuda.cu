@@ -361,7 +361,8 @@ namespace {
 // finite is answered by the reference instead (kvc_attend.h: only views whose
 // N and D sets differ may give KVC_E_RANGE). The table is synchronous and
 // its memory host-readable, so the check costs one pass over the outputs;
-// the mass it adds is kept aside first and put back for the rerun.
+// the mass it adds is kept aside first and put back for the rerun. `work`
+// NULL (the one-position entry, which has none): taken for the rerun only.
 kvc_status attend_or_reference(const kvc_view *view, const kvc_attend_batch *b, void *work, size_t work_bytes)
 {
     if (view == nullptr || b == nullptr || b->out == nullptr) return KVC_E_ARG;
@@ -379,6 +380,11 @@ kvc_status attend_or_reference(const kvc_view *view, const kvc_attend_batch *b, 
     if (finite) return KVC_OK;
     if (b->mass != nullptr) std::memcpy(b->mass, mass_before.data(), entries * sizeof(double));
     const kvc_kernels *ref = kvc_kernels_ref();
+    std::vector<double> own;
+    if (work == nullptr) {
+        own.resize(kvc_attend_work_bytes(b->n_pos, b->n_q, view->dv) / sizeof(double) + 1);
+        work = own.data(), work_bytes = own.size() * sizeof(double);
+    }
     return ref->attend_batch(ref, view, b, work, work_bytes);
 }
 
@@ -400,8 +406,7 @@ kvc_status table_attend_batch(const kvc_kernels *kern, const kvc_view *view, con
 kvc_status table_attend_f32(const kvc_view *view, const float *q, size_t n_q, float *out)
 {
     const kvc_attend_batch b = {q, 1, n_q, 0, out, nullptr, nullptr};
-    std::vector<double> work(kvc_attend_work_bytes(1, n_q, view != nullptr ? view->dv : 1) / sizeof(double) + 1);
-    return attend_or_reference(view, &b, work.data(), work.size() * sizeof(double));
+    return attend_or_reference(view, &b, nullptr, 0);
 }
 
 kvc_kernels make_table()

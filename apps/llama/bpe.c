@@ -10,6 +10,7 @@
 
 #include "kvc_err.h"
 #include "kvc_gguf.h"
+#include "merge_heap.h"
 
 typedef struct entry {
     const char *s; /* not owned: points into `text` storage */
@@ -203,109 +204,73 @@ static size_t pretoken(const char *s, size_t n)
     return j ? j : 1;
 }
 
-/* The merge rank of adjacent symbols a, b ("left right" in the merges table), or -1. */
-static int pair_rank(const kvc_bpe *t, const char *enc, const int *start, const int *len, int a, int b)
+/* Queue the merge of adjacent symbols a, b when the merges table ("left
+ * right") has it; the earlier the rank, the higher the priority. */
+static void push_pair(const kvc_bpe *t, const char *enc, const int *start, const int *len, const unsigned *ver, int a,
+                      int b, kvc_merge_cand *heap, int *hn)
 {
     char pair[4 * KVC_BPE_PIECE_MAX + 1];
     int pl = 0;
     memcpy(pair, enc + start[a], (size_t)len[a]), pl += len[a];
     pair[pl++] = ' ';
     memcpy(pair + pl, enc + start[b], (size_t)len[b]), pl += len[b];
-    return tbl_get(&t->merges, pair, pl);
-}
-
-/* A candidate merge of symbol `left` with the symbol after it, as it was
- * when queued (right, and both lengths: a later merge of either makes the
- * entry stale). Ordered by rank, then by position: the leftmost lowest rank
- * merges first, as the reference tokenizer does. */
-typedef struct cand {
-    int rank, left, right, len_left, len_right;
-} cand;
-
-static int cand_before(const cand *x, const cand *y) { return x->rank < y->rank || (x->rank == y->rank && x->left < y->left); }
-
-static void heap_push(cand *h, int *n, cand c)
-{
-    int i = (*n)++;
-    while (i > 0 && cand_before(&c, &h[(i - 1) / 2])) h[i] = h[(i - 1) / 2], i = (i - 1) / 2;
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, int *n)
-{
-    const cand top = h[0], last = h[--*n];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && cand_before(&h[c + 1], &h[c])) c++;
-        if (!cand_before(&h[c], &last)) break;
-        h[i] = h[c], i = c;
-    }
-    if (*n > 0) h[i] = last;
-    return top;
+    const int rank = tbl_get(&t->merges, pair, pl);
+    if (rank >= 0) kvc_merge_push(heap, hn, (kvc_merge_cand){-(float)rank, a, b, ver[a], ver[b], rank});
 }
 
 /* BPE over one piece of at most KVC_BPE_PIECE_MAX bytes; appends ids.
  * Returns the new count, KVC_BPE_E_CAP when cap is exceeded, or
  * KVC_BPE_E_BYTE with *bad set to the piece's byte that has no token.
- * Symbols are a linked list in enc order and candidate merges a heap, so a
- * piece costs O(m log m) (a scan for the best pair after every merge was
- * O(m^2): a run of 1,000 mergeable letters took a million compares). */
+ * The merges run on merge_heap.h (priority: minus the rank, exact in a
+ * float for the at most 2^22 merges a vocabulary may hold), O(m log m): a
+ * rescan for the best pair after every merge took a million compares for a
+ * run of 1,000 mergeable letters. */
 static int bpe_piece(const kvc_bpe *t, const char *s, size_t n, int *ids, int cap, int k, size_t *bad)
 {
-    /* symbols: byte-level encoded code points (1-2 UTF-8 bytes each) */
+    /* symbols: byte-level encoded code points (1-2 UTF-8 bytes each), one
+       per byte of the piece, so a symbol's index is its first byte's offset */
     char enc[2 * KVC_BPE_PIECE_MAX];
     int start[KVC_BPE_PIECE_MAX], len[KVC_BPE_PIECE_MAX], next[KVC_BPE_PIECE_MAX], prev[KVC_BPE_PIECE_MAX];
+    unsigned ver[KVC_BPE_PIECE_MAX];
     int m = 0, pos = 0;
     for (size_t i = 0; i < n; i++) {
         start[m] = pos;
         len[m] = put_cp(enc + pos, t->byte2cp[(unsigned char)s[i]]);
         pos += len[m];
-        prev[m] = m - 1, next[m] = m + 1 < (int)n ? m + 1 : -1;
+        prev[m] = m - 1, next[m] = m + 1 < (int)n ? m + 1 : -1, ver[m] = 0;
         m++;
     }
-    /* at most m - 1 initial pairs plus 2 per merge (m - 1 merges) */
-    cand heap[3 * KVC_BPE_PIECE_MAX];
+    kvc_merge_cand heap[3 * KVC_BPE_PIECE_MAX]; /* m - 1 initial pairs, 2 more per merge */
     int hn = 0;
-    for (int i = 0; i + 1 < m; i++) {
-        const int r = pair_rank(t, enc, start, len, i, i + 1);
-        if (r >= 0) heap_push(heap, &hn, (cand){r, i, i + 1, len[i], len[i + 1]});
-    }
+    for (int i = 0; i + 1 < m; i++) push_pair(t, enc, start, len, ver, i, i + 1, heap, &hn);
     while (hn > 0) {
-        const cand c = heap_pop(heap, &hn);
-        if (len[c.left] != c.len_left || next[c.left] != c.right || len[c.right] != c.len_right) continue; /* stale */
+        const kvc_merge_cand c = kvc_merge_pop(heap, &hn);
+        if (next[c.left] != c.right || ver[c.left] != c.vl || ver[c.right] != c.vr) continue; /* stale */
         len[c.left] += len[c.right]; /* symbols stay contiguous in enc */
-        len[c.right] = 0;            /* gone: every entry naming it is stale */
+        ver[c.left]++, ver[c.right]++;
         next[c.left] = next[c.right];
         if (next[c.left] >= 0) prev[next[c.left]] = c.left;
-        const int p = prev[c.left], q = next[c.left];
-        int r;
-        if (p >= 0 && (r = pair_rank(t, enc, start, len, p, c.left)) >= 0)
-            heap_push(heap, &hn, (cand){r, p, c.left, len[p], len[c.left]});
-        if (q >= 0 && (r = pair_rank(t, enc, start, len, c.left, q)) >= 0)
-            heap_push(heap, &hn, (cand){r, c.left, q, len[c.left], len[q]});
+        if (prev[c.left] >= 0) push_pair(t, enc, start, len, ver, prev[c.left], c.left, heap, &hn);
+        if (next[c.left] >= 0) push_pair(t, enc, start, len, ver, c.left, next[c.left], heap, &hn);
     }
-    size_t byte = 0; /* the piece's byte where symbol i starts: every code point is one byte */
     for (int i = m > 0 ? 0 : -1; i >= 0; i = next[i]) {
         int id = tbl_get(&t->vocab, enc + start[i], len[i]);
         if (id < 0) { /* a merge whose result is not a token: fall back to its single bytes */
-            for (int b = 0; b < len[i];) {
+            for (int b = 0, byte = i; b < len[i]; byte++) {
                 const int l = ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2;
                 const int bid = tbl_get(&t->vocab, enc + start[i] + b, l);
                 if (bid < 0) { /* the vocabulary has no token for this byte: no id says it */
-                    *bad = byte;
+                    *bad = (size_t)byte;
                     return KVC_BPE_E_BYTE;
                 }
                 if (k >= cap) return KVC_BPE_E_CAP;
                 ids[k++] = bid;
-                b += l, byte++;
+                b += l;
             }
             continue;
         }
         if (k >= cap) return KVC_BPE_E_CAP;
         ids[k++] = id;
-        for (int b = 0; b < len[i]; b += ((unsigned char)enc[start[i] + b] < 0x80) ? 1 : 2) byte++;
     }
     return k;
 }

@@ -9,6 +9,7 @@
 
 #include "kvc_err.h"
 #include "llama2c.h"
+#include "merge_heap.h"
 
 static const kvc_l2c_tokenizer *g_sort_tok; /* qsort context (host code, single-threaded use) */
 
@@ -95,47 +96,9 @@ static int lookup(const kvc_l2c_tokenizer *t, const char *s)
 
 /* The reference merge loop (llama2.c) rescans every adjacent pair after
  * each merge: O(n^2) lookups for n symbols, 18 s for 11 KB of text. This
- * does the same merges in the same order in O(n log n): symbols form a
- * linked list, candidate pairs sit in a binary heap ordered by score (then
- * leftmost first, the reference's tie rule), and a merge invalidates the
- * candidates of its two symbols through per-symbol version stamps. */
-typedef struct cand {
-    float score;
-    int left, right;       /* symbol indices (positions in the original list) */
-    unsigned vl, vr;       /* their versions when the pair was looked up */
-    int id;                /* the merged token */
-} cand;
-
-static int cand_before(const cand *a, const cand *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(cand *h, int *hn, cand c)
-{
-    int i = (*hn)++;
-    while (i > 0 && cand_before(&c, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, int *hn)
-{
-    cand top = h[0], last = h[--*hn];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *hn) break;
-        if (c + 1 < *hn && cand_before(&h[c + 1], &h[c])) c++;
-        if (!cand_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*hn > 0) h[i] = last;
-    return top;
-}
+ * does the same merges in the same order in O(n log n) (merge_heap.h): the
+ * priority is the merged token's score. */
+typedef kvc_merge_cand cand;
 
 typedef struct sym_list {
     int *tok, *next, *prev;
@@ -150,7 +113,7 @@ static void push_pair(const kvc_l2c_tokenizer *t, const sym_list *L, int a, char
     const int id = lookup(t, pair);
     if (id < 0 || !(t->scores[id] > -1e10f)) return; /* the reference's floor for a merge */
     cand c = {t->scores[id], a, b, L->ver[a], L->ver[b], id};
-    heap_push(h, hn, c);
+    kvc_merge_push(h, hn, c);
 }
 
 static int merge_pairs(const kvc_l2c_tokenizer *t, int *out, int n, char *pair)
@@ -168,7 +131,7 @@ static int merge_pairs(const kvc_l2c_tokenizer *t, int *out, int n, char *pair)
     for (int i = 0; i < n; i++) L.tok[i] = out[i], L.next[i] = i + 1 < n ? i + 1 : -1, L.prev[i] = i - 1;
     for (int i = 1; i + 1 < n; i++) push_pair(t, &L, i, pair, h, &hn);
     while (hn > 0) {
-        const cand c = heap_pop(h, &hn);
+        const cand c = kvc_merge_pop(h, &hn);
         if (L.next[c.left] != c.right || L.ver[c.left] != c.vl || L.ver[c.right] != c.vr) continue; /* stale */
         L.tok[c.left] = c.id;
         L.ver[c.left]++;
