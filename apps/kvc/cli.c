@@ -101,6 +101,12 @@ uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable,
     return (uint32_t)usable;
 }
 
+uint64_t kvc_cli_usable_tokens(uint64_t tokens, uint64_t sink, uint64_t window)
+{
+    const uint64_t layout_min = sink + window + 2u;
+    return tokens > layout_min ? tokens : layout_min;
+}
+
 kvc_common_flags kvc_common_flags_default(void)
 {
     kvc_common_flags c;

@@ -21,6 +21,11 @@ int kvc_cli_arena_refused(const char *cmd, uint64_t bytes);
  *  this run can ever append holds nothing more, so it is clamped to it (with a
  *  note naming @p cmd and @p what the tokens are). */
 uint32_t kvc_cli_clamp_budget(const char *cmd, uint64_t budget, uint64_t usable, const char *what);
+/** The most tokens a run's budget can use: the @p tokens it will append, but
+ *  not below the sink + window + 2 (current token + one method token) the
+ *  stream layout needs, so that a short text, trace or context is not refused
+ *  for a budget the user never asked for. */
+uint64_t kvc_cli_usable_tokens(uint64_t tokens, uint64_t sink, uint64_t window);
 
 /* ---- one flag table for every command ---- */
 #include <stddef.h>

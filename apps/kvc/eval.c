@@ -103,12 +103,10 @@ int kvc_cmd_eval(int argc, char **argv)
         return 1;
     }
 
-    /* a budget above the trace's tokens holds nothing more, but not below the
-       sink + window + 2 the layout needs (a short trace would be refused for it) */
-    const uint64_t layout_min = sink + window + 2u, usable = tr.n > layout_min ? (uint64_t)tr.n : layout_min;
     kvc_stream_config cfg = kvc_stream_config_default(
         method, (uint32_t)tr.d, (uint32_t)tr.dv,
-        kvc_cli_clamp_budget("eval", budget, usable, "tokens in the trace (or the sink + window + 2 the layout needs)"),
+        kvc_cli_clamp_budget("eval", budget, kvc_cli_usable_tokens(tr.n, sink, window),
+                             "tokens in the trace (or the sink + window + 2 the layout needs)"),
         seed);
     cfg.n_sink = (uint32_t)sink;
     cfg.n_window = (uint32_t)window;

@@ -249,10 +249,8 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     int np = kvc_lm_encode_prefix(&lm, "--prompt", prompt, ctx, &ptoks); /* only what the context can hold */
     if (np == KVC_BPE_E_BYTE) goto done; /* named where it was found */
     if (np < 1) np = 1;
-    /* the cache never holds more than the context: a larger budget is clamped
-       (not below the sink + window + 2 the layout needs, which a model of a
-       short context would otherwise be refused for) */
-    const uint64_t layout_min = sink + window + 2u, usable = (uint64_t)ctx > layout_min ? (uint64_t)ctx : layout_min;
+    /* the cache never holds more than the context: a larger budget is clamped */
+    const uint64_t usable = kvc_cli_usable_tokens((uint64_t)ctx, sink, window);
     if (budget == 0) budget = usable;
     budget = kvc_cli_clamp_budget("generate", budget, usable, "model's context length");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);

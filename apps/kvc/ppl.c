@@ -252,11 +252,8 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         goto done;
     }
     /* every token goes through the cache: a larger budget holds nothing more */
-    /* ... but not below what the layout needs (sink + window + the current
-       token + one method token): a short text would otherwise be refused
-       for a budget the user never asked for */
-    const uint64_t layout_min = (uint64_t)sink + window + 2u, usable = (uint64_t)n > layout_min ? (uint64_t)n : layout_min;
-    budget = kvc_cli_clamp_budget("ppl", budget, usable, "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
+    budget = kvc_cli_clamp_budget("ppl", budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
+                                  "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
     sc.n_sink = sink, sc.n_window = window;
     if (mo) kvc_method_opts_apply(mo, &sc);
