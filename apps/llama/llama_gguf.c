@@ -33,17 +33,15 @@ static kvc_status check_shape(const kvc_gguf *g, const char *name, uint64_t cols
     return KVC_OK;
 }
 
-/* Dequantise tensor `name` (shape checked by check_shape) into dst; every
- * weight must be finite (a NaN weight gives NaN logits at every position). */
-static kvc_status take(const kvc_gguf *g, const char *name, uint64_t cols, uint64_t rows, float *dst, char *err,
-                       size_t errlen)
+/* Dequantise tensor `name` (its n elements checked by check_shape before
+ * anything was allocated) into dst; every weight must be finite (a NaN
+ * weight gives NaN logits at every position). */
+static kvc_status take(const kvc_gguf *g, const char *name, uint64_t n, float *dst, char *err, size_t errlen)
 {
-    kvc_status rc = check_shape(g, name, cols, rows, err, errlen);
-    if (rc != KVC_OK) return rc;
     const kvc_gguf_tensor *t = kvc_gguf_tensor_find(g, name);
-    rc = kvc_gguf_dequantize(g, t, dst);
+    const kvc_status rc = kvc_gguf_dequantize(g, t, dst);
     if (rc != KVC_OK) return kvc_errf(err, errlen, rc, "tensor '%s' has storage type %u, not supported", name, t->type);
-    for (uint64_t i = 0; i < cols * rows; i++)
+    for (uint64_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
             return kvc_errf(err, errlen, KVC_E_FORMAT, "tensor '%s' holds a non-finite weight (%g) at element %llu",
                             name, (double)dst[i], (unsigned long long)i);
@@ -228,16 +226,16 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
         (rc = check_shape(&g, "output_norm.weight", D, 1, err, errlen)) ||
         (!c.shared_classifier && (rc = check_shape(&g, "output.weight", D, V, err, errlen))))
         goto done;
-    for (uint64_t l = 0; l < L; l++) {
-        static const char *const part[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                            "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"};
-        const uint64_t cols[9] = {D, D, D, D, D, D, D, H, D}, rows[9] = {1, D, kvd, kvd, D, 1, H, D, H};
-        char name[64];
+    /* a layer's tensors (llama.cpp's names), their ggml shapes [cols, rows] */
+    static const char *const part[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                        "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"};
+    const uint64_t cols[9] = {D, D, D, D, D, D, D, H, D}, rows[9] = {1, D, kvd, kvd, D, 1, H, D, H};
+    char name[64];
+    for (uint64_t l = 0; l < L; l++)
         for (int k = 0; k < 9; k++) {
             snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, part[k]);
             if ((rc = check_shape(&g, name, cols[k], rows[k], err, errlen))) goto done;
         }
-    }
     const uint64_t total = V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
     m->data = malloc((size_t)total * sizeof(float));
     if (!m->data) {
@@ -253,24 +251,16 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
     m->emb = emb_p, m->rms_att = rms_att, m->wq = wq, m->wk = wk, m->wv = wv, m->wo = wo, m->rms_ffn = rms_ffn;
     m->w1 = w1, m->w2 = w2, m->w3 = w3, m->rms_final = rms_final;
     m->wcls = c.shared_classifier ? emb_p : wcls;
-    if ((rc = take(&g, "token_embd.weight", D, V, emb_p, err, errlen))) goto done;
-    if ((rc = take(&g, "output_norm.weight", D, 1, rms_final, err, errlen))) goto done;
-    if (!c.shared_classifier && (rc = take(&g, "output.weight", D, V, wcls, err, errlen))) goto done;
+    if ((rc = take(&g, "token_embd.weight", D * V, emb_p, err, errlen))) goto done;
+    if ((rc = take(&g, "output_norm.weight", D, rms_final, err, errlen))) goto done;
+    if (!c.shared_classifier && (rc = take(&g, "output.weight", D * V, wcls, err, errlen))) goto done;
     for (uint64_t l = 0; l < L; l++) {
-        char name[64];
-#define TAKE(suffix, cols, rows, dst)                                                   \
-    snprintf(name, sizeof name, "blk.%llu." suffix, (unsigned long long)l);             \
-    if ((rc = take(&g, name, cols, rows, dst, err, errlen))) goto done;
-        TAKE("attn_norm.weight", D, 1, rms_att + l * D)
-        TAKE("attn_q.weight", D, D, wq + l * D * D)
-        TAKE("attn_k.weight", D, kvd, wk + l * D * kvd)
-        TAKE("attn_v.weight", D, kvd, wv + l * D * kvd)
-        TAKE("attn_output.weight", D, D, wo + l * D * D)
-        TAKE("ffn_norm.weight", D, 1, rms_ffn + l * D)
-        TAKE("ffn_gate.weight", D, H, w1 + l * D * H)
-        TAKE("ffn_down.weight", H, D, w2 + l * D * H)
-        TAKE("ffn_up.weight", D, H, w3 + l * D * H)
-#undef TAKE
+        float *const dst[9] = {rms_att + l * D, wq + l * D * D,   wk + l * D * kvd, wv + l * D * kvd, wo + l * D * D,
+                               rms_ffn + l * D, w1 + l * D * H, w2 + l * D * H,   w3 + l * D * H};
+        for (int k = 0; k < 9; k++) {
+            snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, part[k]);
+            if ((rc = take(&g, name, cols[k] * rows[k], dst[k], err, errlen))) goto done;
+        }
     }
     if (getenv("KVC_GGUF_F32") == NULL && (rc = pack_quantised(&g, m, err, errlen))) /* KVC_GGUF_F32: f32 panels only */
         goto done;
