@@ -1,6 +1,6 @@
 /* kvc demo: the README's main job.
  * With the stories260K model (found through --model/--tokenizer, $KVC_MODEL,
- * $KVC_TOKENIZER, $KVC_MODEL_DIR or ../shared/models/stories260K): greedy
+ * $KVC_TOKENIZER, $KVC_MODEL_DIR or the repository's models/stories260K): greedy
  * text with exact and with subgen at 25% of the context, then a table of
  * perplexity and mean relative attention error per method at 25% and 50%.
  * Without it (or with --synthetic): a clustered synthetic trace and a table

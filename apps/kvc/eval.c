@@ -1,7 +1,7 @@
 /* kvc eval: stream a trace through one method, compare each output z_j with
  * exact attention over tokens 0..j computed in double, and summarise the
  * errors over the positions where the method is compressing (j + 1 > budget),
- * ALGORITHMS.md section 0. */
+ * docs/methods.md section 0. */
 #include "eval.h"
 
 #include <inttypes.h>
@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "                [--head H] [--prefix P] [--reference auto|mpfr|f64] [method flags]\n"
             "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
             "  M is one of the library's methods (an unknown name lists them). N is the cache budget in tokens\n"
-            "  (sink + window + current token + method, ALGORITHMS.md section 0).\n"
+            "  (sink + window + current token + method, docs/methods.md section 0).\n"
             "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d); a prefill method\n"
             "  compresses the whole trace as its prompt unless --prefix P says otherwise.\n"
             "  --bytes-pct P (1..100) instead of --budget: the most tokens whose arena (rows in --dtype,\n"

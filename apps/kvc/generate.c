@@ -37,6 +37,10 @@ static int sample(const float *logits, int n, float temp, kvc_rng *r)
     return n - 1;
 }
 
+#ifndef KVC_DEFAULT_MODEL_DIR
+#define KVC_DEFAULT_MODEL_DIR "models/stories260K"
+#endif
+
 int kvc_model_paths(const char **model, const char **tok)
 {
     static char mbuf[4096], tbuf[4096];
@@ -49,7 +53,7 @@ int kvc_model_paths(const char **model, const char **tok)
         if (env) *tok = env;
     }
     const char *dir = getenv("KVC_MODEL_DIR");
-    if (!dir) dir = "../shared/models/stories260K";
+    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
     if (!*model) snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dir), *model = mbuf;
     if (!*tok) snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dir), *tok = tbuf;
     return 0;
@@ -186,7 +190,7 @@ static void generate_usage(FILE *f)
                "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [--threads N]\n"
                "                    [method flags]\n"
                "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
-               "  ../shared/models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
+               "  the clone's models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
                "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
                "  --threads N (1..64, default 1): decoder threads (products by output rows, attention\n"
                "  split-K over the cache; the library itself starts none).\n"

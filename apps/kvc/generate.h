@@ -17,7 +17,7 @@ struct kvc_method_opts;
 /** Generate and print; @p mo (may be NULL) holds method flags and --dtype. 0 ok, 1 failure, 2 usage. */
 int kvc_generate_run(const kvc_generate_params *p, const struct kvc_method_opts *mo);
 /** Fill unset model/tokenizer paths from $KVC_MODEL, $KVC_TOKENIZER, $KVC_MODEL_DIR
- *  (default ../shared/models/stories260K). */
+ *  (default KVC_DEFAULT_MODEL_DIR: the source tree's models/stories260K, set by CMake). */
 int kvc_model_paths(const char **model, const char **tok);
 #include "llama2c.h"
 /** Load a model and its tokenizer (paths as kvc_model_paths fills them);

@@ -2,7 +2,7 @@
  * kvc synth: synthetic attention traces with structure.
  *
  * Why structure: with i.i.d. zero-mean values ||Attn|| ~ 0 and every
- * compression method looks the same (ALGORITHMS.md §0). Each kind below plants
+ * compression method looks the same (docs/methods.md §0). Each kind below plants
  * one structure a method may or may not exploit, and the printed statistics
  * show how much of it there is. The designs assume the library's default score
  * scale beta = 1/sqrt(D); with SubGen's beta = 1 every score gap below grows by

@@ -1,4 +1,4 @@
-/* Budget -> parameters for every method (ALGORITHMS.md section 0), and the
+/* Budget -> parameters for every method (docs/methods.md section 0), and the
  * arena layout of the stream wrapper. One function derives everything so the
  * size function, init and the printed plan can never disagree. */
 #include <math.h>

@@ -27,7 +27,7 @@
 #include "llama2c.h"
 
 #ifndef KVC_DEFAULT_MODEL_DIR
-#define KVC_DEFAULT_MODEL_DIR "../shared/models/stories260K"
+#define KVC_DEFAULT_MODEL_DIR "models/stories260K"
 #endif
 
 static const char *impls[] = {"scalar", "avx2", "avx512"};

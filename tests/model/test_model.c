@@ -1,6 +1,6 @@
 /* The cache manager and the llama2.c decoder on the real stories260K model.
  * Model tests skip (77) with a message when the model is not found: set
- * KVC_MODEL_DIR, or keep ../shared/models/stories260K beside the repository. */
+ * KVC_MODEL_DIR, default: the repository's models/stories260K. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include "kvc/kvc_rng.h"
 
 #ifndef KVC_DEFAULT_MODEL_DIR
-#define KVC_DEFAULT_MODEL_DIR "../shared/models/stories260K"
+#define KVC_DEFAULT_MODEL_DIR "models/stories260K"
 #endif
 
 static int load_model(kvc_l2c_model *m, kvc_l2c_tokenizer *t)

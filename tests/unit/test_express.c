@@ -1,5 +1,5 @@
 /* Thinformer Express: kernel halving, the streaming cache's invariants
- * (EXPRESS.md section 8.2), exactness, and the offline twin. */
+ * (docs/express.md section 8.2), exactness, and the offline twin. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -227,7 +227,7 @@ static int express_first_queries_exact(void)
     return 0;
 }
 
-/* ---- Offline-Express (EXPRESS.md section 4, Alg. 9), written independently
+/* ---- Offline-Express (docs/express.md section 4, Alg. 9), written independently
  * here over token ids, with the same keyed draws ---- */
 typedef struct oe_ctx {
     const float *K, *V;

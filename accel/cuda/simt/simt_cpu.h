@@ -1,5 +1,5 @@
 // The CPU SIMT runtime: CUDA C kernels compiled as C++ and executed on the
-// CPU, one fiber per CUDA thread (../../../shared/spec/CUDA-ON-CPU.md, the
+// CPU, one fiber per CUDA thread (accel/cuda/README.md, the
 // design of section 2.5, written for this project).
 //
 // What it keeps of CUDA:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The injected-bug matrix (CUDA-ON-CPU.md section 6, re-created for the
+# The injected-bug matrix (accel/cuda/README.md, the injected-bug matrix, re-created for the
 # kernels of accel/cuda): every variant cuda_bug<k>[_asan|_tsan] (KVC_BUG=k)
 # runs the matrix shapes (f16, 3 query heads, n = 4001, 4096 and 1001) in
 # four configurations of the CPU SIMT runtime:

@@ -1,6 +1,6 @@
 /**
  * @file kvc_express.h
- * @brief Thinformer Express (Gong et al.; rebuilt in EXPRESS.md):
+ * @brief Thinformer Express (Gong et al.; rebuilt in docs/express.md):
  *        introspection of a stream whose method is KVC_METHOD_EXPRESS.
  *
  * Budget -> parameters (method budget B tokens = budget - n_sink - n_window - 1):

@@ -28,7 +28,7 @@
     X(balancekv, BALANCEKV, 5, "BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance")     \
     X(balancekv_prefill, BALANCEKV_PREFILL, 6,                                                                 \
       "BalanceKV's prefill compression: T rounds of halving blocks of b, causal replay, then an exact tail")  \
-    X(express, EXPRESS, 7, "Thinformer Express: kernel halving, Compress2, Subsample (EXPRESS.md)")            \
+    X(express, EXPRESS, 7, "Thinformer Express: kernel halving, Compress2, Subsample (docs/express.md)")            \
     X(express_prefill, EXPRESS_PREFILL, 8,                                                                     \
       "Express over a known prompt (equal to Offline-Express on it), then an exact tail")                     \
     X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")       \

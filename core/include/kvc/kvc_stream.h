@@ -9,7 +9,7 @@
  * cache of everything that left the window. A token enters the method when it
  * is pushed out of the window by the next append ("attend first, then update").
  *
- * Budget (ALGORITHMS.md section 0): a budget of N tokens is N*(d+dv) stored
+ * Budget (docs/methods.md section 0): a budget of N tokens is N*(d+dv) stored
  * cache elements; key-only entries cost d/(d+dv) of a token. It covers sink,
  * window, the current token and the method, and bounds the peak (no transient
  * copies exist in any update). Per-entry metadata (weights, counters, token
@@ -86,7 +86,7 @@ typedef struct kvc_balancekv_params {
                               default 1, kappa default 0.025). Prefill is always self-normalised. */
 } kvc_balancekv_params;
 
-/** How kernel halving sets its threshold scale L (EXPRESS.md section 6.4). */
+/** How kernel halving sets its threshold scale L (docs/express.md section 6.4). */
 enum {
     KVC_EXPRESS_L_THEORY = 1, /**< L = 1/2 + ln(2S/delta_call), the summable delta schedule */
     KVC_EXPRESS_L_CONST = 2   /**< a constant L */

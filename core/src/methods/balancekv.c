@@ -1,4 +1,4 @@
-/* BalanceKV (ALGORITHMS.md section 2.3, the paper's Algorithm 1), streaming:
+/* BalanceKV (docs/methods.md section 2.3, the paper's Algorithm 1), streaming:
  * one MergeAndReduce tree per value-norm bucket 2^(i-1) < ||v|| <= 2^i for a
  * window of b_max consecutive exponents ending at ceil(log2 v_max), and (paper
  * estimator only) one keys-only tree on (k, 1) for the denominator. When v_max

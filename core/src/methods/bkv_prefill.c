@@ -1,4 +1,4 @@
-/* BalanceKV prefill mode (ALGORITHMS.md section 2.4): the prompt's middle
+/* BalanceKV prefill mode (docs/methods.md section 2.4): the prompt's middle
  * tokens in blocks of b, T rounds of the pairing walk with the combined kernel
  * e^{beta<kbar,kbar'>} (<v,v'> + kappa), survivors re-blocked each round,
  * weights multiplying; incomplete blocks stay exact. Run as a MergeAndReduce

@@ -1,4 +1,4 @@
-/* Thinformer Express (EXPRESS.md sections 3-5): the coreset C (all of weight
+/* Thinformer Express (docs/express.md sections 3-5): the coreset C (all of weight
  * t = 4^r), streaming Compress2 (a base-4 counter of Halve groups) fed by a
  * stratified Subsample, and the three phases:
  *   exact  - the first s tokens enter C with weight 1;

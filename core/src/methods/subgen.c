@@ -1,4 +1,4 @@
-/* SubGen (ALGORITHMS.md section 1): online key clustering for the softmax
+/* SubGen (docs/methods.md section 1): online key clustering for the softmax
  * denominator, a ||v||^2-proportional reservoir for the numerator, and the
  * bounded-memory rule (start radius, doubling, greedy merge, key re-test).
  *
@@ -297,7 +297,7 @@ static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels 
     }
 }
 
-/* The numerator reservoir (ALGORITHMS.md section 1): every slot
+/* The numerator reservoir (docs/methods.md section 1): every slot
  * independently takes the token with probability ||v||^2 / mu. A slot's
  * weight mu / (s ||v||^2) is stored as the float 2^ref_exp / ||v||^2 times
  * the segment scale mu / (s 2^ref_exp): ref_exp is taken from the first

@@ -1,4 +1,4 @@
-/* SoftmaxBalance (ALGORITHMS.md section 2.1): choose which points of a batch
+/* SoftmaxBalance (docs/methods.md section 2.1): choose which points of a batch
  * survive a halving. Internal to the core. */
 #ifndef KVC_BALANCE_H
 #define KVC_BALANCE_H

@@ -1,4 +1,4 @@
-/* Offline-Express (EXPRESS.md section 4, the paper's Alg. 9) for a prefix of
+/* Offline-Express (docs/express.md section 4, the paper's Alg. 9) for a prefix of
  * n = 4^R s tokens held by the caller: recursive, no allocation (the caller
  * passes scratch), with the same keyed draws as the streaming method, so it selects
  * exactly the coreset the stream holds after n tokens. Each recursion level

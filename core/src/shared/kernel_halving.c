@@ -1,7 +1,7 @@
 /* Kernel halving with the key-value kernel
  *     K(x, x') = e^{tau<k,k'> - sigma} (<v,v'> + B^2),
  * B = max |v_c| over the call's points, sigma an upper bound of tau||k||^2
- * over them (a constant factor: no decision changes, EXPRESS.md section 1),
+ * over them (a constant factor: no decision changes, docs/express.md section 1),
  * keys optionally centred on the call's mean. Pair differences
  * f_i = K(x_2i, .) - K(x_2i+1, .); running a_j = <psi, f_j> over the pairs
  * already decided; pair i keeps its second point when u_i b_i M_i <= a_i,

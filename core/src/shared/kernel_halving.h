@@ -1,4 +1,4 @@
-/* Kernel halving (EXPRESS.md section 2), the Thinformer variant: a
+/* Kernel halving (docs/express.md section 2), the Thinformer variant: a
  * self-balancing walk over consecutive pairs with the cumulative-max
  * threshold, symmetrized by one coin per call. Internal to the core. */
 #ifndef KVC_KERNEL_HALVING_H
@@ -31,7 +31,7 @@ void kvc_kh_select(kvc_kh_io *io);
 uint64_t kvc_kh_key(uint64_t seed, uint32_t tag, uint32_t round, uint32_t sibling, uint32_t level,
                     uint64_t index);
 
-/* The L of the EXPRESS.md section 6.4 delta schedule for round r with k_r = min(4^r, c). */
+/* The L of the docs/express.md section 6.4 delta schedule for round r with k_r = min(4^r, c). */
 double kvc_kh_theory_L(double delta, uint32_t round, uint32_t k_r, size_t S);
 
 #endif

@@ -1,4 +1,4 @@
-/* MergeAndReduce, bounded mode (ALGORITHMS.md section 2.2), internal.
+/* MergeAndReduce, bounded mode (docs/methods.md section 2.2), internal.
  *
  * Levels 0..T. Level 0 holds up to t input units of weight q = 2^e0; every t
  * units it is halved by SoftmaxBalance and the t/2 survivors climb: a level

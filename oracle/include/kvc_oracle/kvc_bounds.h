@@ -1,7 +1,7 @@
 /**
  * @file kvc_bounds.h
  * @brief Statistical checks of each method's error bound against the MPFR
- *        oracle (ALGORITHMS.md section 5).
+ *        oracle (docs/methods.md section 5).
  *
  * For one trace, a list of budgets and R seeds, kvc_oracle_measure streams the
  * trace through the method and, at P query positions in the second half of
