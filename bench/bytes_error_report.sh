@@ -3,7 +3,7 @@
 # bytes"): SmolLM2-135M teacher-forced over the GPL-3 text, N tokens, layers
 # 0 7 15 22 29, query heads 0 3 6 (one per kv head), seed 1; every method x
 # storage type at 10%, 25% and 50% of the bytes of an f16 exact cache
-# (kvc eval --bytes-pct: the most tokens whose arena fits), sinks = window = 32,
+# (kvc eval --budget P%f16: the most tokens whose arena fits), sinks = window = 32,
 # all scored on the same positions N/2.. against the f64 reference. Writes
 # OUT/bytes_error.csv (one row per run) as it goes and prints the table of
 # means over the 15 (layer, head) runs.
@@ -31,7 +31,7 @@ for dt in $dtypes; do for m in $methods; do
   for pct in 10 25 50; do
     sum=0; cnt=0; tok=0
     for l in $layers; do for h in 0 3 6; do
-      line=$($kvc eval --trace "$out/smollm2/L$l" --head $h --seed 1 --bytes-pct $pct --sink 32 --window 32 \
+      line=$($kvc eval --trace "$out/smollm2/L$l" --head $h --seed 1 --budget ${pct}%f16 --sink 32 --window 32 \
                --score-from $((n / 2)) --reference f64 --method "$m" --dtype "$dt" ${EXTRA:-} 2>/dev/null | tail -n 1) || line=""
       case $line in mean_rel_error=*) ;; *) continue ;; esac
       e=$(echo "$line" | sed 's/mean_rel_error=\([^ ]*\).*/\1/')

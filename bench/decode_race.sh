@@ -31,7 +31,7 @@ for t in $threads; do
   tail -n +2 "$out/kvc_t$t.csv" | awk -F, -v t="$t" '{printf "kvcompress,%s,%s,%s,%s,%s,%s\n", $1, $2, $3, t, $7, $8}' >>"$csv"
   # exact with an f16 cache: the bytes of llama.cpp's default KV cache
   $kvc bench decode --model "$model" --context "$context" --steps "$steps" --rounds "$rounds" --threads "$t" \
-    --methods exact --budgets 100 --dtype f16 --csv "$out/kvc_f16_t$t.csv" --quiet | tee "$out/kvc_f16_t$t.txt"
+    --methods exact --budget 100% --dtype f16 --csv "$out/kvc_f16_t$t.csv" --quiet | tee "$out/kvc_f16_t$t.txt"
   f16=$(awk -F, '$1=="exact" {print $7; exit}' "$out/kvc_f16_t$t.csv")
   ours=$(awk -F, -v t="$t" '$1=="kvcompress" && $2=="exact" && $5==t {print $6}' "$csv")
   echo "kvcompress,exact-f16cache,100,$context,$t,$f16,$(python3 -c "print(f'{$f16/$ours:.4f}')")" >>"$csv"

@@ -8,7 +8,7 @@
 set -euo pipefail
 build=${1:-build-release}
 kvc=$build/apps/kvc/kvc
-bench=$build/bench/kvc-bench-cost
+bench="$build/apps/kvc/kvc bench cost"
 out=out/method-report
 mkdir -p "$out"
 $kvc dump --steps 512 --out "$out/stories" >/dev/null
@@ -36,8 +36,8 @@ table "clustered synthetic, n=16384, d=64" "$out/clustered" 0 32 32 2048 4096 81
 
 echo "## slopes of log mean normalised error on log memory (kvc oracle, 8 seeds x 16 positions)"
 for m in $methods; do
-  s1=$($kvc oracle --trace "$out/stories/L2" --head 0 --sink 8 --window 8 --method "$m" --budgets 64,128,256 --seeds 8 --positions 16 2>/dev/null | grep slope || true)
-  s2=$($kvc oracle --trace "$out/clustered" --method "$m" --budgets 2048,4096,8192 --seeds 8 --positions 16 2>/dev/null | grep slope || true)
+  s1=$($kvc oracle --trace "$out/stories/L2" --head 0 --sink 8 --window 8 --method "$m" --budget 64,128,256 --seeds 8 --positions 16 2>/dev/null | grep slope || true)
+  s2=$($kvc oracle --trace "$out/clustered" --method "$m" --budget 2048,4096,8192 --seeds 8 --positions 16 2>/dev/null | grep slope || true)
   echo "- $m: stories260K L2: ${s1#slope of log mean e on log memory: }; clustered: ${s2#slope of log mean e on log memory: }"
 done
 echo

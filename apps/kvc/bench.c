@@ -4,6 +4,7 @@
 #include "bench.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,23 +16,10 @@
 
 
 const char kvc_bench_shared_usage[] =
-    "  --model M.gguf|M.bin  model (default $KVC_SMOLLM2, else the path apps/fetch-smollm2.sh writes)\n"
-    "  --tokenizer T.bin     llama2.c models only\n"
-    "  --methods a,b,..      default: every method of the library (exact always runs as the reference)\n"
-    "  --budgets p,q,..      budgets in percent of the context, 1..100 (default 5,10,25); per layer and\n"
-    "                        kv head; sinks = window = min(32, budget/8) for every method that has them\n"
-    "  --bytes               budgets are percent of the bytes of an f16 exact cache of the context\n"
-    "                        (context x (d + dv) x 2 B per layer and kv head): each method keeps the most\n"
-    "                        tokens whose arena (rows in --dtype, metadata, scratch) fits; exact may be\n"
-    "                        listed in --methods (it then holds what fits); the reference stays f32\n"
-    "  --csv FILE            one row per measurement\n"
-    "  --seed S              keys, sampling seeds (default 1)\n"
-    "  --threads N           workers (default: online CPUs)\n"
-    "  --quiet               no progress line\n"
-    "  --head-profile FILE   (with --bytes) add a head-wise twin of every column: each (layer, kv head)\n"
-    "                        of the profile (kvc profile) gets a share of the same total bytes by its kind\n"
-    "  --head-shares s,r,d   byte weights of streaming, retrieval, diffuse heads (default 0.25,2,1)\n"
-    "  --head-methods k=M,.. method per kind (streaming=, retrieval=, diffuse=; default the column's)\n";
+    "  The shared options, model to budgets, are listed below; budgets (--budget) are shares of each\n"
+    "  context, P% of its tokens or P%f16 of an f16 exact cache's bytes, per layer and kv head; sinks =\n"
+    "  window = min(32, budget/8). With P%f16 each method keeps the most tokens whose arena (rows in\n"
+    "  --dtype, metadata, scratch) fits; exact may then be listed in --methods; the reference stays f32.\n";
 
 static const char *tok_path_opt;
 
@@ -126,18 +114,25 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
 
 size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n)
 {
-    fl[n++] = (kvc_flag){"--model", 's', &o->model_path, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--tokenizer", 's', &o->tokenizer_path, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--csv", 's', &o->csv_path, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--seed", 'u', &o->seed, 0, 18446744073709551615.0, NULL};
-    fl[n++] = (kvc_flag){"--threads", 'u', &o->threads_flag, 1, 64, NULL};
-    fl[n++] = (kvc_flag){"--quiet", 'b', &o->quiet, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--budgets", 's', &o->budgets_text, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--bytes", 'b', &o->bytes, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--head-profile", 's', &o->head_profile_path, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--head-shares", 's', &o->head_shares_text, 0, 0, NULL};
-    fl[n++] = (kvc_flag){"--head-methods", 's', &o->head_methods_text, 0, 0, NULL};
+    fl[n++] = (kvc_flag){"--model", 's', &o->model_path, 0, 0, NULL,
+                         "M.gguf|M.bin\tmodel (default $KVC_SMOLLM2, else the path apps/fetch-smollm2.sh writes)"};
+    fl[n++] = (kvc_flag){"--tokenizer", 's', &o->tokenizer_path, 0, 0, NULL, "T.bin\tllama2.c models only"};
+    fl[n++] = (kvc_flag){"--csv", 's', &o->csv_path, 0, 0, NULL, "FILE\tone row per measurement"};
+    fl[n++] = (kvc_flag){"--seed", 'u', &o->seed, 0, 18446744073709551615.0, NULL, "S\tkeys, sampling seeds (default 1)"};
+    fl[n++] = (kvc_flag){"--threads", 'u', &o->threads_flag, 1, 64, NULL, "N\tworkers (default: online CPUs)"};
+    fl[n++] = (kvc_flag){"--quiet", 'b', &o->quiet, 0, 0, NULL, "\tno progress line"};
+    fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL,
+                         "a,b,..\tdefault: every method (exact always runs as the reference)"};
+    fl[n++] = (kvc_flag){"--budget", 's', &o->budgets_text, 0, 0, NULL,
+                         "P%,..|P%f16,..\tbudgets, all of one kind (default 5%,10%,25%)"};
+    fl[n++] = (kvc_flag){"--compression-ratio", 's', &o->ratios_text, 0, 0, NULL,
+                         "r,..\tkvpress's ratios (the share of each context removed): --budget (1-r)*100%"};
+    fl[n++] = (kvc_flag){"--head-profile", 's', &o->head_profile_path, 0, 0, NULL,
+                         "FILE\t(with P%f16) a head-wise twin of every column: each head of the profile (kvc profile) gets a share of the same bytes by its kind"};
+    fl[n++] = (kvc_flag){"--head-shares", 's', &o->head_shares_text, 0, 0, NULL,
+                         "s,r,d\tbyte weights of streaming, retrieval, diffuse heads (default 0.25,2,1)"};
+    fl[n++] = (kvc_flag){"--head-methods", 's', &o->head_methods_text, 0, 0, NULL,
+                         "k=M,..\tmethod per kind (streaming=, retrieval=, diffuse=; default the column's)"};
     return n;
 }
 
@@ -149,9 +144,48 @@ int kvc_bench_finish(kvc_bench_opts *o)
     if (!o->methods_text) /* the default list: exact is the reference only */
         for (int i = 0; i < o->n_methods; i++)
             if (o->methods[i] == KVC_METHOD_EXACT) o->methods[i--] = o->methods[--o->n_methods];
+    if (o->budgets_text && o->ratios_text) {
+        fprintf(stderr, "kvc bench: give --budget or --compression-ratio, not both\n");
+        return 1;
+    }
+    if (o->ratios_text) { /* kvpress's ratios: the share removed */
+        double r[KVC_BENCH_MAX_LIST];
+        int nr = 0;
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", o->ratios_text);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (nr == KVC_BENCH_MAX_LIST || kvc_cli_f64("--compression-ratio", t, 0.0, 0.99, &r[nr])) return 1;
+            nr++;
+        }
+        o->n_pct = 0;
+        for (int i = 0; i < nr; i++) {
+            const double pct = (1.0 - r[i]) * 100.0;
+            if (fabs(pct - floor(pct + 0.5)) > 1e-9) {
+                fprintf(stderr, "kvc bench: --compression-ratio %g: the grid takes whole percents (e.g. 0.75, 0.9)\n", r[i]);
+                return 1;
+            }
+            o->pcts[o->n_pct++] = (int)floor(pct + 0.5);
+        }
+    }
     if (o->budgets_text) {
-        o->n_pct = kvc_bench_int_list("--budgets", o->budgets_text, 1, 100, o->pcts, KVC_BENCH_MAX_LIST);
-        if (o->n_pct < 0) return 1;
+        kvc_budget b[KVC_BENCH_MAX_LIST];
+        const int nb = kvc_budget_list("--budget", o->budgets_text, b, KVC_BENCH_MAX_LIST);
+        if (nb < 0) return 1;
+        o->n_pct = 0;
+        o->bytes = b[0].kind == KVC_BUDGET_F16;
+        for (int i = 0; i < nb; i++) {
+            if ((b[i].kind != KVC_BUDGET_CONTEXT && b[i].kind != KVC_BUDGET_F16) || b[i].value != floor(b[i].value) ||
+                b[i].value > 100) {
+                fprintf(stderr, "kvc bench: --budget: the grid runs several contexts, so its budgets are whole shares "
+                                "of each, P%% (of its tokens) or P%%f16 (of its f16 exact cache's bytes), 1..100\n");
+                return 1;
+            }
+            if ((b[i].kind == KVC_BUDGET_F16) != o->bytes) {
+                fprintf(stderr, "kvc bench: --budget: give all budgets as P%% or all as P%%f16 (one reference column)\n");
+                return 1;
+            }
+            o->pcts[o->n_pct++] = (int)b[i].value;
+        }
     }
     tok_path_opt = o->tokenizer_path;
     o->head_plan.share[KVC_HEAD_STREAMING] = 0.25, o->head_plan.share[KVC_HEAD_RETRIEVAL] = 2.0;
@@ -162,7 +196,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
     }
     if (o->head_profile_path) {
         if (!o->bytes) {
-            fprintf(stderr, "kvc bench: --head-profile shares a byte budget: give --bytes\n");
+            fprintf(stderr, "kvc bench: --head-profile shares a byte budget: give --budget P%%f16\n");
             return 1;
         }
         static kvc_head_profile profile; /* one per process: a command runs one bench */
@@ -183,7 +217,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
             }
             g = &o->cfg[o->n_cfg++];
             g->method = o->methods[i], g->pct = o->pcts[j], g->reference = 0;
-            snprintf(g->label, sizeof g->label, "%s %d%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "B" : "");
+            snprintf(g->label, sizeof g->label, "%s %d%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "f16" : "");
             if (o->heads && !(o->methods[i] == KVC_METHOD_EXACT)) { /* its head-wise twin */
                 if (o->n_cfg == KVC_BENCH_MAX_CFG) {
                     fprintf(stderr, "kvc bench: at most %d columns\n", KVC_BENCH_MAX_CFG - 1);
@@ -192,7 +226,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
                 kvc_bench_cfg *t = &o->cfg[o->n_cfg++];
                 *t = *g;
                 t->headwise = 1;
-                snprintf(t->label, sizeof t->label, "%s %d%%B heads", kvc_method_name(g->method), g->pct);
+                snprintf(t->label, sizeof t->label, "%s %d%%f16 heads", kvc_method_name(g->method), g->pct);
             }
         }
     return 0;
@@ -460,21 +494,31 @@ void kvc_bench_progress_end(kvc_bench_progress *p)
     if (!p->quiet && isatty(2)) fputc('\n', stderr);
 }
 
+/* the benchmarks: one table for the dispatch and the usage text */
+static const struct {
+    const char *name, *what;
+    int (*run)(int, char **);
+} benches[] = {
+    {"recall", "passkey retrieval accuracy per method x budget x context length", kvc_bench_recall},
+    {"ppl", "perplexity of a long text, every token through each method's cache", kvc_bench_ppl},
+    {"decode", "decode tokens per second after a long context, ratio to exact", kvc_bench_decode},
+    {"kernels", "attention GB/s per kernel table and storage type, ratio to the read bandwidth", kvc_bench_kernels},
+    {"cost", "per-token update and per-query cost of each method, ratio to exact attention", kvc_bench_cost},
+};
+
 int kvc_cmd_bench(int argc, char **argv)
 {
+    const size_t nb = sizeof benches / sizeof benches[0];
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: kvc bench recall|ppl|decode|kernels [options]   (kvc bench <which> --help)\n"
-                   "  recall  passkey retrieval accuracy per method x budget x context length\n"
-                   "  ppl     perplexity of a long text, every token through each method's cache\n"
-                   "  decode  decode tokens per second after a long context, ratio to exact\n"
-                   "  kernels attention GB/s per kernel table and storage type, ratio to the read bandwidth\n");
+        fprintf(f, "usage: kvc bench <which> [options]   (kvc bench <which> --help)\n");
+        for (size_t i = 0; i < nb; i++) fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].what);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "recall")) return kvc_bench_recall(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "ppl")) return kvc_bench_ppl(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "decode")) return kvc_bench_decode(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "kernels")) return kvc_bench_kernels(argc - 1, argv + 1);
-    fprintf(stderr, "kvc bench: unknown benchmark '%s' (recall, ppl, decode or kernels)\n", argv[1]);
+    for (size_t i = 0; i < nb; i++)
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kvc bench: unknown benchmark '%s' (", argv[1]);
+    for (size_t i = 0; i < nb; i++) fprintf(stderr, "%s%s", i ? ", " : "", benches[i].name);
+    fprintf(stderr, ")\n");
     return 2;
 }

@@ -16,6 +16,8 @@ int kvc_cmd_bench(int argc, char **argv);
 
 /** `kvc bench kernels`: attention GB/s per kernel table and storage type, against the read bandwidth. */
 int kvc_bench_kernels(int argc, char **argv);
+/** kvc bench cost: update and query cost per method against exact attention (bench_cost.c). */
+int kvc_bench_cost(int argc, char **argv);
 
 #define KVC_BENCH_MAX_CFG 64
 #define KVC_BENCH_MAX_LIST 16
@@ -24,9 +26,9 @@ int kvc_bench_kernels(int argc, char **argv);
 typedef struct kvc_bench_cfg {
     kvc_method method;
     int pct;
-    int reference;  /* 1: the exact reference column (f32 in --bytes mode) */
-    int headwise;   /* 1: budgets per (layer, kv head) from --head-profile (--bytes only) */
-    char label[40]; /* "subgen 10%", or "subgen 10%B" with --bytes, "subgen 10%B heads" head-wise */
+    int reference;  /* 1: the exact reference column (f32 with P%f16 budgets) */
+    int headwise;   /* 1: budgets per (layer, kv head) from --head-profile (P%f16 only) */
+    char label[40]; /* "subgen 10%", or "subgen 10%f16" in bytes, "subgen 10%f16 heads" head-wise */
 } kvc_bench_cfg;
 
 /** Options the three benchmarks share. */
@@ -37,7 +39,7 @@ typedef struct kvc_bench_opts {
     uint64_t seed;
     int threads;
     int quiet;              /* no progress line */
-    int bytes;              /* --bytes: budgets are percent of the f16 exact cache's bytes */
+    int bytes;              /* --budget P%f16: budgets are percent of the f16 exact cache's bytes */
     kvc_bench_cfg cfg[KVC_BENCH_MAX_CFG];
     int n_cfg;              /* cfg[0] is exact */
     int pcts[KVC_BENCH_MAX_LIST], n_pct;
@@ -47,7 +49,7 @@ typedef struct kvc_bench_opts {
     kvc_head_profile *heads;    /* --head-profile (static storage), NULL without */
     kvc_head_plan head_plan;    /* --head-shares, --head-methods (methods 0: the column's own) */
     /* as given on the command line, turned into the fields above by kvc_bench_finish */
-    const char *tokenizer_path, *methods_text, *budgets_text;
+    const char *tokenizer_path, *methods_text, *budgets_text, *ratios_text;
     const char *head_profile_path, *head_shares_text, *head_methods_text;
     uint64_t threads_flag; /* 0: not given */
 } kvc_bench_opts;
@@ -58,7 +60,7 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd);
 #include "cli.h"
 
 /** Append the shared flags (--model --tokenizer --csv --seed --threads --quiet
- *  --methods a,b,.. --budgets p,q,.. in percent of the context, --bytes) to @p fl for
+ *  --methods a,b,.. --budget P%,..|P%f16,.. --compression-ratio r,..) to @p fl for
  *  kvc_cli_parse, which also takes the method tuning flags into o->mo.
  *  --head-profile --head-shares --head-methods). Returns the new count (12 more). */
 size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n);
@@ -72,7 +74,7 @@ int kvc_bench_finish(kvc_bench_opts *o);
  *        ragged cache of the profile (kvc_cache_init_heads): stream i of kind
  *        k gets pct % x (f16 exact bytes) x n x share[k] / (sum of the shares
  *        of all n streams) bytes, at most the context's tokens, filled as
- *        --bytes fills every method (kvc_method_opts_fit_bytes).
+ *        P%f16 budgets fill every method (kvc_method_opts_fit_bytes).
  * @param bytes  the arena's bytes (may be NULL).
  * @return the arena (free() it), or NULL after printing why.
  */
@@ -85,7 +87,7 @@ extern const char kvc_bench_shared_usage[];
 /**
  * @brief The stream configuration of @p g on a context of @p context tokens
  *        (budget = pct % of it, sinks = window = min(32, budget / 8); prefill
- *        methods compress the first @p prefix_len tokens). With --bytes the
+ *        methods compress the first @p prefix_len tokens). With P%f16 the
  *        budget is the largest whose arena fits pct % of the f16 exact
  *        cache's bytes, context x (d + dv) x 2 (kvc_stream_budget_for_bytes),
  *        and the reference column stores f32. For a head-wise column @p sc is

@@ -29,15 +29,11 @@ typedef struct dec {
 static void decode_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvc bench decode [--context N] [--steps S] [--rounds R] [--text FILE] [shared options]\n"
-            "  Decode tokens per second after N context tokens (default: the model's context minus\n"
-            "  R*S) of FILE (default the GPL-3 text, repeated as needed), S greedy steps (default 32)\n"
-            "  per method per round, R rounds (default 5, at most 64); prints tokens/s, the median\n"
-            "  per-round ratio to exact, the time to fill each cache from the recorded context and\n"
-            "  its peak bytes. --threads N: decoder threads (default 1; products by output rows,\n"
-            "  attention split-K over the cache).\n%s",
+            "usage: kvc bench decode [--context N] [--steps S] [--rounds R] [--text FILE] [options]\n"
+            "  Decode tokens per second after N context tokens of FILE (repeated as needed), S greedy\n"
+            "  steps per method per round, R rounds; prints tokens/s, the median per-round ratio to\n"
+            "  exact, the time to fill each cache from the recorded context and its peak bytes.\n%s",
             kvc_bench_shared_usage);
-    kvc_method_opts_usage_print(f);
 }
 
 int kvc_bench_decode(int argc, char **argv)
@@ -48,10 +44,14 @@ int kvc_bench_decode(int argc, char **argv)
     uint64_t context = 0, steps = 32, rounds = 5;
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
-    fl[nf++] = (kvc_flag){"--context", 'u', &context, 16, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 4096, NULL};
-    fl[nf++] = (kvc_flag){"--rounds", 'u', &rounds, 1, 64, NULL};
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
+    for (size_t j = 0; j < nf; j++) /* here --threads are the decoder's, not workers */
+        if (!strcmp(fl[j].name, "--threads"))
+            fl[j].help = "N\tdecoder threads (default 1; products by output rows, split-K attention)";
+    fl[nf++] = (kvc_flag){"--context", 'u', &context, 16, 1u << 20, NULL,
+                          "N\tcontext tokens before decoding (default: the model's context minus R*S)"};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 4096, NULL, "S\tgreedy steps per method per round (default 32)"};
+    fl[nf++] = (kvc_flag){"--rounds", 'u', &rounds, 1, 64, NULL, "R\trounds (default 5)"};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tthe context's text (default the GPL-3 text)"};
     const int prc = kvc_cli_parse("bench decode", argc, argv, fl, nf, &o.mo, decode_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;

@@ -103,24 +103,23 @@ static int attend_threads(attend_job *a, float *out, size_t threads)
 
 static void kernels_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc bench kernels [--n 1024,4096,16384,65536] [--threads 1,2] [--reps R] [--seed S]\n"
+    fprintf(f, "usage: kvc bench kernels [--n N,..] [--threads T,..] [--reps R] [--seed S]\n"
                "  Exact attention (d = 64, 3 query heads per kv head) over n cached tokens, every kernel\n"
                "  table this CPU runs x {f32, f16, int8} x thread counts: GB/s of cache read, ratio to a\n"
                "  streaming read of the same bytes on as many threads (bw_ratio), to the reference\n"
                "  table (vs_ref) and to OpenBLAS (vs_blas: sgemm, softmax, sgemm on f32 rows; libopenblas\n"
-               "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Several threads\n"
-               "  run the attend split-K. R repetitions (default 20), medians. Ends with the summary line\n"
-               "  for f32, n = 16384, one thread, the best table.\n");
+               "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Ends with the\n"
+               "  summary line for f32, n = 16384, one thread, the best table.\n");
 }
 
 int kvc_bench_kernels(int argc, char **argv)
 {
     const char *n_list = NULL, *t_list = NULL;
     uint64_t reps = 20, seed = 1;
-    const kvc_flag fl[] = {{"--n", 's', &n_list, 0, 0, NULL},
-                           {"--threads", 's', &t_list, 0, 0, NULL},
-                           {"--reps", 'u', &reps, 3, 10000, NULL},
-                           {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL}};
+    const kvc_flag fl[] = {{"--n", 's', &n_list, 0, 0, NULL, "N,..\tcached tokens (default 1024,4096,16384,65536)"},
+                           {"--threads", 's', &t_list, 0, 0, NULL, "T,..\tthread counts; several run the attend split-K (default 1,2)"},
+                           {"--reps", 'u', &reps, 3, 10000, NULL, "R\trepetitions, medians (default 20)"},
+                           {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL, "S\tseed of the cached rows (default 1)"}};
     const int prc = kvc_cli_parse("bench kernels", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, kernels_usage);
     if (prc) return prc == 1 ? 0 : 2;
     int ns[KVC_BENCH_MAX_LIST] = {1024, 4096, 16384, 65536}, n_n = 4;

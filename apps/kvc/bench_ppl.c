@@ -79,13 +79,12 @@ static void run_cfg(void *vctx, int g, int wid)
 static void ppl_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvc bench ppl [--text FILE] [--max-tokens N] [shared options]\n"
+            "usage: kvc bench ppl [--text FILE] [--max-tokens N] [options]\n"
             "  Teacher-forced perplexity of FILE (default /usr/share/common-licenses/GPL-3, about\n"
             "  8k tokens for SmolLM2), first N tokens (default: the model's context), every token\n"
-            "  through each method's cache; budgets are percent of N. Prints perplexity per method x\n"
-            "  budget and its ratio to exact; CSV: one row per configuration.\n%s",
+            "  through each method's cache. Prints perplexity per method x budget and its ratio to\n"
+            "  exact; CSV: one row per configuration.\n%s",
             kvc_bench_shared_usage);
-    kvc_method_opts_usage_print(f);
 }
 
 int kvc_bench_ppl(int argc, char **argv)
@@ -96,8 +95,8 @@ int kvc_bench_ppl(int argc, char **argv)
     uint64_t max_tokens = 0;
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tthe text (default the GPL-3 text)"};
+    fl[nf++] = (kvc_flag){"--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL, "N\tits first N tokens (default: the model's context)"};
     const int prc = kvc_cli_parse("bench ppl", argc, argv, fl, nf, &o.mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;

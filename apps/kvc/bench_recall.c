@@ -230,10 +230,7 @@ static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
 static void recall_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90]\n"
-            "                        [--trials N] [--prefill exact|stream] [--haystack FILE] [shared options]\n"
-            "  --haystack FILE: natural text instead of the repeated filler sentences (blocks of ~100\n"
-            "  bytes of FILE, in order), where key outliers are not easy to spot.\n"
+            "usage: kvc bench recall [--contexts 1024,2048,4096,8192] [--depths 10,30,50,70,90] [options]\n"
             "  Passkey retrieval: a random 5-digit key (seeded) at each depth (percent of the\n"
             "  haystack) of each context length (prompt + answer tokens); greedy answer of at most\n"
             "  %d tokens; correct when its first run of digits is the key. Prints accuracy per\n"
@@ -241,7 +238,6 @@ static void recall_usage(FILE *f)
             "  first gets the queries of the haystack's last 32 positions (snapkv's observation window,\n"
             "  without the question); h2o and tova prefill through the cache (they score its attention).\n%s",
             MAX_ANSWER, kvc_bench_shared_usage);
-    kvc_method_opts_usage_print(f);
 }
 
 int kvc_bench_recall(int argc, char **argv)
@@ -255,11 +251,12 @@ int kvc_bench_recall(int argc, char **argv)
     const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL;
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
-    fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--trials", 'u', &trials, 1, 1000, NULL};
-    fl[nf++] = (kvc_flag){"--prefill", 's', &prefill, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--haystack", 's', &haystack, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL, "N,..\tcontext lengths in tokens (default 1024,2048,4096,8192)"};
+    fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL, "P,..\tneedle depths, percent of the haystack (default 10,30,50,70,90)"};
+    fl[nf++] = (kvc_flag){"--trials", 'u', &trials, 1, 1000, NULL, "N\tkeys per (context, depth) (default 1)"};
+    fl[nf++] = (kvc_flag){"--prefill", 's', &prefill, 0, 0, NULL, "exact|stream\thow the prompt enters each cache (default exact)"};
+    fl[nf++] = (kvc_flag){"--haystack", 's', &haystack, 0, 0, NULL,
+                          "FILE\tnatural text instead of the repeated filler sentences (blocks of ~100 bytes, in order)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)

@@ -6,6 +6,7 @@
  * Without it (or with --synthetic): a clustered synthetic trace and a table
  * of every method at one budget. */
 #include "demo.h"
+#include "method_opts.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,16 +52,21 @@ static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed
 
 static int model_demo(const char *model, const char *tok, const char *text, int ctx, uint64_t seed)
 {
-    const char *methods[2] = {"exact", "subgen"};
+    /* exact, then the recommended configuration (docs/quality.md, "At equal bytes"):
+       sink-window with int8 rows and a quarter of the budget for protected spans,
+       at 25% of an f16 exact cache's bytes */
+    kvc_method_opts rec;
+    memset(&rec, 0, sizeof rec);
+    rec.have_dtype = 1, rec.dtype = KVC_DTYPE_I8, rec.protect_pct = 25;
     for (int i = 0; i < 2; i++) {
-        if (i) printf("$ kvc generate --method %s --budget %d --steps %d\n", methods[i], ctx / 4, ctx / 2);
-        else printf("$ kvc generate --method %s --steps %d\n", methods[i], ctx / 2);
+        if (i) printf("$ kvc generate --method sink-window --dtype int8 --protect 25 --budget 25%%f16 --steps %d\n", ctx / 2);
+        else printf("$ kvc generate --method exact --steps %d\n", ctx / 2);
         kvc_generate_params gp;
         memset(&gp, 0, sizeof gp);
-        gp.model = model, gp.tokenizer = tok, gp.method = methods[i], gp.prompt = "";
+        gp.model = model, gp.tokenizer = tok, gp.method = i ? "sink-window" : "exact", gp.prompt = "";
         gp.steps = (uint64_t)(ctx / 2), gp.seed = seed, gp.sink = 32, gp.window = 32;
-        gp.budget = i ? (uint64_t)(ctx / 4) : 0;
-        if (kvc_generate_run(&gp, NULL) != 0) return 1;
+        gp.have_budget = i, gp.budget.kind = KVC_BUDGET_F16, gp.budget.value = 25;
+        if (kvc_generate_run(&gp, i ? &rec : NULL) != 0) return 1;
         printf("\n");
     }
     printf("$ kvc ppl --text %s --method M --budget B   (context %d; budgets 25%% and 50%%)\n", text, ctx);
@@ -70,7 +76,8 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
             uint32_t b = kvc_method_at(i) == KVC_METHOD_EXACT ? (uint32_t)ctx : (uint32_t)(ctx / frac);
             if (kvc_method_at(i) == KVC_METHOD_EXACT && frac != 4) continue;
             kvc_ppl_result r;
-            if (kvc_ppl_run(model, tok, text, kvc_method_at(i), b, 32, 32, seed, 0, 0, NULL, &r) != 0) return 1;
+            const kvc_budget bb = {KVC_BUDGET_TOKENS, (double)b};
+            if (kvc_ppl_run(model, tok, text, kvc_method_at(i), &bb, 32, 32, seed, 0, 0, NULL, &r) != 0) return 1;
             if (r.mean_rel_attn == r.mean_rel_attn)
                 printf("%-18s %8u %12.4f %16.4f %12.4e\n", kvc_method_name(kvc_method_at(i)), b, r.perplexity,
                        r.exact_perplexity, r.mean_rel_attn);
@@ -86,11 +93,12 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
 
 static void demo_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc demo [--model M.bin --tokenizer T.bin] [--text FILE] [--synthetic]\n"
-               "                [--n N] [--d D] [--budget B] [--seed S] [--dir DIR]\n"
-               "  With the stories260K model: generation and a perplexity table on FILE (default\n"
-               "  tests/data/story.txt). Otherwise, or with --synthetic: a clustered synthetic trace\n"
-               "  (defaults --n 8192 --d 64 --budget 512 --seed 1 --dir out/demo-trace).\n");
+    fprintf(f, "usage: kvc demo [--model M.bin --tokenizer T.bin] [--text FILE] [--synthetic] [options]\n"
+               "  With a llama2.c model (default: the clone's models/stories260K): greedy text with the\n"
+               "  exact cache and with the recommended compressed one (sink-window, int8 rows, protected spans\n"
+               "  at 25%% of an f16 exact cache's bytes), then a perplexity table of every method at 25%% and\n"
+               "  50%% of the context on FILE. With --synthetic (or no model): every method on a clustered\n"
+               "  synthetic trace at one budget (tokens or P%% of --n).\n");
 }
 
 int kvc_cmd_demo(int argc, char **argv)
@@ -99,18 +107,27 @@ int kvc_cmd_demo(int argc, char **argv)
     const char *dir = "out/demo-trace", *text = "tests/data/story.txt";
     int synthetic = 0;
     kvc_common_flags cf = kvc_common_flags_default();
-    cf.budget = 512;
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtbs", fl, 0);
-    fl[nf++] = (kvc_flag){"--text", 's', &text, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--synthetic", 'b', &synthetic, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--n", 'u', &n, 2, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--d", 'u', &d, 1, KVC_MAX_HEAD_DIM, NULL};
-    fl[nf++] = (kvc_flag){"--dir", 's', &dir, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--text", 's', &text, 0, 0, NULL, "FILE\ttext of the perplexity table (default tests/data/story.txt)"};
+    fl[nf++] = (kvc_flag){"--synthetic", 'b', &synthetic, 0, 0, NULL, "\tthe synthetic table even when a model is found"};
+    fl[nf++] = (kvc_flag){"--n", 'u', &n, 2, 1u << 20, NULL, "N\tsynthetic: tokens of the trace (default 8192)"};
+    fl[nf++] = (kvc_flag){"--d", 'u', &d, 1, KVC_MAX_HEAD_DIM, NULL, "D\tsynthetic: head dimension (default 64)"};
+    fl[nf++] = (kvc_flag){"--dir", 's', &dir, 0, 0, NULL, "DIR\tsynthetic: where the trace is written (default out/demo-trace)"};
     const int prc = kvc_cli_parse("demo", argc, argv, fl, nf, NULL, demo_usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_common_flags_finish("demo", &cf)) return 2;
     const char *model = cf.model, *tok = cf.tokenizer;
-    const uint64_t budget = cf.budget, seed = cf.seed;
+    const uint64_t seed = cf.seed;
+    uint64_t budget = 512; /* the synthetic table's default, in tokens */
+    if (cf.have_budget) {
+        if (cf.budget.kind != KVC_BUDGET_TOKENS && cf.budget.kind != KVC_BUDGET_CONTEXT) {
+            fprintf(stderr, "kvc demo: the synthetic table takes --budget in tokens or P%% of --n\n");
+            return 2;
+        }
+        budget = cf.budget.kind == KVC_BUDGET_TOKENS ? (uint64_t)cf.budget.value
+                                                      : (uint64_t)(cf.budget.value / 100.0 * (double)n + 0.999999);
+    }
     if (!synthetic) {
         kvc_model_paths(&model, &tok);
         FILE *f = fopen(model, "rb");
@@ -126,8 +143,8 @@ int kvc_cmd_demo(int argc, char **argv)
             return model_demo(model, tok, text, ctx, seed);
         }
         printf("kvc demo: no model at %s.\n"
-               "  The stories260K model (karpathy's tinyllamas: stories260K.bin + tok512.bin) runs the model\n"
-               "  demo; pass --model/--tokenizer or set KVC_MODEL_DIR. Showing the synthetic table instead.\n\n",
+               "  The stories260K model ships in the clone's models/stories260K; pass --model/--tokenizer\n"
+               "  or set KVC_MODEL_DIR. Showing the synthetic table instead.\n\n",
                model);
     }
     return synthetic_demo(n, d, budget, seed, dir);

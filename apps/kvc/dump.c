@@ -53,7 +53,7 @@ static void dump_usage(FILE *f)
                "                [--model M.bin|M.gguf] [--tokenizer T.bin]\n"
                "  K tokens (at most the model's context) with the exact cache: the prompt, then greedy\n"
                "  decoding; or, with --text, FILE's first K tokens teacher-forced. Writes\n"
-               "  DIR/L<l>/{q,k,v}.npy for every layer (or the listed ones). Flags take --flag value or --flag=value.\n");
+               "  DIR/L<l>/{q,k,v}.npy for every layer (or the listed ones).\n");
 }
 
 int kvc_cmd_dump(int argc, char **argv)
@@ -65,11 +65,11 @@ int kvc_cmd_dump(int argc, char **argv)
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_flag fl[12];
     size_t nf = kvc_common_flags_add(&cf, "mt", fl, 0);
-    fl[nf++] = (kvc_flag){"--prompt", 's', &prompt, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--out", 's', &out_dir, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--layers", 's', &layers, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 1u << 20, NULL};
+    fl[nf++] = (kvc_flag){"--prompt", 's', &prompt, 0, 0, NULL, "P\tthe prompt, then greedy decoding"};
+    fl[nf++] = (kvc_flag){"--out", 's', &out_dir, 0, 0, NULL, "DIR\twrites DIR/L<l>/{q,k,v}.npy"};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tteacher-force FILE's first K tokens instead"};
+    fl[nf++] = (kvc_flag){"--layers", 's', &layers, 0, 0, NULL, "a,b,..\tonly these layers (default all)"};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 1u << 20, NULL, "K\ttokens (at most the model's context)"};
     const int prc = kvc_cli_parse("dump", argc, argv, fl, nf, NULL, dump_usage);
     if (prc) return prc == 1 ? 0 : 2;
     model_path = cf.model, tok_path = cf.tokenizer;

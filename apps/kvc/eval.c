@@ -13,6 +13,10 @@
 #include "cli.h"
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
+
+#ifndef KVC_HAVE_ORACLE
+#define KVC_HAVE_ORACLE 0 /* kvc built without MPFR and LAPACKE (apps/kvc/CMakeLists.txt) */
+#endif
 #include "method_opts.h"
 #include "trace.h"
 
@@ -40,45 +44,37 @@ static double mean_of(const double *x, size_t n)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvc eval --trace DIR --method M --budget N|--bytes-pct P [--seed S] [--sink A] [--window B]\n"
-            "                [--head H] [--prefix P] [--reference auto|mpfr|f64] [method flags]\n"
-            "  DIR holds q.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16.\n"
-            "  M is one of the library's methods (an unknown name lists them). N is the cache budget in tokens\n"
-            "  (sink + window + current token + method, docs/methods.md section 0).\n"
-            "  Defaults: --seed 1 --sink 32 --window 32 --head 0, beta 1/sqrt(d); a prefill method\n"
-            "  compresses the whole trace as its prompt unless --prefix P says otherwise.\n"
-            "  --bytes-pct P (1..100) instead of --budget: the most tokens whose arena (rows in --dtype,\n"
-            "  metadata, scratch, header) fits P %% of an f16 exact cache of the trace, n (d + dv) 2 B.\n"
-            "  --score-from J: score positions J.. (default: where the method compresses, token count > N).\n"
-            "  --reference: exact attention in MPFR (160 bits, correctly rounded) or the two-pass double\n"
-            "  path (checked against MPFR in tests/oracle); auto = MPFR when n*n*d <= 2^31.\n"
-            "  method flags:\n");
-    kvc_method_opts_usage_print(f);
+    fprintf(f, "usage: kvc eval --trace DIR --method M --budget B [options] [method flags]\n"
+               "  Streams a q/k/v trace through a method and compares every scored position with exact\n"
+               "  attention (rel_error and the papers' norm_error, mean and p99). The budget covers\n"
+               "  sink + window + current token + method (docs/methods.md section 0); a prefill method\n"
+               "  compresses the whole trace as its prompt unless --prefix says otherwise.\n");
 }
 
 int kvc_cmd_eval(int argc, char **argv)
 {
     const char *trace_dir = NULL, *reference = "auto";
-    uint64_t head = 0, prefix = 0, bytes_pct = 0, score_from = 0;
+    uint64_t head = 0, prefix = 0, score_from = 0;
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_method_opts mo;
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "Mbskw", fl, 0);
-    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--prefix", 'u', &prefix, 1, 1u << 28, NULL};
-    fl[nf++] = (kvc_flag){"--reference", 's', &reference, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--bytes-pct", 'u', &bytes_pct, 1, 100, NULL};
-    fl[nf++] = (kvc_flag){"--score-from", 'u', &score_from, 1, 1u << 28, NULL};
+    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL, "DIR\tq.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16"};
+    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
+    fl[nf++] = (kvc_flag){"--prefix", 'u', &prefix, 1, 1u << 28, NULL,
+                          "P\tprompt length a prefill method compresses (default: the whole trace)"};
+    fl[nf++] = (kvc_flag){"--reference", 's', &reference, 0, 0, NULL,
+                          "auto|mpfr|f64\texact attention in MPFR (160 bits) or two-pass double; auto: MPFR when n*n*d <= 2^31"};
+    fl[nf++] = (kvc_flag){"--score-from", 'u', &score_from, 1, 1u << 28, NULL,
+                          "J\tscore positions J.. (default: where the method compresses)"};
     const int prc = kvc_cli_parse("eval", argc, argv, fl, nf, &mo, usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_common_flags_finish("eval", &cf)) return 2;
     const char *method_name = cf.method;
-    const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
-    const int have_budget = cf.have_budget;
-    if (!trace_dir || !method_name || (!have_budget && !bytes_pct)) {
-        fprintf(stderr, "kvc eval: --trace, --method and --budget (or --bytes-pct) are required\n");
+    const uint64_t seed = cf.seed, sink = cf.sink, window = cf.window;
+    if (!trace_dir || !method_name || !cf.have_budget) {
+        fprintf(stderr, "kvc eval: --trace, --method and --budget are required\n");
         usage(stderr);
         return 2;
     }
@@ -86,6 +82,14 @@ int kvc_cmd_eval(int argc, char **argv)
         fprintf(stderr, "kvc eval: --reference must be auto, mpfr or f64\n");
         return 2;
     }
+#if !KVC_HAVE_ORACLE
+    if (!strcmp(reference, "mpfr")) {
+        fprintf(stderr, "kvc eval: --reference mpfr needs the oracle, which this kvc was built without: install\n"
+                        "  MPFR and LAPACKE (Debian: apt-get install libmpfr-dev liblapacke-dev) and configure\n"
+                        "  with -DKVC_BUILD_ORACLE=ON; --reference f64 (auto here) needs neither\n");
+        return 2;
+    }
+#endif
     kvc_method method;
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
         char names[512];
@@ -103,28 +107,26 @@ int kvc_cmd_eval(int argc, char **argv)
         return 1;
     }
 
-    kvc_stream_config cfg = kvc_stream_config_default(
-        method, (uint32_t)tr.d, (uint32_t)tr.dv,
-        kvc_cli_clamp_budget("eval", budget, kvc_cli_usable_tokens(tr.n, sink, window),
-                             "tokens in the trace (or the sink + window + 2 the layout needs)"),
-        seed);
+    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, 1, seed);
     cfg.n_sink = (uint32_t)sink;
     cfg.n_window = (uint32_t)window;
     kvc_method_opts_apply(&mo, &cfg);
     /* a prefill method compresses the whole trace as its prompt unless told otherwise */
     cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
-    if (bytes_pct) {
-        /* the most tokens whose arena fits P % of an f16 exact cache of the trace */
-        const uint64_t target = (uint64_t)tr.n * (tr.d + tr.dv) * 2u * bytes_pct / 100u;
-        if (kvc_method_opts_fit_bytes(&mo, &cfg, target, (uint32_t)tr.n) == 0) {
-            fprintf(stderr, "kvc eval: no budget of %s fits %" PRIu64 " bytes (%" PRIu64 "%% of an f16 exact cache)\n",
-                    method_name, target, bytes_pct);
-            kvc_trace_free(&tr);
-            return 1;
-        }
-        printf("kvc eval: --bytes-pct %" PRIu64 ": %" PRIu64 " B per stream -> budget %" PRIu32 " tokens, arena %zu B "
-               "(%.1f%% of f16 exact, %.1f%% of f32)\n",
-               bytes_pct, target, cfg.budget, kvc_stream_arena_size(&cfg),
+    const int in_bytes = cf.budget.kind == KVC_BUDGET_F16 || cf.budget.kind == KVC_BUDGET_BYTES;
+    if (kvc_budget_resolve("eval", &cf.budget, tr.n, 1, &mo, &cfg, 1)) {
+        kvc_trace_free(&tr);
+        return 1;
+    }
+    if (!in_bytes) { /* tokens: at most what the trace can fill */
+        cfg.budget = kvc_cli_clamp_budget("eval", cfg.budget, kvc_cli_usable_tokens(tr.n, sink, window),
+                                          "tokens in the trace (or the sink + window + 2 the layout needs)");
+        kvc_method_opts_protect(&mo, &cfg);
+    } else {
+        char text[48];
+        kvc_budget_format(&cf.budget, text, sizeof text);
+        printf("kvc eval: --budget %s: budget %" PRIu32 " tokens, arena %zu B (%.1f%% of f16 exact, %.1f%% of f32)\n",
+               text, cfg.budget, kvc_stream_arena_size(&cfg),
                100.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0),
                50.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0));
     }
@@ -137,6 +139,9 @@ int kvc_cmd_eval(int argc, char **argv)
     kvc_eval_result res;
     int use_mp = !strcmp(reference, "mpfr") ||
                  (!strcmp(reference, "auto") && (double)tr.n * (double)tr.n * (double)tr.d <= 2147483648.0);
+#if !KVC_HAVE_ORACLE
+    use_mp = 0; /* auto: the two-pass double reference (checked against MPFR in tests/oracle) */
+#endif
     int rc = kvc_eval_run_ref(&tr, &cfg, trace_dir, (size_t)head, 1, use_mp, (size_t)score_from, &res);
     kvc_trace_free(&tr);
     return rc;
@@ -174,10 +179,12 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     float *z = malloc(dv * sizeof(float));
     double *ex = malloc(dv * sizeof(double));
     double *rel = malloc(n * sizeof(double)), *nrm = malloc(n * sizeof(double));
-    double *gram = cfg->method == KVC_METHOD_SUBGEN ? calloc(dv * dv, sizeof(double)) : NULL;
+    /* SubGen's bound is in ||V||_op, which needs LAPACKE; without the oracle its
+       normalised error falls back to ||V||_F (the line says which) */
+    double *gram = KVC_HAVE_ORACLE && cfg->method == KVC_METHOD_SUBGEN ? calloc(dv * dv, sizeof(double)) : NULL;
     int rc = 1;
     kvc_stream *st = NULL;
-    if (!arena || !z || !ex || !rel || !nrm || (cfg->method == KVC_METHOD_SUBGEN && !gram)) {
+    if (!arena || !z || !ex || !rel || !nrm || (KVC_HAVE_ORACLE && cfg->method == KVC_METHOD_SUBGEN && !gram)) {
         fprintf(stderr, "kvc eval: out of memory\n");
         goto done;
     }
@@ -252,10 +259,12 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         }
         kvc_exact_result er;
         if (use_mp) {
+#if KVC_HAVE_ORACLE
             if (kvc_oracle_attention_mp(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, 160, ex, &er.softmax_l2)) {
                 fprintf(stderr, "kvc eval: MPFR reference failed\n");
                 goto done;
             }
+#endif
         } else {
             kvc_exact_attention_f64(qj, tr->k, tr->v, j + 1, d, dv, (double)plan.beta, ex, &er);
         }
@@ -266,6 +275,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
             a2 += ex[c] * ex[c];
         }
         double vnorm = sqrt(vf2);
+#if KVC_HAVE_ORACLE
         if (gram) {
             double lam = kvc_sym_max_eig(gram, dv);
             if (lam < 0) {
@@ -274,6 +284,7 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
             }
             vnorm = sqrt(lam);
         }
+#endif
         rel[n_pos] = a2 > 0 ? sqrt(diff2 / a2) : (diff2 > 0 ? INFINITY : 0.0);
         nrm[n_pos] = (er.softmax_l2 * vnorm) > 0 ? sqrt(diff2) / (er.softmax_l2 * vnorm) : 0.0;
         n_pos++;

@@ -186,16 +186,13 @@ void kvc_lm_close(kvc_lm *lm)
 
 static void generate_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc generate [--model M.bin] [--tokenizer T.bin] [--method X] [--budget N] [--steps K]\n"
-               "                    [--prompt P] [--temp T] [--seed S] [--sink A] [--window B] [--threads N]\n"
-               "                    [method flags]\n"
-               "  model/tokenizer default to $KVC_MODEL / $KVC_TOKENIZER, else $KVC_MODEL_DIR (default\n"
-               "  the clone's models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the\n"
-               "  model's context (larger budgets are clamped to it). --temp 0 (default) is greedy.\n"
-               "  --threads N (1..64, default 1): decoder threads (products by output rows, attention\n"
-               "  split-K over the cache; the library itself starts none).\n"
-               "  Flags take --flag value or --flag=value. Method flags:\n");
-    kvc_method_opts_usage_print(f);
+    fprintf(f, "usage: kvc generate [-m M] [-p PROMPT] [-n STEPS] [--method X] [--budget B] [options] [method flags]\n"
+               "  Text from a llama2.c or GGUF Llama model on a compressed cache, then the speed and the\n"
+               "  cache's bytes against an f16 exact cache of the same tokens. The model defaults to\n"
+               "  $KVC_MODEL (and $KVC_TOKENIZER), else $KVC_MODEL_DIR (default: the clone's\n"
+               "  models/stories260K)/{stories260K.bin,tok512.bin}. --budget defaults to the model's\n"
+               "  context (larger budgets are clamped to it); shares (P%%, P%%f16) are of the tokens the run\n"
+               "  appends (prompt + steps). The library itself starts no threads.\n");
 }
 
 int kvc_cmd_generate(int argc, char **argv)
@@ -209,17 +206,19 @@ int kvc_cmd_generate(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
-    fl[nf++] = (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--steps", 'u', &p.steps, 1, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--temp", 'f', &p.temp, 0.0, 100.0, NULL};
+    fl[nf++] = (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL, "P\tthe prompt (default: BOS; GGUF: \"Once upon a time\")"};
+    fl[nf++] = (kvc_flag){"--steps", 'u', &p.steps, 1, 1u << 20, NULL, "K\ttokens to generate (default 256, at most the context)"};
+    fl[nf++] = (kvc_flag){"--temp", 'f', &p.temp, 0.0, 100.0, NULL, "T\tsampling temperature (default 0: greedy)"};
     const int prc = kvc_cli_parse("generate", argc, argv, fl, nf, &mo, generate_usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_common_flags_finish("generate", &cf)) return 2;
     if (kvc_l2c_set_threads((int)cf.threads) != 0) {
         fprintf(stderr, "kvc generate: cannot start %d decoder threads\n", (int)cf.threads);
         return 1;
     }
     p.model = cf.model, p.tokenizer = cf.tokenizer, p.method = cf.method;
-    p.budget = cf.budget, p.seed = cf.seed, p.sink = cf.sink, p.window = cf.window;
+    p.have_budget = cf.have_budget, p.budget = cf.budget;
+    p.seed = cf.seed, p.sink = cf.sink, p.window = cf.window;
     return kvc_generate_run(&p, &mo);
 }
 
@@ -227,7 +226,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
 {
     const char *model_path = p->model, *tok_path = p->tokenizer, *method_name = p->method ? p->method : "exact";
     const char *prompt = p->prompt ? p->prompt : "";
-    uint64_t budget = p->budget, steps = p->steps ? p->steps : 256;
+    uint64_t steps = p->steps ? p->steps : 256;
     const uint64_t seed = p->seed, sink = p->sink, window = p->window;
     const double temp = p->temp;
     kvc_method method;
@@ -255,12 +254,23 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     if (np < 1) np = 1;
     /* the cache never holds more than the context: a larger budget is clamped */
     const uint64_t usable = kvc_cli_usable_tokens((uint64_t)ctx, sink, window);
-    if (budget == 0) budget = usable;
-    budget = kvc_cli_clamp_budget("generate", budget, usable, "model's context length");
-    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, (uint32_t)budget, seed);
+    /* the tokens this run appends: what a share of the context is a share of */
+    const uint64_t run_tokens = (uint64_t)np + steps < (uint64_t)ctx ? (uint64_t)np + steps : (uint64_t)ctx;
+    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, 1, seed);
     sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
     if (mo) kvc_method_opts_apply(mo, &sc);
-    if (method == KVC_METHOD_EXACT && budget < steps) sc.budget = (uint32_t)steps;
+    {
+        kvc_budget whole = {KVC_BUDGET_TOKENS, (double)usable};
+        const kvc_budget *b = p->have_budget ? &p->budget : &whole;
+        if (kvc_budget_resolve("generate", b, run_tokens, (uint64_t)m.cfg.n_layers * (uint64_t)m.cfg.n_kv_heads, mo,
+                               &sc, 0))
+            goto done;
+        if (b->kind == KVC_BUDGET_TOKENS || b->kind == KVC_BUDGET_CONTEXT) {
+            sc.budget = kvc_cli_clamp_budget("generate", sc.budget, usable, "model's context length");
+            if (mo) kvc_method_opts_protect(mo, &sc);
+        }
+    }
+    if (method == KVC_METHOD_EXACT && sc.budget < steps) sc.budget = (uint32_t)steps;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     const char *why = kvc_cache_config_problem(&cc);
@@ -323,12 +333,15 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     double dt = now_s() - t0;
     uint64_t el, peak;
     kvc_cache_usage_bytes(cache, &el, &peak);
-    const double exact_bytes = (double)pos * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * sizeof(float);
-    printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s, budget %" PRIu64
-           " tokens/stream; cache holds %.0f B of k/v (peak %.0f B) vs %.0f B for the exact cache"
-           " of %d tokens; arena %zu B; kernels %s; %d decoder threads\n",
-           pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, (uint64_t)sc.budget, (double)el,
-           (double)peak, exact_bytes, pos, bytes, kvc_l2c_kernels()->name, kvc_l2c_threads());
+    /* what a llama.cpp user's exact cache of the same tokens takes: f16 keys and values */
+    const double f16_exact = (double)run_tokens * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * 2.0;
+    printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s (%s rows), budget %" PRIu64
+           " tokens/stream; kernels %s; %d decoder threads\n"
+           "memory: arena %zu B (rows, weights, ids, scratch, headers) = %.1f%% of the %.0f B an f16 exact cache of"
+           " the run's %d tokens (prompt + steps) takes; k/v held %.0f B (peak %.0f B)\n",
+           pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, kvc_dtype_name(sc.dtype), (uint64_t)sc.budget,
+           kvc_l2c_kernels()->name, kvc_l2c_threads(), bytes, 100.0 * (double)bytes / f16_exact, f16_exact, (int)run_tokens,
+           (double)el, (double)peak);
     rc = 0;
 done:
     kvc_l2c_arena_free(arena);

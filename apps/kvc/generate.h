@@ -5,11 +5,17 @@ int kvc_cmd_generate(int argc, char **argv);
 
 #include <stdint.h>
 
+#include "budget.h"
+
 /** What `kvc generate` runs (paths as kvc_model_paths fills them when NULL;
- *  budget 0 = the model's context; steps 0 = 256; temp 0 = greedy). */
+ *  no budget = the model's context; steps 0 = 256; temp 0 = greedy). A share
+ *  of the context (P%, P%f16) is of the tokens the run appends: the prompt
+ *  and the steps, at most the model's context. */
 typedef struct kvc_generate_params {
     const char *model, *tokenizer, *prompt, *method;
-    uint64_t steps, budget, seed, sink, window;
+    uint64_t steps, seed, sink, window;
+    int have_budget;
+    kvc_budget budget;
     double temp;
 } kvc_generate_params;
 

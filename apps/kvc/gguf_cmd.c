@@ -20,7 +20,7 @@ static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen
 static void gguf_usage(FILE *f)
 {
     fprintf(f, "usage: kvc gguf FILE.gguf [--dump TENSOR --out FILE.npy]\n"
-               "  Flags take --flag value or --flag=value.\n");
+               "  Lists the file's metadata and tensors; --dump writes one tensor, dequantised, as .npy.\n");
 }
 
 int kvc_cmd_gguf(int argc, char **argv)
@@ -28,9 +28,9 @@ int kvc_cmd_gguf(int argc, char **argv)
     const char *path = NULL, *dump = NULL, *out = NULL;
     int have_path = 0;
     const kvc_flag fl[] = {
-        {"", 's', &path, 0, 0, &have_path},
-        {"--dump", 's', &dump, 0, 0, NULL},
-        {"--out", 's', &out, 0, 0, NULL},
+        {"", 's', &path, 0, 0, &have_path, NULL},
+        {"--dump", 's', &dump, 0, 0, NULL, "TENSOR\tdequantise this tensor (needs --out)"},
+        {"--out", 's', &out, 0, 0, NULL, "FILE.npy\twhere --dump writes it"},
     };
     const int prc = kvc_cli_parse("gguf", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, gguf_usage);
     if (prc) return prc == 1 ? 0 : 2;

@@ -34,8 +34,8 @@ int kvc_cmd_logits(int argc, char **argv)
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_flag fl[4];
     size_t nf = kvc_common_flags_add(&cf, "m", fl, 0);
-    fl[nf++] = (kvc_flag){"--tokens", 's', &tokens, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--out", 's', &out, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--tokens", 's', &tokens, 0, 0, NULL, "t0,t1,..\ttoken ids"};
+    fl[nf++] = (kvc_flag){"--out", 's', &out, 0, 0, NULL, "FILE.npy\tthe logits, one row per token (default logits.npy)"};
     const int prc = kvc_cli_parse("logits", argc, argv, fl, nf, NULL, logits_usage);
     if (prc) return prc == 1 ? 0 : 2;
     const char *model = cf.model;

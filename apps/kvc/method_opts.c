@@ -21,16 +21,46 @@ static const kvc_param_desc *find(const char *name, kvc_method *owner)
     return NULL;
 }
 
+/* The flags every cache-building command takes besides the methods' own
+ * parameters: one table for the help text, --list-flags and the parser. */
+static const struct {
+    const char *name, *meta, *help;
+} app_flags[] = {
+    {"--beta", "X", "score scale (default 1/sqrt(d))"},
+    {"--dtype", "T", NULL}, /* the storage types, from the library's list */
+    {"--protect", "P", "percent of the budget (0..50) kept for protected spans: tokens near a key outlier, exact (default 0: off)"},
+    {"--protect-radius", "R", "tokens either side of an outlier a protected span keeps (1..4096, default 25)"},
+};
+#define N_APP_FLAGS (sizeof app_flags / sizeof app_flags[0])
+
+void kvc_method_opts_list_flags(FILE *f)
+{
+    for (size_t i = 0; i < N_APP_FLAGS; i++) fprintf(f, "%s\n", app_flags[i].name);
+    for (size_t i = 0; i < kvc_method_count(); i++) {
+        const kvc_method m = kvc_method_at(i);
+        for (size_t j = 0; j < kvc_method_param_count(m); j++) {
+            const kvc_param_desc *d = kvc_method_param_at(m, j);
+            kvc_method first;
+            if (find(d->name, &first) != NULL && first == m) fprintf(f, "--%s\n", d->name);
+        }
+    }
+}
+
 void kvc_method_opts_usage_print(FILE *f)
 {
-    fprintf(f, "  --beta X               score scale (default 1/sqrt(d))\n");
-    fprintf(f, "  --protect P            percent of the budget (0..50) kept for protected spans: tokens within\n"
-               "                         --protect-radius R (default 25) of a key outlier, exact (default 0: off)\n");
-    fprintf(f, "  --dtype T              storage type of cached keys and values:");
-    for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) /* the library's list, not a hand-kept one */
-        if (kvc_dtype_implemented((kvc_dtype)t)) fprintf(f, " %s", kvc_dtype_name((kvc_dtype)t));
-    fprintf(f, "\n                         (default f32; int8 and q15 = one scale per row; int4 = f16 scale\n"
-               "                         and minimum per 32 elements)\n");
+    for (size_t i = 0; i < N_APP_FLAGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s %s", app_flags[i].name, app_flags[i].meta);
+        fprintf(f, "  %-28s ", left);
+        if (app_flags[i].help) {
+            fprintf(f, "%s\n", app_flags[i].help);
+            continue;
+        }
+        fprintf(f, "storage type of cached keys and values (default f32):"); /* --dtype */
+        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) /* the library's list, not a hand-kept one */
+            if (kvc_dtype_implemented((kvc_dtype)t)) fprintf(f, " %s", kvc_dtype_name((kvc_dtype)t));
+        fprintf(f, "\n");
+    }
     for (size_t i = 0; i < kvc_method_count(); i++) {
         const kvc_method m = kvc_method_at(i);
         for (size_t j = 0; j < kvc_method_param_count(m); j++) {
@@ -41,13 +71,23 @@ void kvc_method_opts_usage_print(FILE *f)
             if (d->type == KVC_PARAM_CHOICE) snprintf(arg, sizeof arg, "%s", d->choices);
             else if (d->type == KVC_PARAM_U32) snprintf(arg, sizeof arg, "%.0f..%.0f", d->min, d->max);
             else snprintf(arg, sizeof arg, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "", d->choices ? d->choices : "");
-            fprintf(f, "  --%s %s  %s (default %s)\n", d->name, arg, d->help, d->dflt);
+            char left[160];
+            snprintf(left, sizeof left, "--%s %s", d->name, arg);
+            fprintf(f, "  %-28s %s (default %s)\n", left, d->help, d->dflt);
         }
     }
 }
 
 int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
 {
+    for (size_t i = 0; i < N_APP_FLAGS; i++) /* a value flag given twice is an error */
+        if (!strcmp(a, app_flags[i].name)) {
+            if (o->app_given & (1u << i)) {
+                fprintf(stderr, "kvc: %s given twice; give it once\n", a);
+                return -1;
+            }
+            o->app_given |= 1u << i;
+        }
     if (strncmp(a, "--", 2) != 0) return 0;
     if (!strcmp(a, "--beta")) {
         if (!val) {
@@ -75,7 +115,10 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
     if (!strcmp(a, "--dtype")) {
         kvc_dtype t;
         if (!val || kvc_dtype_parse(val, &t) != KVC_OK || !kvc_dtype_implemented(t)) {
-            fprintf(stderr, "kvc: --dtype must be f32, f16, int8 or int4, got '%s'\n", val ? val : "");
+            fprintf(stderr, "kvc: --dtype must be one of");
+            for (unsigned u = 0; u < KVC_DTYPE_COUNT; u++)
+                if (kvc_dtype_implemented((kvc_dtype)u)) fprintf(stderr, " %s", kvc_dtype_name((kvc_dtype)u));
+            fprintf(stderr, ", got '%s'\n", val ? val : "");
             return -1;
         }
         o->dtype = t, o->have_dtype = 1;
@@ -100,9 +143,9 @@ int kvc_method_opts_take(kvc_method_opts *o, const char *a, const char *val)
         return -1;
     }
     for (size_t i = 0; i < o->n; i++)
-        if (o->name[i] == d->name) { /* given twice: the last one counts */
-            o->value[i] = val;
-            return 1;
+        if (o->name[i] == d->name) { /* given twice: an error, as for every value flag */
+            fprintf(stderr, "kvc: %s given twice; give it once\n", a);
+            return -1;
         }
     if (o->n == KVC_METHOD_OPTS_MAX) {
         fprintf(stderr, "kvc: too many method flags\n");

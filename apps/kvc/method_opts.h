@@ -17,6 +17,7 @@ typedef struct kvc_method_opts {
     kvc_dtype dtype;   /* --dtype: storage type of cached keys and values */
     double protect_pct;        /* --protect P: percent of the budget for protected spans (0 = off) */
     uint64_t protect_radius;   /* --protect-radius R (0 = the library's 25) */
+    unsigned app_given;        /* which of --beta, --dtype, --protect, --protect-radius were given */
     size_t n;
     const char *name[KVC_METHOD_OPTS_MAX]; /* descriptor names (static strings of the library) */
     const char *value[KVC_METHOD_OPTS_MAX];/* as given (argv strings) */
@@ -24,6 +25,10 @@ typedef struct kvc_method_opts {
 
 /** Print the usage lines of the flags (two-space indent), from the descriptors. */
 void kvc_method_opts_usage_print(FILE *f);
+
+/** Print every method flag's name (--beta, --dtype, --protect, --protect-radius,
+ *  then each descriptor once), one per line: kvc_cli_parse's --list-flags. */
+void kvc_method_opts_list_flags(FILE *f);
 
 /**
  * @brief Take @p flag with value @p val if it is a method flag; the value is

@@ -1,5 +1,5 @@
 /* kvc oracle: bound checks against the MPFR oracle.
- *   kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--csv FILE]
+ *   kvc oracle --trace DIR --method M --budget a,b,c [--seeds R] [--csv FILE]
  *     measures one method on one trace (constants from --C, else reported only);
  *   kvc oracle --suite [--csv FILE]
  *     the bound-check table of every method (calibrate, then test). */
@@ -12,10 +12,16 @@
 #include "cli.h"
 #include "method_opts.h"
 #include "kvc/kvc.h"
+#ifndef KVC_HAVE_ORACLE
+#define KVC_HAVE_ORACLE 0 /* kvc built without MPFR and LAPACKE (apps/kvc/CMakeLists.txt) */
+#endif
+#if KVC_HAVE_ORACLE
 #include "kvc_oracle/kvc_suite.h"
+#endif
 #include "oracle_cmd.h"
 #include "trace.h"
 
+#if KVC_HAVE_ORACLE
 static void progress(void *ctx, size_t done, size_t total)
 {
     (void)ctx;
@@ -23,29 +29,6 @@ static void progress(void *ctx, size_t done, size_t total)
         fprintf(stderr, "\r  %zu/%zu runs", done, total);
         if (done == total) fputc('\n', stderr);
     }
-}
-
-static int parse_budgets(const char *s, uint32_t *out, size_t *n)
-{
-    *n = 0;
-    const char *p = s;
-    while (p && *p) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || v < 1 || v > KVC_MAX_BUDGET || *n >= 16 || (*end != ',' && *end != 0)) {
-            fprintf(stderr, "kvc oracle: --budgets expects up to 16 comma-separated integers in 1..%u, got '%s'\n",
-                    KVC_MAX_BUDGET, s);
-            return 1;
-        }
-        out[(*n)++] = (uint32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*n == 0) {
-        fprintf(stderr, "kvc oracle: --budgets is empty; give up to 16 comma-separated integers in 1..%u\n",
-                KVC_MAX_BUDGET);
-        return 1;
-    }
-    return 0;
 }
 
 static int run_suite(const char *csv)
@@ -100,18 +83,24 @@ static int run_suite(const char *csv)
 
 static void oracle_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc oracle --trace DIR --method M --budgets a,b,c [--seeds R] [--positions P]\n"
-               "                  [--head H] [--sink A] [--window B] [--C c] [--csv FILE] [method flags]\n"
+    fprintf(f, "usage: kvc oracle --trace DIR --method M --budget B,B,.. [options] [method flags]\n"
                "       kvc oracle --suite [--csv FILE]\n"
                "  Normalised errors e = ||z - Attn|| / (||softmax||_2 ||V||) against MPFR exact attention at P\n"
                "  positions in the trace's second half, R seeds per budget; slope of log mean e on log memory;\n"
-               "  with --C, the failure rate P(e > C m^exponent). --suite: the bound-check table.\n"
-               "  Flags take --flag value or --flag=value. Method flags:\n");
-    kvc_method_opts_usage_print(f);
+               "  with --C, the failure rate P(e > C m^exponent). --suite: the bound-check table.\n");
 }
+
+#endif
 
 int kvc_cmd_oracle(int argc, char **argv)
 {
+#if !KVC_HAVE_ORACLE
+    (void)argc, (void)argv, (void)oracle_usage;
+    fprintf(stderr, "kvc oracle: this kvc was built without the oracle (MPFR and LAPACKE). Install them\n"
+                    "  (Debian: apt-get install libmpfr-dev liblapacke-dev) and configure with\n"
+                    "  -DKVC_BUILD_ORACLE=ON, the default of the full build (bash .ci/test).\n");
+    return 2;
+#else
     const char *trace_dir = NULL, *budgets_s = NULL, *csv = NULL;
     uint64_t seeds = 32, positions = 16, head = 0;
     double C = NAN;
@@ -121,14 +110,15 @@ int kvc_cmd_oracle(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "Mkw", fl, 0);
-    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--budgets", 's', &budgets_s, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--csv", 's', &csv, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--seeds", 'u', &seeds, 2, 100000, NULL};
-    fl[nf++] = (kvc_flag){"--positions", 'u', &positions, 1, 100000, NULL};
-    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--C", 'f', &C, 0.0, 1e30, NULL};
-    fl[nf++] = (kvc_flag){"--suite", 'b', &suite, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL, "DIR\ttrace folder (q.npy, k.npy, v.npy)"};
+    fl[nf++] = (kvc_flag){"--budget", 's', &budgets_s, 0, 0, NULL,
+                          "B,B,..\tup to 16 budgets (memory points of the slope), each " KVC_BUDGET_SYNTAX};
+    fl[nf++] = (kvc_flag){"--csv", 's', &csv, 0, 0, NULL, "FILE\tone row per budget (or suite row)"};
+    fl[nf++] = (kvc_flag){"--seeds", 'u', &seeds, 2, 100000, NULL, "R\tseeds per budget"};
+    fl[nf++] = (kvc_flag){"--positions", 'u', &positions, 1, 100000, NULL, "P\tquery positions in the trace's second half"};
+    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
+    fl[nf++] = (kvc_flag){"--C", 'f', &C, 0.0, 1e30, NULL, "c\tthe failure rate P(e > c m^exponent) is reported"};
+    fl[nf++] = (kvc_flag){"--suite", 'b', &suite, 0, 0, NULL, "\tthe bound-check table of every method instead"};
     const int prc = kvc_cli_parse("oracle", argc, argv, fl, nf, &mo, oracle_usage);
     if (prc) return prc == 1 ? 0 : 2;
     const char *method_name = cf.method;
@@ -138,7 +128,7 @@ int kvc_cmd_oracle(int argc, char **argv)
     uint32_t budgets[16];
     size_t nb;
     if (!trace_dir || !method_name || !budgets_s) {
-        fprintf(stderr, "kvc oracle: --trace, --method and --budgets are required (or --suite)\n");
+        fprintf(stderr, "kvc oracle: --trace, --method and --budget are required (or --suite)\n");
         return 2;
     }
     if (kvc_method_parse(method_name, &method) != KVC_OK) {
@@ -146,15 +136,27 @@ int kvc_cmd_oracle(int argc, char **argv)
         return 2;
     }
     if (kvc_method_opts_check(&mo, "oracle", &method, 1)) return 2;
-    if (parse_budgets(budgets_s, budgets, &nb)) return 2;
+    kvc_budget specs[16];
+    const int n_specs = kvc_budget_list("--budget", budgets_s, specs, 16);
+    if (n_specs < 0) return 2;
+    nb = (size_t)n_specs;
     kvc_trace tr;
     if (kvc_trace_load(trace_dir, (size_t)head, &tr)) return 1;
     if (positions > tr.n / 2) positions = tr.n / 2;
     kvc_oracle_trace ot = {tr.q, tr.k, tr.v, tr.n, tr.d, tr.dv};
-    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, budgets[0], 0);
+    kvc_stream_config cfg = kvc_stream_config_default(method, (uint32_t)tr.d, (uint32_t)tr.dv, 1, 0);
     cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window;
     kvc_method_opts_apply(&mo, &cfg);
     cfg.prefix_len = (uint32_t)tr.n;
+    for (size_t b = 0; b < nb; b++) { /* each budget in tokens of this trace */
+        kvc_stream_config cb = cfg;
+        if (kvc_budget_resolve("oracle", &specs[b], tr.n, 1, &mo, &cb, 1)) {
+            kvc_trace_free(&tr);
+            return 2;
+        }
+        budgets[b] = cb.budget;
+    }
+    cfg.budget = budgets[0];
     for (size_t b = 0; b < nb; b++) { /* say which budget a method refuses, and why, before measuring */
         kvc_stream_config cb = cfg;
         cb.budget = budgets[b];
@@ -212,4 +214,5 @@ int kvc_cmd_oracle(int argc, char **argv)
     kvc_oracle_rows_free(rows, nb);
     kvc_trace_free(&tr);
     return rc;
+#endif
 }

@@ -168,15 +168,10 @@ done:
 
 static void ppl_usage(FILE *f)
 {
-    fprintf(f, "usage: kvc ppl --method X --budget N --text FILE [--model M.bin] [--tokenizer T.bin]\n"
-               "               [--seed S] [--sink A] [--window B] [--policy uniform|pyramid] [--threads N]\n"
-               "               [method flags]\n"
+    fprintf(f, "usage: kvc ppl --method M --budget B --text FILE [options] [method flags]\n"
                "  Teacher-forces FILE (at most the model's context) with the compressed cache and with\n"
                "  exact; prints per-layer mean relative attention error and ends with\n"
-               "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n"
-               "  --threads N (1..64, default 1): decoder threads (products and split-K attention).\n"
-               "  Flags take --flag value or --flag=value. Method flags:\n");
-    kvc_method_opts_usage_print(f);
+               "  tokens=<n> nll=<x> perplexity=<x> exact_perplexity=<x>\n");
 }
 
 int kvc_cmd_ppl(int argc, char **argv)
@@ -187,16 +182,18 @@ int kvc_cmd_ppl(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--policy", 's', &policy, 0, 0, NULL};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tthe text to teacher-force (at most the model's context)"};
+    fl[nf++] = (kvc_flag){"--policy", 's', &policy, 0, 0, NULL,
+                          "uniform|pyramid\tper-layer budgets: equal, or PyramidKV's falling with depth (default uniform)"};
     const int prc = kvc_cli_parse("ppl", argc, argv, fl, nf, &mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_common_flags_finish("ppl", &cf)) return 2;
     if (kvc_l2c_set_threads((int)cf.threads) != 0) {
         fprintf(stderr, "kvc ppl: cannot start %d decoder threads\n", (int)cf.threads);
         return 1;
     }
     const char *model_path = cf.model, *tok_path = cf.tokenizer, *method_name = cf.method;
-    const uint64_t budget = cf.budget, seed = cf.seed, sink = cf.sink, window = cf.window;
+    const uint64_t seed = cf.seed, sink = cf.sink, window = cf.window;
     const int have_budget = cf.have_budget;
     kvc_method method;
     if (!method_name || !text_path || !have_budget) {
@@ -213,12 +210,12 @@ int kvc_cmd_ppl(int argc, char **argv)
         return 2;
     }
     kvc_ppl_result r;
-    return kvc_ppl_run(model_path, tok_path, text_path, method, (uint32_t)budget, (uint32_t)sink, (uint32_t)window,
+    return kvc_ppl_run(model_path, tok_path, text_path, method, &cf.budget, (uint32_t)sink, (uint32_t)window,
                        seed, !strcmp(policy, "pyramid"), 1, &mo, &r);
 }
 
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
-                uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
+                const kvc_budget *budget_spec, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
                 const kvc_method_opts *mo, kvc_ppl_result *out)
 {
     const int verbose = (flags & KVC_PPL_VERBOSE) != 0, measure = (flags & KVC_PPL_NO_ERROR) == 0;
@@ -251,12 +248,19 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         fprintf(stderr, "kvc ppl: text '%s' gives %d tokens; need at least 2\n", text_path, n);
         goto done;
     }
-    /* every token goes through the cache: a larger budget holds nothing more */
-    budget = kvc_cli_clamp_budget("ppl", budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
-                                  "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
-    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, budget, seed);
+    kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, 1, seed);
     sc.n_sink = sink, sc.n_window = window;
     if (mo) kvc_method_opts_apply(mo, &sc);
+    if (kvc_budget_resolve("ppl", budget_spec, (uint64_t)n, (uint64_t)L * (uint64_t)m.cfg.n_kv_heads, mo, &sc,
+                           !verbose))
+        goto done;
+    if (budget_spec->kind == KVC_BUDGET_TOKENS || budget_spec->kind == KVC_BUDGET_CONTEXT) {
+        /* every token goes through the cache: a larger budget holds nothing more */
+        sc.budget = kvc_cli_clamp_budget("ppl", sc.budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
+                                         "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
+        if (mo) kvc_method_opts_protect(mo, &sc);
+    }
+    const uint32_t budget = sc.budget;
     sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
     if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {
         fprintf(stderr, "kvc ppl: exact refuses: the text has %d tokens but the budget holds %u\n", n, budget);

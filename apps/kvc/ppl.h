@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "kvc/kvc_stream.h"
+#include "budget.h"
 #include "method_opts.h"
 
 typedef struct kvc_ppl_result {
@@ -27,6 +28,6 @@ enum {
 int kvc_cmd_ppl(int argc, char **argv);
 /** One perplexity run; NULL model/tokenizer paths use the defaults. Returns 0 or 1. */
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
-                uint32_t budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
+                const kvc_budget *budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
                 const kvc_method_opts *mo, kvc_ppl_result *out);
 #endif

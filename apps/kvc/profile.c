@@ -106,7 +106,7 @@ static void profile_usage(FILE *f)
             "  local = attention on the first S (default 4) and last W (default 64) tokens, top = share\n"
             "  of the rest held by its 8 largest entries. A head is streaming when local >= X (0.9),\n"
             "  else retrieval when top >= Y (0.5), else diffuse. FILE: one line per head, read by\n"
-            "  kvc bench --head-profile. Flags take --flag value or --flag=value.\n");
+            "  kvc bench --head-profile.\n");
 }
 
 /* Run toks[0..n) through the model with a fresh exact cache, adding to the sums. */
@@ -137,15 +137,15 @@ int kvc_cmd_profile(int argc, char **argv)
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mt", fl, 0);
-    fl[nf++] = (kvc_flag){"--out", 's', &out_path, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL};
-    fl[nf++] = (kvc_flag){"--tokens", 'u', &tokens, 256, 1u << 20, NULL};
-    fl[nf++] = (kvc_flag){"--passkeys", 'u', &passkeys, 0, 64, NULL};
-    fl[nf++] = (kvc_flag){"--sink", 'u', &sink, 0, 1024, NULL};
-    fl[nf++] = (kvc_flag){"--window", 'u', &window, 0, 4096, NULL};
-    fl[nf++] = (kvc_flag){"--seed", 'u', &seed, 0, UINT32_MAX, NULL};
-    fl[nf++] = (kvc_flag){"--local", 'f', &local_min, 0, 1, NULL};
-    fl[nf++] = (kvc_flag){"--top", 'f', &top_min, 0, 1, NULL};
+    fl[nf++] = (kvc_flag){"--out", 's', &out_path, 0, 0, NULL, "FILE\tone line per head, read by kvc bench --head-profile"};
+    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "T\tthe text scored (default the GPL-3 text)"};
+    fl[nf++] = (kvc_flag){"--tokens", 'u', &tokens, 256, 1u << 20, NULL, "N\ttokens of the text and of each passkey prompt (default 2048)"};
+    fl[nf++] = (kvc_flag){"--passkeys", 'u', &passkeys, 0, 64, NULL, "P\tpasskey prompts (default 2)"};
+    fl[nf++] = (kvc_flag){"--sink", 'u', &sink, 0, 1024, NULL, "S\tfirst tokens of the local share (default 4)"};
+    fl[nf++] = (kvc_flag){"--window", 'u', &window, 0, 4096, NULL, "W\tlast tokens of the local share (default 64)"};
+    fl[nf++] = (kvc_flag){"--seed", 'u', &seed, 0, UINT32_MAX, NULL, "S\tkeys and depths of the passkeys (default 7)"};
+    fl[nf++] = (kvc_flag){"--local", 'f', &local_min, 0, 1, NULL, "X\tstreaming when the local share >= X (default 0.9)"};
+    fl[nf++] = (kvc_flag){"--top", 'f', &top_min, 0, 1, NULL, "Y\telse retrieval when the top-8 share >= Y (default 0.5)"};
     const int prc = kvc_cli_parse("profile", argc, argv, fl, nf, NULL, profile_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (!out_path || (!text_path && passkeys == 0)) {

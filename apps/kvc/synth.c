@@ -141,34 +141,19 @@ typedef struct synth_stats {
 static void synth_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvc synth --kind clustered|gaussian|heavy-values|lowrank --n N --d D\n"
-            "                 --seed S --out DIR [--dv DV] [--clusters C] [--rank R]\n"
-            "\n"
-            "Writes DIR/q.npy, DIR/k.npy (float32, shape (N, D)) and DIR/v.npy (float32,\n"
-            "shape (N, DV)); DIR (and missing parents) is created.\n"
-            "\n"
-            "  --kind      clustered     keys in C separated clusters visited by a sticky\n"
-            "                            walk; queries aim at any visited cluster; values =\n"
-            "                            mean + per-cluster offset + noise\n"
-            "              gaussian      control: i.i.d. N(0, I) keys/queries, values with a mean\n"
-            "              heavy-values  gaussian keys/queries, Pareto(1.5) value norms + mean\n"
-            "              lowrank       keys/queries in a rank-R subspace (peaked attention),\n"
-            "                            rank-R values + mean\n"
-            "  --n N       tokens, 1..%u\n"
-            "  --d D       key/query dimension, 1..%u\n"
-            "  --dv DV     value dimension, 1..%u (default D)\n"
-            "  --seed S    any unsigned 64-bit decimal integer\n"
-            "  --out DIR   output directory\n"
-            "  --clusters C  clustered only: 1..%u (default %u)\n"
-            "  --rank R    lowrank only: 1..D (default min(%u, D))\n"
-            "  --help      this text\n"
-            "\n"
-            "Prints one line: parameters, mean ||k||, mean ||v||, ||mean v||/mean ||v||,\n"
-            "max ||v||/median ||v||, the share of sum ||v||^2 in the top 1%% of tokens, and at\n"
-            "%u evenly spaced query positions (beta = 1/sqrt(D), causal) the mean max softmax\n"
-            "probability, entropy (nats), entropy/ln(j+1) and ||Attn||/mean ||v||.\n",
-            SYNTH_MAX_N, SYNTH_MAX_DIM, SYNTH_MAX_DIM, SYNTH_MAX_CLUSTERS, SYNTH_DEF_CLUSTERS,
-            SYNTH_DEF_RANK, SYNTH_SAMPLE_QUERIES);
+            "usage: kvc synth --kind K --n N --d D --seed S --out DIR [--dv DV] [--clusters C] [--rank R]\n"
+            "  Writes DIR/q.npy, DIR/k.npy (float32, (N, D)) and DIR/v.npy (float32, (N, DV)); DIR\n"
+            "  (and missing parents) is created. Kinds:\n"
+            "    clustered     keys in C separated clusters visited by a sticky walk; queries aim at any\n"
+            "                  visited cluster; values = mean + per-cluster offset + noise\n"
+            "    gaussian      control: i.i.d. N(0, I) keys/queries, values with a mean\n"
+            "    heavy-values  gaussian keys/queries, Pareto(1.5) value norms + mean\n"
+            "    lowrank       keys/queries in a rank-R subspace (peaked attention), rank-R values + mean\n"
+            "  Prints one line: parameters, mean ||k||, mean ||v||, ||mean v||/mean ||v||, max ||v||/median\n"
+            "  ||v||, the share of sum ||v||^2 in the top 1%% of tokens, and at %u evenly spaced query\n"
+            "  positions (beta = 1/sqrt(D), causal) the mean max softmax probability, entropy (nats),\n"
+            "  entropy/ln(j+1) and ||Attn||/mean ||v||.\n",
+            SYNTH_SAMPLE_QUERIES);
 }
 
 /* The checked parameters of a run, into the generator's options; 0 on success, 2 (message printed) otherwise. */
@@ -574,14 +559,14 @@ int kvc_cmd_synth(int argc, char **argv)
     memset(&p, 0, sizeof p);
     int have_kind = 0, have_n = 0, have_d = 0, have_seed = 0, have_out = 0;
     const kvc_flag fl[] = {
-        {"--kind", 's', &p.kind, 0, 0, &have_kind},
-        {"--n", 'u', &p.n, 1, SYNTH_MAX_N, &have_n},
-        {"--d", 'u', &p.d, 1, SYNTH_MAX_DIM, &have_d},
-        {"--dv", 'u', &p.dv, 1, SYNTH_MAX_DIM, NULL},
-        {"--seed", 'u', &p.seed, 0, 18446744073709551615.0, &have_seed},
-        {"--out", 's', &p.out, 0, 0, &have_out},
-        {"--clusters", 'u', &p.clusters, 1, SYNTH_MAX_CLUSTERS, NULL},
-        {"--rank", 'u', &p.rank, 1, SYNTH_MAX_DIM, NULL},
+        {"--kind", 's', &p.kind, 0, 0, &have_kind, "K\tclustered|gaussian|heavy-values|lowrank"},
+        {"--n", 'u', &p.n, 1, SYNTH_MAX_N, &have_n, "N\ttokens"},
+        {"--d", 'u', &p.d, 1, SYNTH_MAX_DIM, &have_d, "D\tkey/query dimension"},
+        {"--dv", 'u', &p.dv, 1, SYNTH_MAX_DIM, NULL, "DV\tvalue dimension (default D)"},
+        {"--seed", 'u', &p.seed, 0, 18446744073709551615.0, &have_seed, "S\tany unsigned 64-bit integer"},
+        {"--out", 's', &p.out, 0, 0, &have_out, "DIR\toutput directory"},
+        {"--clusters", 'u', &p.clusters, 1, SYNTH_MAX_CLUSTERS, NULL, "C\tclustered only (default 8)"},
+        {"--rank", 'u', &p.rank, 1, SYNTH_MAX_DIM, NULL, "R\tlowrank only, at most D (default min(8, D))"},
     };
     const int prc = kvc_cli_parse("synth", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, synth_usage);
     if (prc) return prc == 1 ? 0 : 2;

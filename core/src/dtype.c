@@ -3,7 +3,15 @@
 
 #include "kvc/kvc_kernels.h"
 
-static const char *const g_names[KVC_DTYPE_COUNT] = {"f32", "f16", "int8", "q15", "kivi4", "kivi2", "int4"};
+#define NAME_ENTRY(NAME, value, name, bits, implemented, doc) [value] = name,
+static const char *const g_names[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(NAME_ENTRY)};
+#undef NAME_ENTRY
+#define IMPL_ENTRY(NAME, value, name, bits, implemented, doc) [value] = implemented,
+static const unsigned char g_implemented[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(IMPL_ENTRY)};
+#undef IMPL_ENTRY
+#define BITS_ENTRY(NAME, value, name, bits, implemented, doc) [value] = bits,
+static const unsigned char g_bits[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(BITS_ENTRY)};
+#undef BITS_ENTRY
 
 const char *kvc_dtype_name(kvc_dtype t) { return (unsigned)t < KVC_DTYPE_COUNT ? g_names[t] : NULL; }
 
@@ -25,20 +33,20 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     memset(&s, 0, sizeof s);
     s.dtype = t;
     s.row_bytes = kvc_row_bytes(t, dim);
+    s.bits = g_bits[t], s.implemented = g_implemented[t];
     switch (t) {
-    case KVC_DTYPE_F32: s.bits = 32, s.implemented = 1; break;
-    case KVC_DTYPE_F16: s.bits = 16, s.implemented = 1; break;
-    case KVC_DTYPE_I8: s.bits = 8, s.axis = KVC_GROUP_ROW, s.has_scale = 1, s.implemented = 1; break;
-    case KVC_DTYPE_Q15: s.bits = 16, s.axis = KVC_GROUP_ROW, s.has_scale = 1, s.implemented = 1; break;
+    case KVC_DTYPE_F32: break;
+    case KVC_DTYPE_F16: break;
+    case KVC_DTYPE_I8: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
+    case KVC_DTYPE_Q15: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
     case KVC_DTYPE_I4:
-        s.bits = 4, s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1, s.implemented = 1;
+        s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1;
         break;
     case KVC_DTYPE_KIVI4:
     case KVC_DTYPE_KIVI2:
         /* KIVI (Liu et al. 2024): keys per channel over blocks of 32 tokens,
            values per token in groups of 32, asymmetric; the open block of
            the most recent tokens stays in f16 until it fills */
-        s.bits = t == KVC_DTYPE_KIVI4 ? 4u : 2u;
         s.axis = is_key ? KVC_GROUP_CHANNEL : KVC_GROUP_ROW;
         s.group = is_key ? 0u : 32u;
         s.block = is_key ? 32u : 0u;
@@ -51,7 +59,4 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     return KVC_OK;
 }
 
-int kvc_dtype_implemented(kvc_dtype t)
-{
-    return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_Q15 || t == KVC_DTYPE_I4;
-}
+int kvc_dtype_implemented(kvc_dtype t) { return (unsigned)t < KVC_DTYPE_COUNT && g_implemented[t]; }

@@ -76,6 +76,8 @@ static const kvc_kernels *builtin(size_t i)
 
 const kvc_kernels *kvc_kernels_ref(void) { return ref_table(); }
 
+const char *kvc_kernels_name(const kvc_kernels *kern) { return (kern ? kern : kvc_kernels_best())->name; }
+
 const kvc_kernels *kvc_kernels_single(void) { return &kvc_kernels_single_table; }
 
 size_t kvc_kernels_count(void)
@@ -127,7 +129,8 @@ const kvc_kernels *kvc_kernels_best(void)
 
 int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
 {
-    if (kern == NULL || kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
+    if (kern == NULL) kern = kvc_kernels_best();
+    if (kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
     if (!(kern->caps & (1u << t))) return 0;
     const kvc_row_kernels *r = &kern->rows[t];
     return r->store && r->load && r->dot_f32 && r->dot_f64 && r->dot_rows && r->sqdist_f32 && r->axpy && r->absmax;

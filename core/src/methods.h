@@ -49,9 +49,7 @@ typedef struct kvc_method_ctx {
  * method without state (sink-window) has `arena_size` NULL and drops the
  * tokens that leave the window. */
 typedef struct kvc_method_ops {
-    kvc_method id;
-    const char *name;     /* as the command line spells it */
-    const char *summary;  /* one line: what it keeps */
+    kvc_method id;        /* its name and summary come from kvc_method_list.h (registry.c) */
     unsigned window_is_budget; /* 1: the exact window takes the budget but the sinks (sink-window) */
     /* the first rule of the method's own parameters a configuration breaks, or NULL */
     const char *(*fields)(const kvc_stream_config *c);
@@ -88,7 +86,7 @@ typedef struct kvc_method_ops {
     void (*describe_stats)(const kvc_stream_stats *s, kvc_text *out);
 } kvc_method_ops;
 
-#define KVC_DECLARE_OPS(ident, NAME, value, doc) extern const kvc_method_ops kvc_method_ops_##ident;
+#define KVC_DECLARE_OPS(ident, NAME, value, name, kvpress, summary) extern const kvc_method_ops kvc_method_ops_##ident;
 KVC_METHOD_LIST(KVC_DECLARE_OPS)
 #undef KVC_DECLARE_OPS
 

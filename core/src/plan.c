@@ -10,6 +10,11 @@
 #include "plan.h"
 #include "shared/rows.h"
 
+/* " f32 f16 ..." from kvc_dtype_list.h: the implemented column picks the names */
+#define IMPLEMENTED_IF_1(name) " " name
+#define IMPLEMENTED_IF_0(name)
+#define IMPLEMENTED_NAME(NAME, value, name, bits, implemented, doc) IMPLEMENTED_IF_##implemented(name)
+
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
                                             uint64_t seed)
 {
@@ -61,7 +66,7 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
     const char *why = field_problem(c);
     if (why != NULL) return why;
     if (!kvc_dtype_implemented(c->dtype))
-        return "storage type not implemented in this build (f32, f16, int8, q15 and int4 are; kivi4 and kivi2 are planned)";
+        return "storage type not implemented in this build (implemented:" KVC_DTYPE_LIST(IMPLEMENTED_NAME) ")";
 
     kvc_stream_plan p;
     memset(&p, 0, sizeof p);

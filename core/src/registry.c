@@ -27,9 +27,9 @@
 #define KVC_KEEP_1(x) x,
 #define KVC_KEEP_0(x)
 #if defined(KVC_METHODS_ONLY)
-#define KVC_OPS_PTR(ident, NAME, value, doc) KVC_CAT(KVC_KEEP_, KVC_IS_ONE(KVC_WITH_##ident))(&kvc_method_ops_##ident)
+#define KVC_OPS_PTR(ident, NAME, value, name, kvpress, summary) KVC_CAT(KVC_KEEP_, KVC_IS_ONE(KVC_WITH_##ident))(&kvc_method_ops_##ident)
 #else
-#define KVC_OPS_PTR(ident, NAME, value, doc) &kvc_method_ops_##ident,
+#define KVC_OPS_PTR(ident, NAME, value, name, kvpress, summary) &kvc_method_ops_##ident,
 #endif
 static const kvc_method_ops *const registry[] = {KVC_METHOD_LIST(KVC_OPS_PTR) NULL};
 #undef KVC_OPS_PTR
@@ -42,20 +42,44 @@ const kvc_method_ops *kvc_method_ops_of(kvc_method m)
     return NULL;
 }
 
+/* names and summaries, from the same list */
+typedef struct method_text {
+    kvc_method id;
+    const char *name, *kvpress, *summary;
+} method_text;
+#define KVC_TEXT_ENTRY(ident, NAME, value, name, kvpress, summary) {KVC_METHOD_##NAME, name, kvpress, summary},
+static const method_text g_text[] = {KVC_METHOD_LIST(KVC_TEXT_ENTRY)};
+#undef KVC_TEXT_ENTRY
+
+/* the text of a method this build holds, NULL otherwise */
+static const method_text *text_of(kvc_method m)
+{
+    if (kvc_method_ops_of(m) == NULL) return NULL;
+    for (size_t i = 0; i < sizeof g_text / sizeof g_text[0]; i++)
+        if (g_text[i].id == m) return &g_text[i];
+    return NULL;
+}
+
 size_t kvc_method_count(void) { return N_METHODS; }
 
 kvc_method kvc_method_at(size_t i) { return i < N_METHODS ? registry[i]->id : (kvc_method)0; }
 
 const char *kvc_method_name(kvc_method m)
 {
-    const kvc_method_ops *o = kvc_method_ops_of(m);
-    return o ? o->name : NULL;
+    const method_text *t = text_of(m);
+    return t ? t->name : NULL;
 }
 
 const char *kvc_method_summary(kvc_method m)
 {
-    const kvc_method_ops *o = kvc_method_ops_of(m);
-    return o ? o->summary : NULL;
+    const method_text *t = text_of(m);
+    return t ? t->summary : NULL;
+}
+
+const char *kvc_method_kvpress_name(kvc_method m)
+{
+    const method_text *t = text_of(m);
+    return t && t->kvpress[0] ? t->kvpress : NULL;
 }
 
 int kvc_method_observes(kvc_method m)
@@ -67,8 +91,16 @@ int kvc_method_observes(kvc_method m)
 kvc_status kvc_method_parse(const char *name, kvc_method *out)
 {
     if (name == NULL || out == NULL) return KVC_E_ARG;
+    for (size_t i = 0; i < N_METHODS; i++) { /* the name first: an alias never shadows it */
+        const method_text *t = text_of(registry[i]->id);
+        if (strcmp(name, t->name) == 0) {
+            *out = registry[i]->id;
+            return KVC_OK;
+        }
+    }
     for (size_t i = 0; i < N_METHODS; i++) {
-        if (strcmp(name, registry[i]->name) == 0) {
+        const method_text *t = text_of(registry[i]->id);
+        if (t->kvpress[0] && strcmp(name, t->kvpress) == 0) {
             *out = registry[i]->id;
             return KVC_OK;
         }
@@ -80,10 +112,10 @@ size_t kvc_method_names(char *buf, size_t cap)
 {
     size_t need = 0;
     for (size_t i = 0; i < N_METHODS; i++) {
-        const size_t len = strlen(registry[i]->name);
+        const size_t len = strlen(kvc_method_name(registry[i]->id));
         if (buf && need + len + 2 < cap) {
             if (i) memcpy(buf + need, ", ", 2);
-            memcpy(buf + need + (i ? 2 : 0), registry[i]->name, len);
+            memcpy(buf + need + (i ? 2 : 0), kvc_method_name(registry[i]->id), len);
             buf[need + (i ? 2 : 0) + len] = 0;
         }
         need += len + (i ? 2 : 0);

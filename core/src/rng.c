@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include "portable_math.h"
+#include "internal/kvc_internal.h"
 
 /* libm behind small contracts that the proofs take as trusted (like
  * kvc_exp_nonpos / kvc_log_pos in kvc_kernels.h). Frama-C's own libc gives

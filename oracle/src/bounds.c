@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kvc/kvc.h"
+#include "internal/kvc_internal.h"
 #include "kvc_oracle/kvc_bounds.h"
 #include "kvc_oracle/kvc_oracle.h"
 #include "kvc_oracle/kvc_stats.h"

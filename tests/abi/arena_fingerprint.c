@@ -35,9 +35,9 @@ int main(void)
         kvc_stream *st;
         if (a == NULL || kvc_stream_init(a, bytes, &c, &st) != KVC_OK) return 1;
         uint32_t used = 0;
-        while (used < n && kvc_stream_append(st, NULL, k + used * d, v + used * d) == KVC_OK) used++;
+        while (used < n && kvc_stream_append(st, kvc_kernels_ref(), k + used * d, v + used * d) == KVC_OK) used++;
         float out[8];
-        const kvc_status rc = kvc_stream_attend(st, NULL, q, 1, out);
+        const kvc_status rc = kvc_stream_attend(st, kvc_kernels_ref(), q, 1, out);
         kvc_stream_stats s;
         kvc_stream_get_stats(st, &s);
         uint32_t out_bits = 0;

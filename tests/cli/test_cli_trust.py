@@ -175,7 +175,7 @@ def case_oracle_budget_named():
     with tempfile.TemporaryDirectory() as tmp:
         expect(run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "100", "--out", tmp]).returncode == 0,
                "dump")
-        p = run(["oracle", "--trace", os.path.join(tmp, "L0"), "--method", "uniform", "--budgets", "64,128,256"])
+        p = run(["oracle", "--trace", os.path.join(tmp, "L0"), "--method", "uniform", "--budget", "64,128,256"])
         expect(p.returncode == 2 and "refuses budget 64" in p.stderr and "n_sink + n_window + 2" in p.stderr,
                "the refused budget and the rule are named")
 
@@ -211,9 +211,9 @@ def case_head_profile():
                "the scores are shares of attention")
         out = os.path.join(tmp, "b.csv")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
-                 "--budgets", "50", "--bytes", "--protect", "25", "--head-profile", prof, "--head-shares", "0.3,4,1",
+                 "--budget", "50%f16", "--protect", "25", "--head-profile", prof, "--head-shares", "0.3,4,1",
                  "--csv", out, "--quiet", "--threads", "1"])
-        expect(p.returncode == 0 and "sink-window 50%B heads" in p.stdout and "n/a" not in p.stdout,
+        expect(p.returncode == 0 and "sink-window 50%f16 heads" in p.stdout and "n/a" not in p.stdout,
                "the head-wise twin runs, protected spans sized per head (shares that leave streaming heads"
                " fewer tokens than the uniform column's protected slots)")
         rows = {(r["method"], r["head_wise"]): r for r in csv.DictReader(open(out))}
@@ -225,15 +225,15 @@ def case_head_profile():
         with open(bad, "w") as f:
             f.write("# layers 5 kv_heads 4\n0 0 streaming 0.9 0.5\n")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
-                 "--budgets", "50", "--bytes", "--head-profile", bad, "--quiet"])
+                 "--budget", "50%f16", "--head-profile", bad, "--quiet"])
         expect(p.returncode == 2 and "layer 0 head 1 is missing" in p.stderr, "a missing head is named")
         with open(bad, "w") as f:
             f.write("# layers 2 kv_heads 1\n0 0 streaming 0.9 0.5\n1 0 diffuse 0.5 0.2\n")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--methods", "sink-window",
-                 "--budgets", "50", "--bytes", "--head-profile", bad, "--quiet"])
+                 "--budget", "50%f16", "--head-profile", bad, "--quiet"])
         expect("another model" in p.stdout, "a profile of another model is refused (n/a, with the reason)")
         p = run(["bench", "ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--head-profile", prof])
-        expect(p.returncode == 2 and "--bytes" in p.stderr, "head-wise budgets need --bytes")
+        expect(p.returncode == 2 and "P%f16" in p.stderr, "head-wise budgets need a byte budget (P%f16)")
 
 
 # ---- issue 27: inputs that gave a wrong result with exit status 0 ----
@@ -306,8 +306,8 @@ def case_flags_that_would_be_ignored():
         p = run(["eval", "--trace", trace, "--method", "h2o", "--budget", "64", "--subgen-t", "4"])
         expect(p.returncode == 2 and "--subgen-t does not apply to method h2o (it tunes subgen)" in p.stderr,
                "a method flag of another method")
-        p = run(["oracle", "--trace", trace, "--method", "uniform", "--budgets", ""])
-        expect(p.returncode == 2 and "--budgets is empty" in p.stderr, "an empty --budgets says so")
+        p = run(["oracle", "--trace", trace, "--method", "uniform", "--budget", ""])
+        expect(p.returncode == 2 and "is empty" in p.stderr, "an empty --budget says so")
         p = run(["eval", "--trace", trace, "--method", "uniform", "--budget", "80", "--score-from", "100"])
         expect(p.returncode == 2 and "--score-from 100 is past the trace's last position" in p.stderr,
                "--score-from past the end (the metrics were NaN)")

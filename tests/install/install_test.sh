@@ -3,6 +3,9 @@
 #   install: configure the core alone (C compiler and libm only), build, install into WORK_DIR/prefix
 #   find_package: build tests/install/consumer against it with CMake and run it
 #   pkg_config: build the same program with pkg-config and run it
+#   kvc_alone: build the kvc command line without the oracle (no MPFR, no
+#              LAPACKE): it links neither, generates, and `kvc oracle` says
+#              what to install
 set -eu
 src=$1 work=$2 step=$3
 case $step in
@@ -26,6 +29,18 @@ case $step in
     ${CC:-cc} -std=c11 -O2 -o "$work/consumer-pc/decoder" "$src/tests/install/consumer/decoder.c" \
       $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs kvcompress)
     "$work/consumer-pc/decoder"
+    ;;
+  kvc_alone)
+    rm -rf "$work/kvc-alone" && mkdir -p "$work/kvc-alone"
+    cmake -S "$src" -B "$work/kvc-alone" -DKVC_BUILD_ORACLE=OFF -DKVC_BUILD_TESTS=OFF -DKVC_VERIFY=OFF >"$work/kvc-alone/configure.log"
+    cmake --build "$work/kvc-alone" --target kvc_cli -j "$(nproc)" >"$work/kvc-alone/build.log" || { tail -n 30 "$work/kvc-alone/build.log"; exit 1; }
+    kvc="$work/kvc-alone/apps/kvc/kvc"
+    if ldd "$kvc" | grep -E 'mpfr|lapacke|gmp'; then echo "kvc links the oracle's libraries"; exit 1; fi
+    "$kvc" generate --steps 8 | tail -n 2
+    rc=0; "$kvc" oracle --suite 2>"$work/kvc-alone/oracle.err" || rc=$?
+    cat "$work/kvc-alone/oracle.err"
+    [ "$rc" = 2 ] && grep -q "apt-get install libmpfr-dev liblapacke-dev" "$work/kvc-alone/oracle.err" ||
+      { echo "kvc oracle without the oracle should exit 2 and say what to install (exit $rc)"; exit 1; }
     ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac

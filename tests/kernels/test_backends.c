@@ -27,6 +27,7 @@
 #include "kvc_testutil.h"
 #include "ref/rows_typed.h"
 #include "shared/rows.h"
+#include "internal/kvc_internal.h"
 
 
 typedef struct view_data {

@@ -36,7 +36,7 @@ def stories(kvc, model_dir, text):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "ppl.csv")
         run([kvc, "bench", "ppl", "--model", model, "--tokenizer", tok, "--text", text, "--methods",
-             "sink-window", "--budgets", "50", "--csv", out, "--quiet"])
+             "sink-window", "--budget", "50%", "--csv", out, "--quiet"])
         rows = {r["method"]: r for r in csv.DictReader(open(out))}
         n = int(rows["exact"]["tokens"]) + 1
         budget = int(rows["sink-window"]["budget_tokens"])
@@ -53,7 +53,7 @@ def stories(kvc, model_dir, text):
             assert abs(got - want) <= 1e-6 * want + 1e-6, (name, got, want)
         out = os.path.join(d, "dec.csv")
         run([kvc, "bench", "decode", "--model", model, "--tokenizer", tok, "--text", text, "--context", "200",
-             "--steps", "8", "--rounds", "3", "--methods", "uniform,subgen", "--budgets", "25,50", "--csv", out])
+             "--steps", "8", "--rounds", "3", "--methods", "uniform,subgen", "--budget", "25%,50%", "--csv", out])
         rows = list(csv.DictReader(open(out)))
         assert len(rows) == 5, rows
         assert rows[0]["method"] == "exact" and float(rows[0]["ratio_to_exact"]) == 1.0, rows[0]
@@ -65,7 +65,7 @@ def stories(kvc, model_dir, text):
         for mode in ("exact", "stream"):
             out = os.path.join(d, f"recall-{mode}.csv")
             run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400", "--depths",
-                 "50,90", "--methods", "uniform,balancekv-prefill", "--budgets", "25", "--prefill", mode, "--csv",
+                 "50,90", "--methods", "uniform,balancekv-prefill", "--budget", "25%", "--prefill", mode, "--csv",
                  out, "--quiet", "--threads", "2"])
             rows = list(csv.DictReader(open(out)))
             assert len(rows) == 6 and all(r["correct"] in ("0", "1") for r in rows), rows
@@ -83,7 +83,7 @@ def smollm2(kvc):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "recall.csv")
         run([kvc, "bench", "recall", "--model", path, "--contexts", "1024", "--depths", "50", "--methods",
-             "sink-window", "--budgets", "5", "--seed", "1", "--csv", out, "--quiet"])
+             "sink-window", "--budget", "5%", "--seed", "1", "--csv", out, "--quiet"])
         rows = {r["method"]: r for r in csv.DictReader(open(out))}
         print({k: (v["key"], v["answer"], v["correct"]) for k, v in rows.items()})
         assert rows["exact"]["correct"] == "1", rows["exact"]

@@ -55,8 +55,8 @@ static const char *text_or_skip(void)
 static int run_one(const char *model, const char *text, kvc_method m, const kvc_method_opts *mo, kvc_ppl_result *r)
 {
     /* exact holds every token (it refuses a smaller budget); the rest get 5% */
-    const uint32_t budget = m == KVC_METHOD_EXACT ? 4096u : 51u;
-    return kvc_ppl_run(model, NULL, text, m, budget, 6, 6, SEED, 0, KVC_PPL_NO_ERROR, mo, r);
+    const kvc_budget budget = {KVC_BUDGET_TOKENS, m == KVC_METHOD_EXACT ? 4096.0 : 51.0};
+    return kvc_ppl_run(model, NULL, text, m, &budget, 6, 6, SEED, 0, KVC_PPL_NO_ERROR, mo, r);
 }
 
 static int every_method_stays_in_the_value_box(void)

@@ -7,6 +7,7 @@
 #include "methods.h"
 #include "shared/rows.h"
 #include "toy_method.h"
+#include "internal/kvc_internal.h"
 
 #define KVC_MAGIC_TOY 0x4B565431u /* "KVT1" */
 
@@ -112,7 +113,7 @@ static void toy_prefill_queries(void *st, const kvc_method_ctx *cx, const float 
 }
 
 const kvc_method_ops kvc_method_ops_toy = {
-    KVC_METHOD_TOY, "toy", "test only: evicts the entry with the least observed attention mass", 0, NULL, toy_plan,
+    KVC_METHOD_TOY, 0, NULL, toy_plan,
     toy_arena_size, toy_init, NULL, toy_update, toy_view, toy_elements, NULL, toy_check, NULL, 0, 1, toy_observe,
     toy_prefill_queries, NULL, NULL};
 

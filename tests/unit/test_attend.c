@@ -7,6 +7,7 @@
 #include "kvc_oracle/kvc_oracle.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "internal/kvc_internal.h"
 
 #define SEED 20261122u
 

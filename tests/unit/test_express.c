@@ -12,6 +12,7 @@
 #include "kvc_stats.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "internal/kvc_internal.h"
 
 /* f32 rows read through the reference row kernels. */
 static kvc_rows f32_rows(const float *x, size_t dim)

@@ -10,6 +10,7 @@
 #include "kvc_stats.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "internal/kvc_internal.h"
 
 /* every method of the registry, never a hand-kept list */
 #define N_METHODS ((int)kvc_method_count())

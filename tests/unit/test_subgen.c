@@ -8,6 +8,7 @@
 #include "kvc_stats.h"
 #include "kvc_test.h"
 #include "kvc_testutil.h"
+#include "internal/kvc_internal.h"
 
 /* SubGen alone: no sinks, no window; token j enters the method at append j+1. */
 static kvc_stream_config bare_cfg(uint32_t d, uint32_t t, uint32_t s, uint32_t m_max, float delta0, uint64_t seed)

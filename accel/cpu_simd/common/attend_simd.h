@@ -33,6 +33,7 @@
 #include "ref/rows_ref.h"
 #include "shared/rows.h"
 #include "simd_entries.h"
+#include "internal/kvc_internal.h"
 
 #define BLK VW
 

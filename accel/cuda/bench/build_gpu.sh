@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$here/../.." && pwd)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 mkdir -p "$out"
-flags=(-std=c++17 -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+flags=(-std=c++17 -O3 -DKVC_ADVANCED -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
        --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
        -Xptxas -warn-spills,-warn-lmem-usage,-warn-double-usage
        -I"$here" -I"$here/include" -I"$root/core/include")

@@ -13,7 +13,7 @@ root=$(cd "$here/../.." && pwd)
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c++17 -g -x c++ -DKVC_SIMT_CPU -Wno-unknown-pragmas -I"$here" -I"$here/simt" -I"$here/include"
+flags=(-std=c++17 -g -x c++ -DKVC_SIMT_CPU -DKVC_ADVANCED -Wno-unknown-pragmas -I"$here" -I"$here/simt" -I"$here/include"
        -I"$root/core/include" -I"$cuda_inc")
 cd "$work"
 g++ "${flags[@]}" -O0 --coverage -c "$here/kvc_cuda.cu" -o kvc_cuda.o

@@ -3,6 +3,10 @@
  * @brief kvcompress umbrella header: streaming KV-cache compression with a
  *        bounded attention error, in caller-provided memory.
  *
+ * Two tiers, as zstd has (docs/api.md): what this header declares by default
+ * is the stable surface; `#define KVC_ADVANCED` before including it adds the
+ * advanced tier listed below.
+ *
  * Thread safety (docs/threads.md; tests/unit/test_threads.c runs every
  * allowed pattern under ThreadSanitizer). The library starts no threads,
  * holds no global mutable state and takes no locks; an arena is plain memory,
@@ -31,17 +35,23 @@
 #ifndef KVC_H
 #define KVC_H
 
+/* ---- the stable tier: status and storage types, sizes, the kernel
+ * tables by name, the method registry, one stream, the cache manager ---- */
 #include "kvc_types.h"
-#include "kvc_rng.h"
-#include "kvc_kernels.h"
-#include "kvc_attend.h"
-#include "kvc_stream.h"
-#include "kvc_uniform.h"
-#include "kvc_subgen.h"
-#include "kvc_balancekv.h"
-#include "kvc_express.h"
-#include "kvc_cache.h"
-#include "kvc_fixed.h"
 #include "kvc_sizes.h"
+#include "kvc_kernels.h"
+#include "kvc_stream.h"
+#include "kvc_cache.h"
+
+/* ---- the advanced tier (#define KVC_ADVANCED before this header): the
+ * batched, split-K and observed attends of one stream, its raw view, the
+ * kernel-table entry points for backend authors, the attend kernel itself,
+ * the integer (fixed-point) attend and the counter-based RNG. These may change
+ * between minor versions; the stable tier does not. ---- */
+#if defined(KVC_ADVANCED)
+#include "kvc_rng.h"
+#include "kvc_attend.h"
+#include "kvc_fixed.h"
+#endif
 
 #endif

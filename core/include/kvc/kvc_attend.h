@@ -5,6 +5,10 @@
 #ifndef KVC_ATTEND_H
 #define KVC_ATTEND_H
 
+#if !defined(KVC_ADVANCED)
+#error "kvc_attend.h is in the advanced tier: #define KVC_ADVANCED before including it (docs/api.md)"
+#endif
+
 #include "kvc_kernels.h"
 
 #ifdef __cplusplus

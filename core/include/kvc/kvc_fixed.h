@@ -17,6 +17,10 @@
 #ifndef KVC_FIXED_H
 #define KVC_FIXED_H
 
+#if !defined(KVC_ADVANCED)
+#error "kvc_fixed.h is in the advanced tier: #define KVC_ADVANCED before including it (docs/api.md)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -29,7 +29,70 @@
 extern "C" {
 #endif
 
-struct kvc_kernels;
+/** A backend's kernel table; what it holds is in the advanced tier (KVC_ADVANCED). */
+typedef struct kvc_kernels kvc_kernels;
+
+/** Bytes of one stored row of @p dim elements of type @p t (0 for a type
+ *  that is not stored row by row). Every row size is a multiple of 4, so
+ *  the f32 scale of an int8 row is aligned. The formulas are KVC_ROW_BYTES
+ *  (kvc_sizes.h), the compile-time form: one definition for both. */
+/*@ requires dim <= 16777216;
+    assigns \nothing;
+*/
+static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim) { return KVC_ROW_BYTES(t, dim); }
+
+/** Bytes one cached element costs in rows of @p dim elements of type @p t
+ *  (the int8 row scale and padding spread over the row). */
+/*@ requires 1 <= dim <= 16777216;
+    assigns \nothing;
+*/
+static inline double kvc_element_bytes(unsigned t, uint64_t dim)
+{
+    return dim ? (double)kvc_row_bytes(t, dim) / (double)dim : 0.0;
+}
+
+/** CPU features a backend may need (kvc_cpu_features()). */
+enum {
+    KVC_CPU_AVX2 = 1u << 0,    /**< x86 AVX2 + FMA */
+    KVC_CPU_AVX512 = 1u << 1,  /**< x86 AVX-512F */
+    KVC_CPU_NEON = 1u << 2     /**< Arm Advanced SIMD */
+};
+
+/** The scalar reference kernels (ground truth). Never NULL. Pass it
+ *  explicitly where arenas must be byte-identical across machines: the other
+ *  tables sum in a different order, so the scores an observing or halving
+ *  method ranks by may differ in their last bits, and with them which tokens
+ *  are kept. */
+const kvc_kernels *kvc_kernels_ref(void);
+
+/** The name of @p kern ("ref", "avx2", "avx512", "neon", "single", "cuda", ...);
+ *  NULL means the table every call uses for NULL: kvc_kernels_best(). */
+const char *kvc_kernels_name(const kvc_kernels *kern);
+
+/** Number of tables built into this library (the reference one is index 0). */
+size_t kvc_kernels_count(void);
+
+/** The @p i-th built-in table, NULL past the end. */
+const kvc_kernels *kvc_kernels_at(size_t i);
+
+/** The built-in table named @p name ("ref", "avx2", ...), NULL if none. */
+const kvc_kernels *kvc_kernels_by_name(const char *name);
+
+/** KVC_CPU_* bits of the running CPU (the one run-time detection of the
+ *  project: the decoder's GEMM and the kernel tables both use it). */
+uint32_t kvc_cpu_features(void);
+
+/** The best table this machine can run: the last built-in table whose
+ *  `needs` the CPU has (the reference one when no accelerated backend is
+ *  built in). Never NULL. */
+const kvc_kernels *kvc_kernels_best(void);
+
+/** 1 when @p kern is usable for storage type @p t (right version, row kernels present). */
+int kvc_kernels_support(const kvc_kernels *kern, unsigned t);
+
+#if defined(KVC_ADVANCED)
+/* ---- advanced tier: what a backend author or a caller of the attend
+ * kernels needs (define KVC_ADVANCED before including kvc.h) ---- */
 
 /** Which set(s) of the weighted query a segment belongs to (bit mask). */
 enum {
@@ -51,25 +114,6 @@ typedef struct kvc_segment {
     const void *keys_q;   /**< other storage types: n rows of kvc_row_bytes(dtype, d) bytes */
     const void *values_q; /**< other storage types: n rows of kvc_row_bytes(dtype, dv) bytes */
 } kvc_segment;
-
-/** Bytes of one stored row of @p dim elements of type @p t (0 for a type
- *  that is not stored row by row). Every row size is a multiple of 4, so
- *  the f32 scale of an int8 row is aligned. The formulas are KVC_ROW_BYTES
- *  (kvc_sizes.h), the compile-time form: one definition for both. */
-/*@ requires dim <= 16777216;
-    assigns \nothing;
-*/
-static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim) { return KVC_ROW_BYTES(t, dim); }
-
-/** Bytes one cached element costs in rows of @p dim elements of type @p t
- *  (the int8 row scale and padding spread over the row). */
-/*@ requires 1 <= dim <= 16777216;
-    assigns \nothing;
-*/
-static inline double kvc_element_bytes(unsigned t, uint64_t dim)
-{
-    return dim ? (double)kvc_row_bytes(t, dim) / (double)dim : 0.0;
-}
 
 /** Largest number of segments one view can hold. */
 #define KVC_VIEW_MAX_SEGMENTS 8u
@@ -200,13 +244,6 @@ enum {
                                    table): never picked by kvc_kernels_best, only by name */
 };
 
-/** CPU features a backend may need (kvc_cpu_features()). */
-enum {
-    KVC_CPU_AVX2 = 1u << 0,    /**< x86 AVX2 + FMA */
-    KVC_CPU_AVX512 = 1u << 1,  /**< x86 AVX-512F */
-    KVC_CPU_NEON = 1u << 2     /**< Arm Advanced SIMD */
-};
-
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */
 typedef struct kvc_kernels {
     uint32_t version;   /**< KVC_KERNELS_VERSION */
@@ -222,9 +259,6 @@ typedef struct kvc_kernels {
     double (*sqdist_f32)(const float *a, const float *b, size_t n);
 } kvc_kernels;
 
-/** The scalar reference kernels (ground truth). Never NULL. */
-const kvc_kernels *kvc_kernels_ref(void);
-
 /** The single-precision table ("single"): the reference row kernels, and an
  *  attend whose scores, exponentials and sums are float, for FPUs without
  *  double precision (Cortex-M4F, M33; about 20x fewer instructions there than
@@ -233,79 +267,7 @@ const kvc_kernels *kvc_kernels_ref(void);
  *  Built into every library, never chosen by kvc_kernels_best. Never NULL. */
 const kvc_kernels *kvc_kernels_single(void);
 
-/** Number of tables built into this library (the reference one is index 0). */
-size_t kvc_kernels_count(void);
-
-/** The @p i-th built-in table, NULL past the end. */
-const kvc_kernels *kvc_kernels_at(size_t i);
-
-/** The built-in table named @p name ("ref", "avx2", ...), NULL if none. */
-const kvc_kernels *kvc_kernels_by_name(const char *name);
-
-/** KVC_CPU_* bits of the running CPU (the one run-time detection of the
- *  project: the decoder's GEMM and the kernel tables both use it). */
-uint32_t kvc_cpu_features(void);
-
-/** The best table this machine can run: the last built-in table whose
- *  `needs` the CPU has (the reference one when no accelerated backend is
- *  built in). Never NULL. */
-const kvc_kernels *kvc_kernels_best(void);
-
-/** 1 when @p kern is usable for storage type @p t (right version, row kernels present). */
-int kvc_kernels_support(const kvc_kernels *kern, unsigned t);
-
-/* ---- reference kernels (core/src/ref), proved with Frama-C/WP ---- */
-
-/**
- * @brief Reference weighted attend (see ::kvc_attend_fn). Accumulates in double.
- */
-/*@ requires view_ok: kvc_view_ok(view);
-    requires n_q_range: 1 <= n_q <= 64;
-    requires q_valid: \valid_read(q + (0 .. n_q * view->d - 1));
-    requires out_valid: \valid(out + (0 .. n_q * view->dv - 1));
-    requires out_sep: \separated(out + (0 .. n_q * view->dv - 1), view);
-    requires out_sep_q: \separated(out + (0 .. n_q * view->dv - 1), q + (0 .. n_q * view->d - 1));
-    requires out_sep_seg: \forall integer i; 0 <= i < view->n_seg ==>
-        \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].keys + (0 .. view->seg[i].n * view->d - 1)) &&
-        ((view->seg[i].role == 1 || view->seg[i].role == 3) ==> \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].values + (0 .. view->seg[i].n * view->dv - 1))) &&
-        (view->seg[i].weights != \null ==> \separated(out + (0 .. n_q * view->dv - 1), view->seg[i].weights + (0 .. view->seg[i].n - 1)));
-    assigns out[0 .. n_q * view->dv - 1];
-    ensures ok: \result == KVC_OK;
-*/
-kvc_status kvc_k_attend_f32__ref(const kvc_view *view, const float *q, size_t n_q, float *out);
-
-/** @brief Reference dot product in double. @param n 0 .. 2^24. */
-/*@ requires n <= 16777216;
-    requires \valid_read(a + (0 .. n - 1)) && \valid_read(b + (0 .. n - 1));
-    assigns \nothing;
-*/
-double kvc_k_dot_f32__ref(const float *a, const float *b, size_t n);
-
-/** @brief Reference squared distance in double. @param n 0 .. 2^24. */
-/*@ requires n <= 16777216;
-    requires \valid_read(a + (0 .. n - 1)) && \valid_read(b + (0 .. n - 1));
-    assigns \nothing;
-*/
-double kvc_k_sqdist_f32__ref(const float *a, const float *b, size_t n);
-
-/**
- * @brief e^x for x <= 0, in [0, 1]. The contract is trusted (an axiom for WP)
- *        and checked at run time by the unit tests.
- */
-/*@ requires x <= 0.0;
-    assigns \nothing;
-    ensures 0.0 <= \result <= 1.0;
-*/
-double kvc_exp_nonpos(double x);
-
-/**
- * @brief Natural logarithm of a positive finite number. Trusted contract,
- *        checked at run time by the unit tests.
- */
-/*@ requires x > 0.0;
-    assigns \nothing;
-*/
-double kvc_log_pos(double x);
+#endif /* KVC_ADVANCED */
 
 #ifdef __cplusplus
 }

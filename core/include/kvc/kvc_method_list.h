@@ -7,9 +7,15 @@
  *
  * Adding a method: one line here, and a file core/src/methods/<ident>.c that
  * defines `const kvc_method_ops kvc_method_ops_<ident>` (see core/src/methods.h
- * and the README's "Adding a method").
+ * and docs/extending.md).
  *
- *   X(ident, ENUM_NAME, value, one-line description)
+ *   X(ident, ENUM_NAME, value, name, kvpress name, one-line summary)
+ *
+ * The name is the one every interface spells (kvc_method_name, the command
+ * line, CMake's KVC_METHODS, CSV files, Python). The kvpress name is the
+ * press that computes the same thing in NVIDIA's kvpress ("" when it has
+ * none); kvc_method_parse accepts it as an alias (no_press, streaming_llm,
+ * random, knorm, keydiff, observed_attention, tova, snapkv).
  */
 #ifndef KVC_METHOD_LIST_H
 #define KVC_METHOD_LIST_H
@@ -20,22 +26,28 @@
 #define KVC_EXTRA_METHODS(X)
 #endif
 
-#define KVC_METHOD_LIST(X)                                                                                     \
-    X(exact, EXACT, 1, "keep everything; refuses (KVC_E_CAPACITY) when full")                                 \
-    X(sink_window, SINK_WINDOW, 2, "StreamingLLM: sinks + FIFO window, drop the middle")                      \
-    X(uniform, UNIFORM, 3, "reservoir sample of the middle, weight seen/kept")                                \
-    X(subgen, SUBGEN, 4, "SubGen: key clusters + value-norm reservoir")                                       \
-    X(balancekv, BALANCEKV, 5, "BalanceKV: value-norm buckets of MergeAndReduce trees of SoftmaxBalance")     \
-    X(balancekv_prefill, BALANCEKV_PREFILL, 6,                                                                 \
-      "BalanceKV's prefill compression: T rounds of halving blocks of b, causal replay, then an exact tail")  \
-    X(express, EXPRESS, 7, "Thinformer Express: kernel halving, Compress2, Subsample (docs/express.md)")            \
-    X(express_prefill, EXPRESS_PREFILL, 8,                                                                     \
-      "Express over a known prompt (equal to Offline-Express on it), then an exact tail")                     \
-    X(knorm, KNORM, 9, "K-norm (Devoto et al. 2024): the lowest-L2-norm keys, sinks and window exact")       \
-    X(keydiff, KEYDIFF, 10, "KeyDiff (Park et al. 2025): evict the key most similar to the mean normalised key") \
-    X(h2o, H2O, 11, "H2O (Zhang et al. 2023): evict the lowest accumulated attention; needs observed attends")   \
-    X(tova, TOVA, 12, "TOVA (Oren et al. 2024): evict the lowest attention of the last query; needs observed attends") \
-    X(snapkv, SNAPKV, 13, "SnapKV (Li et al. 2024): keep what the prompt's last queries attend to; give them first")   \
+#define KVC_METHOD_LIST(X)                                                                                       \
+    X(exact, EXACT, 1, "exact", "no_press", "every token; refuses (KVC_E_CAPACITY) when the budget is full")      \
+    X(sink_window, SINK_WINDOW, 2, "sink-window", "streaming_llm",                                               \
+      "StreamingLLM: the first n_sink tokens and a FIFO of the most recent")                                    \
+    X(uniform, UNIFORM, 3, "uniform", "random",                                                                  \
+      "sinks, window, and a uniform reservoir of the rest (weight seen/kept)")                                   \
+    X(subgen, SUBGEN, 4, "subgen", "", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)") \
+    X(balancekv, BALANCEKV, 5, "balancekv", "",                                                                  \
+      "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree")         \
+    X(balancekv_prefill, BALANCEKV_PREFILL, 6, "balancekv-prefill", "",                                          \
+      "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail")   \
+    X(express, EXPRESS, 7, "express", "", "Thinformer Express: kernel halving, streaming Compress2 and Subsample") \
+    X(express_prefill, EXPRESS_PREFILL, 8, "express-prefill", "",                                                \
+      "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail")            \
+    X(knorm, KNORM, 9, "knorm", "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)")      \
+    X(keydiff, KEYDIFF, 10, "keydiff", "keydiff",                                                                \
+      "KeyDiff: evict the key most similar (cosine) to the sum of the normalised keys held (weight 1)")          \
+    X(h2o, H2O, 11, "h2o", "observed_attention",                                                                 \
+      "H2O: evict the lowest accumulated attention (observed queries); weight 1")                                \
+    X(tova, TOVA, 12, "tova", "tova", "TOVA: evict the lowest attention of the last observed query; weight 1")    \
+    X(snapkv, SNAPKV, 13, "snapkv", "snapkv",                                                                    \
+      "SnapKV: keep the tokens the prompt's last queries (given first) attend to most, pooled; weight 1")        \
     KVC_EXTRA_METHODS(X)
 
 #endif

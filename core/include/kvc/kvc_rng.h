@@ -17,6 +17,10 @@
 #ifndef KVC_RNG_H
 #define KVC_RNG_H
 
+#if !defined(KVC_ADVANCED)
+#error "kvc_rng.h is in the advanced tier: #define KVC_ADVANCED before including it (docs/api.md)"
+#endif
+
 #include <stdint.h>
 
 #ifdef __cplusplus

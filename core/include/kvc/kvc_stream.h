@@ -29,7 +29,7 @@ extern "C" {
 
 /** Compression methods: one value per line of kvc_method_list.h (the
  *  registry's single list), e.g. KVC_METHOD_EXACT = 1, KVC_METHOD_SUBGEN = 4. */
-#define KVC_METHOD_ENUM_ENTRY(ident, NAME, value, doc) KVC_METHOD_##NAME = value,
+#define KVC_METHOD_ENUM_ENTRY(ident, NAME, value, name, kvpress, summary) KVC_METHOD_##NAME = value,
 /* KVC_METHOD_ENUM_32BIT is no method: it keeps the enum 4 bytes where enums
    are short by default (arm-none-eabi's -fshort-enums), so that configurations
    stored in arenas have one layout on every target */
@@ -180,7 +180,13 @@ const char *kvc_method_summary(kvc_method m);
  *  and for an unknown value. */
 int kvc_method_observes(kvc_method m);
 
-/** Parse a method name; returns KVC_E_ARG for an unknown name. */
+/** The name of the kvpress press that computes the same method ("streaming_llm" for
+ *  sink-window, "observed_attention" for h2o, "random" for uniform, ...), or NULL
+ *  when kvpress has none or @p m is unknown. */
+const char *kvc_method_kvpress_name(kvc_method m);
+
+/** Parse a method name, or its kvpress name (kvc_method_kvpress_name: "streaming_llm",
+ *  "observed_attention", ...); returns KVC_E_ARG for an unknown name. */
 kvc_status kvc_method_parse(const char *name, kvc_method *out);
 
 /** Every method name, comma-separated, into @p buf (truncated to @p cap,
@@ -225,6 +231,7 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv,
                                             uint32_t budget, uint64_t seed);
 
+#if defined(KVC_ADVANCED)
 /**
  * @brief Derive every parameter from the budget.
  * @return KVC_OK; KVC_E_ARG for out-of-range fields or a budget too small for
@@ -232,6 +239,8 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
  *         dtype that kvc_dtype_implemented() refuses.
  */
 kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *plan);
+#endif
+
 
 /**
  * @brief Why a configuration is rejected, in one sentence.
@@ -272,7 +281,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
 
 /**
  * @brief Append the next token (its key and value, post-RoPE).
- * @param kern  kernel table, NULL for the reference kernels.
+ * @param kern  kernel table; NULL: kvc_kernels_best() (pass kvc_kernels_ref() for arenas byte-identical across machines).
  * @param k     d finite floats.  @param v  dv finite floats.
  * @return KVC_OK; KVC_E_NONFINITE, KVC_E_ARG (NULL), KVC_E_STATE (bad
  *         handle), KVC_E_CAPACITY (exact is full). On error nothing changed.
@@ -291,6 +300,9 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
  */
 kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
                              size_t n_q, float *out);
+
+#if defined(KVC_ADVANCED)
+/* ---- advanced tier: batched, split-K and observed attends, the raw view ---- */
 
 /** @brief Entries of the stream's view now (the length of a mass array); 0 for a bad handle. */
 size_t kvc_stream_view_entries(const kvc_stream *st);
@@ -380,6 +392,8 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
 /** @brief The weighted cache the next attend would use (pointers into the arena). */
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);
 
+#endif /* KVC_ADVANCED */
+
 /**
  * @brief Full validation of a stream arena, e.g. one restored from a snapshot:
  *        alignment, magic and format version, the plan recomputed from the
@@ -451,8 +465,7 @@ size_t kvc_stream_plan_describe(const kvc_stream_config *cfg, const kvc_stream_p
 /** @brief One line of the method's live counters ("subgen: clusters=..."), "" when it has none; returns as above. */
 size_t kvc_stream_stats_describe(kvc_method m, const kvc_stream_stats *stats, char *buf, size_t cap);
 
-/** @brief The inner method's state (for introspection and tests), or NULL. */
-const void *kvc_stream_method_state(const kvc_stream *st);
+
 
 #ifdef __cplusplus
 }

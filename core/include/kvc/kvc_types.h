@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvc_dtype_list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,31 +47,24 @@ typedef enum kvc_status {
  */
 const char *kvc_status_str(kvc_status s);
 
-/** Storage type of cached keys and values (one per stream). Implemented:
- *  f32, f16, int8 and Q15 with one scale per row, int4 in groups of 32; the
- *  KIVI group-wise types are described by ::kvc_storage_desc so that a later
- *  backend can implement them without a format change. A configuration
- *  naming an unimplemented type is refused with ::KVC_E_UNSUPPORTED. */
+/** Storage type of cached keys and values (one per stream), one value per
+ *  line of kvc_dtype_list.h (its last column says what a row holds; int8 and
+ *  Q15: x = scale * q with scale = max|x| / 127 or / 32767; int4: x = min +
+ *  scale * q, q in 0..15, per group of 32). The KIVI group-wise types are
+ *  described by ::kvc_storage_desc so that a later backend can implement them
+ *  without a format change; a configuration naming an unimplemented type is
+ *  refused with ::KVC_E_UNSUPPORTED (kvc_dtype_implemented). */
+#define KVC_DTYPE_ENUM_ENTRY(NAME, value, name, bits, implemented, doc) KVC_DTYPE_##NAME = value,
 typedef enum kvc_dtype {
-    KVC_DTYPE_F32 = 0,   /**< IEEE binary32, 4 bytes per element */
-    KVC_DTYPE_F16 = 1,   /**< IEEE binary16 (round to nearest even), 2 bytes per element */
-    KVC_DTYPE_I8 = 2,    /**< int8 per row, symmetric: x = scale * q, scale = max|x| / 127 (f32) */
-    KVC_DTYPE_Q15 = 3,   /**< int16 per row, symmetric: x = scale * q, q in -32767..32767,
-                              scale = max|x| / 32767 (f32); 2 bytes per element + 4 per row.
-                              Relative error per element <= 2^-16 of the row's largest */
-    KVC_DTYPE_KIVI4 = 4, /**< KIVI int4: keys per channel over token blocks, values per token in
-                              groups, each group a scale and a minimum (described, not implemented) */
-    KVC_DTYPE_KIVI2 = 5, /**< KIVI int2, same grouping (described, not implemented) */
-    KVC_DTYPE_I4 = 6,    /**< int4 per row in groups of 32 elements, asymmetric: x = min + scale * q,
-                              q in 0..15, an f16 scale and an f16 minimum per group (5 bits per
-                              element at dim 64); the row-wise form of KIVI's values, used for
-                              keys too (a token can be replaced alone: sampling methods need that) */
+    KVC_DTYPE_LIST(KVC_DTYPE_ENUM_ENTRY)
     KVC_DTYPE_ENUM_32BIT = 0x7fffffff /**< not a type: keeps the enum 4 bytes under -fshort-enums
                                              (arm-none-eabi), so stored configurations have one layout */
 } kvc_dtype;
+#undef KVC_DTYPE_ENUM_ENTRY
 
 /** Number of ::kvc_dtype values (the size of per-type tables). */
-#define KVC_DTYPE_COUNT 7u
+#define KVC_DTYPE_COUNT_ENTRY(NAME, value, name, bits, implemented, doc) +1u
+#define KVC_DTYPE_COUNT (0u KVC_DTYPE_LIST(KVC_DTYPE_COUNT_ENTRY))
 
 /** Along which axis a storage type groups elements under one scale. */
 typedef enum kvc_group_axis {
@@ -100,7 +95,7 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
 /** Name of a storage type ("f32", "f16", "int8", "q15", "kivi4", "kivi2", "int4"), NULL if unknown. */
 const char *kvc_dtype_name(kvc_dtype t);
 
-/** 1 when this build stores and reads type @p t (f32, f16, int8, int4), else 0. */
+/** 1 when this build stores and reads type @p t (the implemented column of kvc_dtype_list.h), else 0. */
 int kvc_dtype_implemented(kvc_dtype t);
 
 /** Parse a storage type name; KVC_E_ARG for an unknown one. */

@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "arena.h"
-#include "kvc/kvc_balancekv.h"
 #include "shared/merge_reduce.h"
 #include "methods.h"
+#include "internal/kvc_internal.h"
 
 #define KVC_MAGIC_BALANCEKV 0x4B564231u /* "KVB1" */
 #define NO_BUCKET INT32_MIN
@@ -466,7 +466,6 @@ void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 }
 
 const kvc_method_ops kvc_method_ops_balancekv = {
-    KVC_METHOD_BALANCEKV, "balancekv",
-    "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree", 0,
+    KVC_METHOD_BALANCEKV, 0,
     kvc_balancekv_fields, ops_plan, bkv_arena_size, bkv_init, NULL, bkv_update, bkv_view, bkv_elements,
     bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL, kvc_balancekv_describe, kvc_balancekv_describe_stats};

@@ -251,8 +251,7 @@ static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, 
 }
 
 const kvc_method_ops kvc_method_ops_balancekv_prefill = {
-    KVC_METHOD_BALANCEKV_PREFILL, "balancekv-prefill",
-    "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail", 0,
+    KVC_METHOD_BALANCEKV_PREFILL, 0,
     ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
     bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
     KVC_BKV_PREFILL_N_PARAMS, 1, NULL, NULL, bkvp_describe, kvc_balancekv_describe_stats};

@@ -17,9 +17,9 @@
 
 #include "arena.h"
 #include "shared/kernel_halving.h"
-#include "kvc/kvc_express.h"
 #include "kvc/kvc_rng.h"
 #include "methods.h"
+#include "internal/kvc_internal.h"
 
 #define KVC_MAGIC_EXPRESS 0x4B565831u /* "KVX1" */
 #define MAX_LEVELS 32u
@@ -539,11 +539,10 @@ static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc
 }
 
 const kvc_method_ops kvc_method_ops_express = {
-    KVC_METHOD_EXPRESS, "express", "Thinformer Express: kernel halving, streaming Compress2 and Subsample", 0,
+    KVC_METHOD_EXPRESS, 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
     x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};
 const kvc_method_ops kvc_method_ops_express_prefill = {
-    KVC_METHOD_EXPRESS_PREFILL, "express-prefill",
-    "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail", 0,
+    KVC_METHOD_EXPRESS_PREFILL, 0,
     ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
     x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};

@@ -122,7 +122,6 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
 }
 
 const kvc_method_ops kvc_method_ops_keydiff = {
-    KVC_METHOD_KEYDIFF, "keydiff",
-    "KeyDiff: evict the key most similar (cosine) to the sum of the normalised keys held (weight 1)", 0, NULL,
+    KVC_METHOD_KEYDIFF, 0, NULL,
     ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL, ops_check, NULL, 0, 1,
     NULL, NULL, NULL, NULL};

@@ -146,5 +146,5 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
 
 
 const kvc_method_ops kvc_method_ops_knorm = {
-    KVC_METHOD_KNORM, "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)", 0, NULL, ops_plan,
+    KVC_METHOD_KNORM, 0, NULL, ops_plan,
     ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL, ops_check, NULL, 0, 1, NULL, NULL, NULL, NULL};

@@ -12,5 +12,5 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
 
 
 const kvc_method_ops kvc_method_ops_sink_window = {
-    KVC_METHOD_SINK_WINDOW, "sink-window", "StreamingLLM: the first n_sink tokens and a FIFO of the most recent",
+    KVC_METHOD_SINK_WINDOW,
     1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ops_check, NULL, 0, 0, NULL, NULL, NULL, NULL};

@@ -199,7 +199,6 @@ static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 }
 
 const kvc_method_ops kvc_method_ops_snapkv = {
-    KVC_METHOD_SNAPKV, "snapkv",
-    "SnapKV: keep the tokens the prompt's last queries (given first) attend to most, pooled; weight 1", 0, NULL,
+    KVC_METHOD_SNAPKV, 0, NULL,
     ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, ops_fill_stats, ops_check, NULL, 0,
     1, NULL, ops_prefill_queries, NULL, ops_describe_stats};

@@ -35,9 +35,9 @@
 
 #include "arena.h"
 #include "kvc/kvc_rng.h"
-#include "kvc/kvc_subgen.h"
 #include "methods.h"
 #include "shared/rows.h"
+#include "internal/kvc_internal.h"
 
 typedef struct subgen_state {
     uint32_t magic;
@@ -513,6 +513,6 @@ static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 }
 
 const kvc_method_ops kvc_method_ops_subgen = {
-    KVC_METHOD_SUBGEN, "subgen", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)", 0,
+    KVC_METHOD_SUBGEN, 0,
     ops_fields, ops_plan, subgen_arena_size, subgen_init, NULL, subgen_update, subgen_view, subgen_elements,
     subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, subgen_describe, subgen_describe_stats};

@@ -3,9 +3,9 @@
  * denominator are unbiased estimates of the full sums. */
 #include "arena.h"
 #include "kvc/kvc_rng.h"
-#include "kvc/kvc_uniform.h"
 #include "methods.h"
 #include "shared/rows.h"
+#include "internal/kvc_internal.h"
 
 typedef struct uniform_state {
     uint32_t magic;
@@ -121,5 +121,5 @@ static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *
 }
 
 const kvc_method_ops kvc_method_ops_uniform = {
-    KVC_METHOD_UNIFORM, "uniform", "sinks, window, and a uniform reservoir of the rest (weight seen/kept)", 0, NULL,
+    KVC_METHOD_UNIFORM, 0, NULL,
     ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0, 0, NULL, NULL, uniform_describe, NULL};

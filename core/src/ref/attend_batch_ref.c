@@ -11,6 +11,7 @@
 #include "kvc/kvc_kernels.h"
 #include "shared/rows.h"
 #include "rows_ref.h"
+#include "internal/kvc_internal.h"
 
 /* e^t for t <= 0 that may also be -inf or NaN (same as attend_ref.c). */
 static double exp_nonpos_ext(double t)

@@ -4,6 +4,7 @@
  * e^{-M}, so their ratio is exact while neither can overflow however large the
  * weights grow. Accumulation is in double: this kernel is the ground truth.  */
 #include "kvc/kvc_kernels.h"
+#include "internal/kvc_internal.h"
 
 #include <math.h>
 

@@ -16,6 +16,7 @@
 #include "portable_math.h"
 #include "rows_ref.h"
 #include "shared/rows.h"
+#include "internal/kvc_internal.h"
 
 /* e^t in float for t <= 0 (also -inf: 0; NaN propagates): t = k ln2 + r,
  * |r| <= ln2/2, e^r by its Taylor series to r^7 (remainder < 2^-27), then

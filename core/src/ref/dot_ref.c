@@ -1,6 +1,7 @@
 /* Reference reductions: scalar, accumulated in double (ground truth for every
  * accelerated dot / distance kernel). */
 #include "kvc/kvc_kernels.h"
+#include "internal/kvc_internal.h"
 
 double kvc_k_dot_f32__ref(const float *a, const float *b, size_t n)
 {

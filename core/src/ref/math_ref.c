@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include "portable_math.h"
+#include "internal/kvc_internal.h"
 
 /* The contracts say `assigns \nothing`, but a C library's ldexp may set errno
  * to ERANGE when the result underflows (x below about -708), which attend

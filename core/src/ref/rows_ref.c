@@ -7,6 +7,7 @@
 #include "kvc/kvc_kernels.h"
 #include "rows_ref.h"
 #include "rows_typed.h"
+#include "internal/kvc_internal.h"
 
 /* ---- f32 ---- */
 static void f32_store(void *row, const float *x, size_t dim) { kvc_k_f32_copy__ref((float *)row, x, dim); }

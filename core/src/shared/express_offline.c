@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "kernel_halving.h"
-#include "kvc/kvc_express.h"
 #include "kvc/kvc_rng.h"
 #include "plan.h"
+#include "internal/kvc_internal.h"
 
 enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 }; /* as in method_express.c */
 

@@ -1,6 +1,8 @@
 /* A decoder-shaped consumer of the installed package: a cache manager for a
  * 2-layer, 4-head (2 kv-head) model, 300 decode steps, every status checked,
- * and the compressed cache compared with the exact one it approximates. */
+ * and the compressed cache compared with the exact one it approximates. It
+ * includes kvc.h without KVC_ADVANCED: the stable tier is enough for a
+ * decoder. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,17 @@
 #define HEADS 4u
 #define KV_HEADS 2u
 #define HD 16u
+
+/* the consumer's own normal draws (the library's RNG is advanced tier) */
+static double normal(uint64_t *state)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        u[i] = ((double)(*state >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
 
 static void *new_cache(kvc_method m, uint32_t budget, kvc_cache **c)
 {
@@ -32,14 +45,13 @@ int main(void)
     kvc_cache *exact, *small;
     void *a = new_cache(KVC_METHOD_EXACT, 320, &exact), *b = new_cache(KVC_METHOD_UNIFORM, 96, &small);
     if (!a || !b) return 1;
-    kvc_rng r;
-    kvc_rng_seed(&r, 7);
+    uint64_t r = 7;
     float k[KV_HEADS * HD], v[KV_HEADS * HD], q[HEADS * HD], ze[HEADS * HD], zs[HEADS * HD];
     double err = 0, ref = 0;
     for (int pos = 0; pos < 300; pos++) {
         for (uint32_t l = 0; l < LAYERS; l++) {
-            for (size_t i = 0; i < KV_HEADS * HD; i++) k[i] = (float)kvc_rng_normal(&r), v[i] = (float)kvc_rng_normal(&r);
-            for (size_t i = 0; i < HEADS * HD; i++) q[i] = (float)kvc_rng_normal(&r);
+            for (size_t i = 0; i < KV_HEADS * HD; i++) k[i] = (float)normal(&r), v[i] = (float)normal(&r);
+            for (size_t i = 0; i < HEADS * HD; i++) q[i] = (float)normal(&r);
             kvc_status s1 = kvc_cache_append(exact, NULL, l, k, v), s2 = kvc_cache_append(small, NULL, l, k, v);
             kvc_status s3 = kvc_cache_attend(exact, NULL, l, q, ze), s4 = kvc_cache_attend(small, NULL, l, q, zs);
             if (s1 || s2 || s3 || s4) {

@@ -20,7 +20,7 @@
 #ifndef KVC_SUBGEN_H
 #define KVC_SUBGEN_H
 
-#include "kvc_stream.h"
+#include "kvc/kvc_stream.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,7 +9,7 @@
 #ifndef KVC_UNIFORM_H
 #define KVC_UNIFORM_H
 
-#include "kvc_stream.h"
+#include "kvc/kvc_stream.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,10 +1,10 @@
-/* kvc-bench-cost: per-token update cost and per-query attend cost of each
+/* kvc bench cost: per-token update cost and per-query attend cost of each
  * method on a trace, as ratios to exact attention's query cost at the same
  * context, for the reference kernel table and for the best one this CPU runs,
  * all measured in one run (absolute times on shared machines mean little;
  * ratios measured together do).
  *
- *   kvc-bench-cost --trace DIR --budget N [--methods a,b,c|all] [--head H] [--sink A] [--window B] [--reps R]
+ *   kvc bench cost --trace DIR --budget B [--methods a,b,c|all] [--head H] [--sink A] [--window W] [--reps R]
  *
  * Exact query cost: the table's attend over all n tokens (one segment,
  * weight 1), timed over R repetitions at the last position.
@@ -20,7 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "cli.h"
+#include "method_opts.h"
 #include "kvc/kvc.h"
 #include "trace.h"
 
@@ -31,29 +33,34 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static void cost_usage(FILE *f)
+{
+    fprintf(f, "usage: kvc bench cost --trace DIR --budget B [--methods a,b,..|all] [--head H] [--sink A]\n"
+               "                      [--window W] [--reps R] [method flags]\n"
+               "  Per-token update cost and per-query attend cost of each method on the trace, as\n"
+               "  ratios to exact attention's query over all n tokens, for the reference table and the\n"
+               "  best one this CPU runs, measured in one run.\n");
+}
+
+int kvc_bench_cost(int argc, char **argv)
 {
     const char *trace = NULL, *methods = "all";
-    uint64_t budget = 0, head = 0, sink = 32, window = 32, reps = 20;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--trace")) trace = val;
-        else if (!strcmp(a, "--methods")) methods = val;
-        else if (!strcmp(a, "--budget")) bad = kvc_cli_u64(a, val, 1, KVC_MAX_BUDGET, &budget);
-        else if (!strcmp(a, "--head")) bad = kvc_cli_u64(a, val, 0, 1u << 20, &head);
-        else if (!strcmp(a, "--sink")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &sink);
-        else if (!strcmp(a, "--window")) bad = kvc_cli_u64(a, val, 0, KVC_MAX_BUDGET, &window);
-        else if (!strcmp(a, "--reps")) bad = kvc_cli_u64(a, val, 1, 100000, &reps);
-        else {
-            fprintf(stderr, "usage: kvc-bench-cost --trace DIR --budget N [--methods a,b] [--head H] [--sink A] "
-                            "[--window B] [--reps R]\n");
-            return 2;
-        }
-        if (bad) return 2;
-    }
-    if (!trace || !budget) {
-        fprintf(stderr, "kvc-bench-cost: --trace and --budget are required\n");
+    uint64_t head = 0, reps = 20;
+    kvc_common_flags cf = kvc_common_flags_default();
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
+    kvc_flag fl[16];
+    size_t nf = kvc_common_flags_add(&cf, "bkw", fl, 0);
+    fl[nf++] = (kvc_flag){"--trace", 's', &trace, 0, 0, NULL, "DIR\ttrace folder (q.npy, k.npy, v.npy; kvc synth, kvc dump)"};
+    fl[nf++] = (kvc_flag){"--methods", 's', &methods, 0, 0, NULL, "a,b,..\tmethods, or all (default)"};
+    fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
+    fl[nf++] = (kvc_flag){"--reps", 'u', &reps, 1, 100000, NULL, "R\trepetitions of each timed query (default 20)"};
+    const int prc = kvc_cli_parse("bench cost", argc, argv, fl, nf, &mo, cost_usage);
+    if (prc) return prc == 1 ? 0 : 2;
+    if (kvc_common_flags_finish("bench cost", &cf)) return 2;
+    const uint64_t sink = cf.sink, window = cf.window;
+    if (!trace || !cf.have_budget) {
+        fprintf(stderr, "kvc bench cost: --trace and --budget are required\n");
         return 2;
     }
     kvc_trace tr;
@@ -71,8 +78,10 @@ int main(int argc, char **argv)
     }
     const kvc_kernels *tables[2] = {kvc_kernels_ref(), kvc_kernels_best()};
     const size_t n_tables = tables[1] == tables[0] ? 1 : 2;
-    printf("trace %s: n=%zu d=%zu, budget %llu (sink %llu, window %llu), tables ref and %s\n", trace, n, d,
-           (unsigned long long)budget, (unsigned long long)sink, (unsigned long long)window, tables[1]->name);
+    char budget_text[48];
+    kvc_budget_format(&cf.budget, budget_text, sizeof budget_text);
+    printf("trace %s: n=%zu d=%zu, budget %s (sink %llu, window %llu), tables ref and %s\n", trace, n, d,
+           budget_text, (unsigned long long)sink, (unsigned long long)window, tables[1]->name);
     double exact_q[2];
     for (size_t ti = 0; ti < n_tables; ti++) { /* exact query cost over all n tokens */
         kvc_view ev;
@@ -90,15 +99,17 @@ int main(int argc, char **argv)
     for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         kvc_method meth;
         if (kvc_method_parse(m, &meth) != KVC_OK) {
-            fprintf(stderr, "kvc-bench-cost: unknown method '%s'\n", m);
+            fprintf(stderr, "kvc bench cost: unknown method '%s'\n", m);
             continue;
         }
-        kvc_stream_config cfg = kvc_stream_config_default(meth, (uint32_t)d, (uint32_t)dv, (uint32_t)budget, 1);
+        kvc_stream_config cfg = kvc_stream_config_default(meth, (uint32_t)d, (uint32_t)dv, 1, 1);
         cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window, cfg.prefix_len = (uint32_t)n;
+        kvc_method_opts_apply(&mo, &cfg);
+        if (kvc_budget_resolve("bench cost", &cf.budget, n, 1, &mo, &cfg, 0)) continue;
         if (meth == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n; /* exact keeps everything */
         size_t bytes = kvc_stream_arena_size(&cfg);
         if (!bytes) {
-            fprintf(stderr, "kvc-bench-cost: %s: %s\n", m, kvc_stream_config_problem(&cfg));
+            fprintf(stderr, "kvc bench cost: %s: %s\n", m, kvc_stream_config_problem(&cfg));
             continue;
         }
         void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));

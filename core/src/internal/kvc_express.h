@@ -12,7 +12,7 @@
 #ifndef KVC_EXPRESS_H
 #define KVC_EXPRESS_H
 
-#include "kvc_stream.h"
+#include "kvc/kvc_stream.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,7 +23,7 @@
 #ifndef KVC_BALANCEKV_H
 #define KVC_BALANCEKV_H
 
-#include "kvc_stream.h"
+#include "kvc/kvc_stream.h"
 
 #ifdef __cplusplus
 extern "C" {
