@@ -64,7 +64,8 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
                     n++;
                     continue;
                 }
-                const double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
+                const double dj =
+                    beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
                 if (dj > dl) dl = dj;
                 const double p = exp(x - M);
                 if (g->role & KVC_SET_DEN) Dn += p;
@@ -95,8 +96,8 @@ static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t 
         const double under = tail[c] > 0.0 ? exp(2.0 * delta - 745.0 + log(tail[c])) / Dn : 0.0;
         const double flush = 0x1p-126 * (tail[KVC_MAX_HEAD_DIM + c] + (double)n * fabs((double)z[c])) / Dn;
         const double b = !(Dn > 0.0) ? INFINITY /* no denominator: both give 0 (checked exactly) */
-                         : (r > 0.0 ? (ed - 1.0) * (ed + 1.0) * r : 0.0) + under + flush +
-                               4.0 * (double)(n + 16) * U * r + 4.0 * U * fabs((double)z[c]);
+                                     : (r > 0.0 ? (ed - 1.0) * (ed + 1.0) * r : 0.0) + under + flush +
+                                           4.0 * (double)(n + 16) * U * r + 4.0 * U * fabs((double)z[c]);
         /* NaN only where the double sums themselves overflow (A and D both
            infinite): no bound can be derived there */
         bound[c] = isnan(b) ? INFINITY : b;

@@ -121,7 +121,7 @@ static const unsigned char kvc_gw_smollm2_missing_bytes[21] = {0x04, 0x06, 0x13,
                                                                0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff};
 
 /* A few GPT-2 style merges over byte-level strings ("Ġ" is the space). */
-static const char *const kvc_gw_merges[] = {"Ġ t", "h e", "Ġt he", "i n", "a n", "Ġ a", "e r", "o n", "Ġ w",
-                                            "a a", "aa aa", "aaaa aaaa", "Ã ©", "Ġ Ã©"};
+static const char *const kvc_gw_merges[] = {"Ġ t", "h e", "Ġt he", "i n",   "a n",       "Ġ a", "e r",
+                                            "o n", "Ġ w", "a a",   "aa aa", "aaaa aaaa", "Ã ©", "Ġ Ã©"};
 #define KVC_GW_N_MERGES (sizeof kvc_gw_merges / sizeof kvc_gw_merges[0])
 #endif

@@ -15,22 +15,22 @@ typedef struct kvc_test_case {
 
 #define KVC_TEST_SKIP 77
 
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            return 1;                                                               \
-        }                                                                           \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                        \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                           \
-            fputc('\n', stderr);                                                    \
-            return 1;                                                               \
-        }                                                                           \
+#define CHECK_MSG(cond, ...)                                                                                           \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 /* Run the case named argv[1], or every case when no name is given. */
@@ -58,7 +58,7 @@ static inline int kvc_test_main(int argc, char **argv, const kvc_test_case *case
     return failed ? 1 : 0;
 }
 
-#define KVC_TEST_MAIN(cases) \
+#define KVC_TEST_MAIN(cases)                                                                                           \
     int main(int argc, char **argv) { return kvc_test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0])); }
 
 #endif

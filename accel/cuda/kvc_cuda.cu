@@ -13,7 +13,8 @@
 #include "kvc/kvc_attend.h"
 #include "kvc/kvc_cuda.h"
 
-namespace {
+namespace
+{
 
 using namespace kvc_cuda;
 
@@ -109,7 +110,9 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
         // 4 value columns (16, 8 or 4 bytes)
         const uintptr_t ka = (uintptr_t)o.k, va = (uintptr_t)o.v;
         const size_t kc = g.dtype == KVC_DTYPE_F16 ? 8u : 4u;
-        const size_t kal = g.dtype == KVC_DTYPE_I8 ? 4u : 16u, val = g.dtype == KVC_DTYPE_F32 ? 16u : g.dtype == KVC_DTYPE_F16 ? 8u : 4u;
+        const size_t kal = g.dtype == KVC_DTYPE_I8 ? 4u : 16u, val = g.dtype == KVC_DTYPE_F32   ? 16u
+                                                                     : g.dtype == KVC_DTYPE_F16 ? 8u
+                                                                                                : 4u;
         o.kvec = d % kc == 0 && ka % kal == 0 && o.kstride % kal == 0;
         o.vvec = o.v != nullptr && dv % 4u == 0 && va % val == 0 && o.vstride % val == 0;
         if (g.n > 0 && (g.dtype != KVC_DTYPE_F32 || !o.kvec)) all_f32_chunked = false;
@@ -123,7 +126,8 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
     p.group = Q < (size_t)kMaxQ ? Q : (size_t)kMaxQ;
     // the wide configuration where it was measured faster: f32 rows that every
     // launch scores with 8 lanes per row (score_rows' test, made for the plan)
-    p.wide = all_f32_chunked && KVC_CUDA_GROUPED_ROWS && p.group <= (size_t)KVC_CUDA_GROUPED_MAX_Q && (d / 4u) % 8u == 0;
+    p.wide =
+        all_f32_chunked && KVC_CUDA_GROUPED_ROWS && p.group <= (size_t)KVC_CUDA_GROUPED_MAX_Q && (d / 4u) % 8u == 0;
     uint32_t tpb = tiles_per_block;
     if (tpb == 0) { // one wave: as many blocks as the launch bounds let every multiprocessor hold
         const size_t per_sm = p.wide ? KVC_CUDA_WIDE_MIN_BLOCKS : KVC_CUDA_MIN_BLOCKS;
@@ -184,8 +188,8 @@ void launch_group(const attend_plan &p, cudaStream_t st)
 {
     const attend_args &a = p.a;
     const size_t split_smem = kMaxQ * (a.dv > (uint32_t)kTile ? a.dv : (uint32_t)kTile) * sizeof(float);
-    void (*const split)(attend_args) = p.wide ? split_kernel<KVC_CUDA_WIDE_MIN_BLOCKS, KVC_CUDA_WIDE_UNROLL>
-                                              : split_kernel<KVC_CUDA_MIN_BLOCKS, 1>;
+    void (*const split)(attend_args) =
+        p.wide ? split_kernel<KVC_CUDA_WIDE_MIN_BLOCKS, KVC_CUDA_WIDE_UNROLL> : split_kernel<KVC_CUDA_MIN_BLOCKS, 1>;
     if (p.n_blocks > 0) KVC_LAUNCH(split, (unsigned)p.n_blocks, kThreads, split_smem, st, a);
     KVC_LAUNCH(merge_kernel, a.nq, kThreads, p.n_blocks * sizeof(float), st, a);
     if (a.mass != nullptr && p.n_blocks > 0)
@@ -252,8 +256,9 @@ kvc_status kvc_cuda_attend(const kvc_view *view, const kvc_attend_batch *b, uint
     const cudaStream_t st = as_stream(stream);
 
     // host staging only for what comes back converted (state) or added (mass)
-    std::vector<float> host(b->mass != nullptr ? (p.entries > p.group * W ? p.entries : p.group * W)
-                            : b->state != nullptr ? p.group * W : 0u);
+    std::vector<float> host(b->mass != nullptr    ? (p.entries > p.group * W ? p.entries : p.group * W)
+                            : b->state != nullptr ? p.group * W
+                                                  : 0u);
     uint32_t launches = 0;
     bool ok = cudaMemsetAsync(a.included, 0, sizeof(unsigned), st) == cudaSuccess;
     for (size_t q0 = 0; ok && q0 < Q; q0 += kMaxQ) {
@@ -264,8 +269,8 @@ kvc_status kvc_cuda_attend(const kvc_view *view, const kvc_attend_batch *b, uint
         launches++;
         launch_group(p, st);
         ok = cudaGetLastError() == cudaSuccess &&
-             cudaMemcpyAsync(b->out + q0 * dv, a.out, (size_t)a.nq * dv * sizeof(float), cudaMemcpyDeviceToHost,
-                             st) == cudaSuccess;
+             cudaMemcpyAsync(b->out + q0 * dv, a.out, (size_t)a.nq * dv * sizeof(float), cudaMemcpyDeviceToHost, st) ==
+                 cudaSuccess;
         if (ok && b->state != nullptr) {
             ok = cudaMemcpyAsync(host.data(), a.state, (size_t)a.nq * W * sizeof(float), cudaMemcpyDeviceToHost, st) ==
                      cudaSuccess &&
@@ -301,22 +306,29 @@ kvc_status kvc_cuda_store_rows(unsigned dtype, void *dst, const float *x, size_t
         return KVC_E_ARG;
     if (!gpu_type(dtype)) return dtype < KVC_DTYPE_COUNT ? KVC_E_UNSUPPORTED : KVC_E_ARG;
     if (n == 0) return KVC_OK;
-    store_args a{x, static_cast<unsigned char *>(dst), (uint32_t)n, (uint32_t)dim, dtype,
-                 (uint32_t)kvc_row_bytes(dtype, dim)};
+    store_args a{x,     static_cast<unsigned char *>(dst),  (uint32_t)n, (uint32_t)dim,
+                 dtype, (uint32_t)kvc_row_bytes(dtype, dim)};
     const cudaStream_t st = as_stream(stream);
     KVC_LAUNCH(store_kernel, (unsigned)((n + kWarps - 1) / kWarps), kThreads, 0, st, a);
     return cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
 }
 
-kvc_status kvc_cuda_pair_gram(unsigned dtype, const void *a_rows, size_t na, const void *b_rows, size_t nb,
-                              size_t dim, const float *mu, float *g, void *stream)
+kvc_status kvc_cuda_pair_gram(unsigned dtype, const void *a_rows, size_t na, const void *b_rows, size_t nb, size_t dim,
+                              const float *mu, float *g, void *stream)
 {
     if (dim < 1 || dim > KVC_MAX_HEAD_DIM || na > 65535u || nb > 65535u) return KVC_E_ARG;
     if (na > 0 && nb > 0 && (a_rows == nullptr || b_rows == nullptr || g == nullptr)) return KVC_E_ARG;
     if (!gpu_type(dtype)) return dtype < KVC_DTYPE_COUNT ? KVC_E_UNSUPPORTED : KVC_E_ARG;
     if (na == 0 || nb == 0) return KVC_OK;
-    gram_args a{static_cast<const unsigned char *>(a_rows), static_cast<const unsigned char *>(b_rows), mu, g,
-                (uint32_t)na, (uint32_t)nb, (uint32_t)dim, dtype, (uint32_t)kvc_row_bytes(dtype, dim)};
+    gram_args a{static_cast<const unsigned char *>(a_rows),
+                static_cast<const unsigned char *>(b_rows),
+                mu,
+                g,
+                (uint32_t)na,
+                (uint32_t)nb,
+                (uint32_t)dim,
+                dtype,
+                (uint32_t)kvc_row_bytes(dtype, dim)};
     const cudaStream_t st = as_stream(stream);
     KVC_LAUNCH(pair_gram_kernel, dim3((unsigned)((nb + kWarps - 1) / kWarps), (unsigned)na), kThreads, 0, st, a);
     return cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
@@ -353,7 +365,8 @@ int kvc_cuda_is_cpu_runtime(void)
 } // extern "C"
 
 // ---- the kernel table ----
-namespace {
+namespace
+{
 
 // The kernels sum in f32, which overflows where the reference's doubles do
 // not (values near FLT_MAX / n, scores past FLT_MAX); exact attention is a

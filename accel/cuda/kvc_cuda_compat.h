@@ -8,12 +8,13 @@
 #if defined(KVC_SIMT_CPU)
 #include "simt/simt_cpu.h"
 #define KVC_LAUNCH(kernel, grid, block, smem, stream, ...)                                                             \
-    ((void)(stream), ::simt::launch(dim3(grid), dim3(block), (smem), [&] { kernel(__VA_ARGS__); }, __FILE__, __LINE__))
+    ((void)(stream), ::simt::launch(                                                                                   \
+                         dim3(grid), dim3(block), (smem), [&] { kernel(__VA_ARGS__); }, __FILE__, __LINE__))
 #define KVC_DYN_SMEM(T, name) T *name = static_cast<T *>(::simt::dynamic_smem())
 #else
 #include <cuda_runtime.h>
 #define KVC_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
-#define KVC_DYN_SMEM(T, name) extern __shared__ T name[]
+#define KVC_DYN_SMEM(T, name)                              extern __shared__ T name[]
 #endif
 
 #endif

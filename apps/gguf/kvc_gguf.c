@@ -9,7 +9,7 @@
 
 #include "kvc_npy.h" /* kvc_half_to_float */
 
-#define GGUF_MAGIC 0x46554747u /* "GGUF" */
+#define GGUF_MAGIC             0x46554747u /* "GGUF" */
 #define GGUF_DEFAULT_ALIGNMENT 32u
 
 typedef struct cursor {
@@ -68,10 +68,17 @@ static int rd_str(cursor *c, size_t *off, size_t *len)
 static size_t scalar_size(uint32_t t)
 {
     switch (t) {
-    case KVC_GGUF_U8: case KVC_GGUF_I8: case KVC_GGUF_BOOL: return 1;
-    case KVC_GGUF_U16: case KVC_GGUF_I16: return 2;
-    case KVC_GGUF_U32: case KVC_GGUF_I32: case KVC_GGUF_F32: return 4;
-    case KVC_GGUF_U64: case KVC_GGUF_I64: case KVC_GGUF_F64: return 8;
+    case KVC_GGUF_U8:
+    case KVC_GGUF_I8:
+    case KVC_GGUF_BOOL: return 1;
+    case KVC_GGUF_U16:
+    case KVC_GGUF_I16: return 2;
+    case KVC_GGUF_U32:
+    case KVC_GGUF_I32:
+    case KVC_GGUF_F32: return 4;
+    case KVC_GGUF_U64:
+    case KVC_GGUF_I64:
+    case KVC_GGUF_F64: return 8;
     }
     return 0;
 }
@@ -79,11 +86,13 @@ static size_t scalar_size(uint32_t t)
 /* ggml storage: elements per block and bytes per block (0 = unknown type). */
 static void type_block(uint32_t t, uint64_t *elems, uint64_t *bytes)
 {
-    static const struct { uint32_t t; uint32_t e, b; } tab[] = {
-        {0, 1, 4},     {1, 1, 2},      {2, 32, 18},    {3, 32, 20},    {6, 32, 22},    {7, 32, 24},
-        {8, 32, 34},   {9, 32, 36},    {10, 256, 84},  {11, 256, 110}, {12, 256, 144}, {13, 256, 176},
-        {14, 256, 210}, {15, 256, 292}, {24, 1, 1},    {25, 1, 2},     {26, 1, 4},     {27, 1, 8},
-        {28, 1, 8},    {30, 1, 2}};
+    static const struct {
+        uint32_t t;
+        uint32_t e, b;
+    } tab[] = {{0, 1, 4},      {1, 1, 2},      {2, 32, 18},    {3, 32, 20},    {6, 32, 22},
+               {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},  {11, 256, 110},
+               {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
+               {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {30, 1, 2}};
     *elems = *bytes = 0;
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (tab[i].t == t) *elems = tab[i].e, *bytes = tab[i].b;
@@ -110,13 +119,15 @@ static kvc_status parse_value(cursor *c, kvc_gguf_kv *kv)
             if (n > (c->len - c->pos) / 8) return fail(c, "array of %llu strings cannot fit", (unsigned long long)n);
             for (uint64_t i = 0; i < n; i++) {
                 size_t off, len;
-                if (!rd_str(c, &off, &len)) return fail(c, "string %llu of an array runs past the end", (unsigned long long)i);
+                if (!rd_str(c, &off, &len))
+                    return fail(c, "string %llu of an array runs past the end", (unsigned long long)i);
             }
             return KVC_OK;
         }
         const size_t es = scalar_size(et);
         if (es == 0) return fail(c, "array element type %u is not supported (nested arrays included)", et);
-        if (n > (c->len - c->pos) / es) return fail(c, "array of %llu elements runs past the end", (unsigned long long)n);
+        if (n > (c->len - c->pos) / es)
+            return fail(c, "array of %llu elements runs past the end", (unsigned long long)n);
         c->pos += (size_t)n * es;
         return KVC_OK;
     }
@@ -207,11 +218,14 @@ kvc_status kvc_gguf_parse(const uint8_t *buf, size_t len, kvc_gguf *g, char *err
         rc = parse_value(&c, kv);
         if (rc == KVC_OK && key_is(g, kv->key_off, kv->key_len, "general.alignment")) {
             uint32_t a;
-            if (kv->type != KVC_GGUF_U32) rc = fail(&c, "general.alignment is not a uint32");
+            if (kv->type != KVC_GGUF_U32)
+                rc = fail(&c, "general.alignment is not a uint32");
             else {
                 memcpy(&a, buf + kv->value_off, 4);
-                if (a == 0 || (a & (a - 1)) != 0 || a > 65536) rc = fail(&c, "general.alignment %u is not a power of two <= 65536", a);
-                else g->alignment = a;
+                if (a == 0 || (a & (a - 1)) != 0 || a > 65536)
+                    rc = fail(&c, "general.alignment %u is not a power of two <= 65536", a);
+                else
+                    g->alignment = a;
             }
         }
     }
@@ -228,10 +242,12 @@ kvc_status kvc_gguf_parse(const uint8_t *buf, size_t len, kvc_gguf *g, char *err
         }
         t->n_elems = 1;
         for (uint32_t dd = 0; dd < t->n_dims && rc == KVC_OK; dd++) {
-            if (!rd_u64(&c, &t->dims[dd])) rc = fail(&c, "tensor %llu dims run past the end", (unsigned long long)i);
+            if (!rd_u64(&c, &t->dims[dd]))
+                rc = fail(&c, "tensor %llu dims run past the end", (unsigned long long)i);
             else if (t->dims[dd] == 0 || t->dims[dd] > ((uint64_t)1 << 40) / t->n_elems)
                 rc = fail(&c, "tensor %llu has an empty or huge shape", (unsigned long long)i);
-            else t->n_elems *= t->dims[dd];
+            else
+                t->n_elems *= t->dims[dd];
         }
         if (rc != KVC_OK) break;
         if (!rd_u32(&c, &t->type) || !rd_u64(&c, &off)) {
@@ -259,11 +275,13 @@ kvc_status kvc_gguf_parse(const uint8_t *buf, size_t len, kvc_gguf *g, char *err
         for (uint64_t i = 0; i < g->n_tensors && rc == KVC_OK; i++) {
             kvc_gguf_tensor *t = &g->tensors[i];
             if (t->data_off % g->alignment != 0)
-                rc = fail(&c, "tensor %llu offset %zu is not aligned to %u", (unsigned long long)i, t->data_off, g->alignment);
+                rc = fail(&c, "tensor %llu offset %zu is not aligned to %u", (unsigned long long)i, t->data_off,
+                          g->alignment);
             else if (t->data_off > len - start || t->data_bytes > len - start - t->data_off)
-                rc = fail(&c, "tensor %llu data (%zu bytes at %zu) runs past the end of the file", (unsigned long long)i,
-                          t->data_bytes, t->data_off);
-            else t->data_off += start;
+                rc = fail(&c, "tensor %llu data (%zu bytes at %zu) runs past the end of the file",
+                          (unsigned long long)i, t->data_bytes, t->data_off);
+            else
+                t->data_off += start;
         }
     }
     if (rc == KVC_OK && g->n_tensors > 1) rc = check_no_overlap(g, &c);
@@ -295,12 +313,32 @@ kvc_status kvc_gguf_get_uint(const kvc_gguf *g, const char *key, uint64_t *out)
     int64_t s = 0;
     switch (kv->type) {
     case KVC_GGUF_U8: u = p[0]; break;
-    case KVC_GGUF_U16: { uint16_t x; memcpy(&x, p, 2); u = x; break; }
-    case KVC_GGUF_U32: { uint32_t x; memcpy(&x, p, 4); u = x; break; }
+    case KVC_GGUF_U16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        u = x;
+        break;
+    }
+    case KVC_GGUF_U32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        u = x;
+        break;
+    }
     case KVC_GGUF_U64: memcpy(&u, p, 8); break;
     case KVC_GGUF_I8: s = (int8_t)p[0]; goto sgn;
-    case KVC_GGUF_I16: { int16_t x; memcpy(&x, p, 2); s = x; goto sgn; }
-    case KVC_GGUF_I32: { int32_t x; memcpy(&x, p, 4); s = x; goto sgn; }
+    case KVC_GGUF_I16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        s = x;
+        goto sgn;
+    }
+    case KVC_GGUF_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        s = x;
+        goto sgn;
+    }
     case KVC_GGUF_I64: memcpy(&s, p, 8); goto sgn;
     default: return KVC_E_ARG;
     }

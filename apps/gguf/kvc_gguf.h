@@ -24,9 +24,19 @@ extern "C" {
 
 /** Metadata value types (the GGUF numbering). */
 typedef enum kvc_gguf_type {
-    KVC_GGUF_U8 = 0, KVC_GGUF_I8 = 1, KVC_GGUF_U16 = 2, KVC_GGUF_I16 = 3, KVC_GGUF_U32 = 4, KVC_GGUF_I32 = 5,
-    KVC_GGUF_F32 = 6, KVC_GGUF_BOOL = 7, KVC_GGUF_STRING = 8, KVC_GGUF_ARRAY = 9, KVC_GGUF_U64 = 10,
-    KVC_GGUF_I64 = 11, KVC_GGUF_F64 = 12
+    KVC_GGUF_U8 = 0,
+    KVC_GGUF_I8 = 1,
+    KVC_GGUF_U16 = 2,
+    KVC_GGUF_I16 = 3,
+    KVC_GGUF_U32 = 4,
+    KVC_GGUF_I32 = 5,
+    KVC_GGUF_F32 = 6,
+    KVC_GGUF_BOOL = 7,
+    KVC_GGUF_STRING = 8,
+    KVC_GGUF_ARRAY = 9,
+    KVC_GGUF_U64 = 10,
+    KVC_GGUF_I64 = 11,
+    KVC_GGUF_F64 = 12
 } kvc_gguf_type;
 
 /** Tensor storage types this reader dequantises (the ggml numbering). */
@@ -35,10 +45,10 @@ enum { KVC_GGML_F32 = 0, KVC_GGML_F16 = 1, KVC_GGML_Q4_0 = 2, KVC_GGML_Q4_1 = 3,
 /** One metadata entry: offsets into the file buffer. */
 typedef struct kvc_gguf_kv {
     size_t key_off, key_len;
-    uint32_t type;        /**< kvc_gguf_type */
-    uint32_t elem_type;   /**< arrays: element type */
-    uint64_t count;       /**< arrays: element count; 1 otherwise */
-    size_t value_off;     /**< scalar value / string length prefix / first array element */
+    uint32_t type;      /**< kvc_gguf_type */
+    uint32_t elem_type; /**< arrays: element type */
+    uint64_t count;     /**< arrays: element count; 1 otherwise */
+    size_t value_off;   /**< scalar value / string length prefix / first array element */
 } kvc_gguf_kv;
 
 /** One tensor: its name, shape (ggml order: dims[0] is the contiguous one), type and data. */
@@ -48,7 +58,7 @@ typedef struct kvc_gguf_tensor {
     uint64_t dims[4];
     uint32_t type;
     uint64_t n_elems;
-    size_t data_off;      /**< absolute offset in the buffer */
+    size_t data_off; /**< absolute offset in the buffer */
     size_t data_bytes;
 } kvc_gguf_tensor;
 

@@ -82,7 +82,7 @@ uint16_t kvc_float_to_half(float f)
         return (uint16_t)(sign | 0x7c00u | 0x0200u | ((ax >> 13) & 0x03ffu));
     if (ax >= 0x477ff000u) /* >= 65520 (incl. inf): rounds to inf */
         return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) { /* >= 2^-14: normal half */
+    if (ax >= 0x38800000u) {           /* >= 2^-14: normal half */
         uint32_t r = ax - 0x38000000u; /* rebias exponent 127 -> 15 */
         r = (r + 0x0fffu + ((r >> 13) & 1u)) >> 13;
         return (uint16_t)(sign | r);
@@ -90,9 +90,9 @@ uint16_t kvc_float_to_half(float f)
     if (ax <= 0x33000000u) /* <= 2^-25: ties to even give 0 */
         return sign;
     /* subnormal half: man * 2^-24 */
-    uint32_t e = ax >> 23;                       /* 102 .. 112 */
+    uint32_t e = ax >> 23;                        /* 102 .. 112 */
     uint32_t mant = (ax & 0x7fffffu) | 0x800000u; /* value = mant * 2^(e-150) */
-    uint32_t shift = 126u - e;                   /* 14 .. 24 */
+    uint32_t shift = 126u - e;                    /* 14 .. 24 */
     uint32_t m = mant >> shift;
     uint32_t rem = mant & ((1u << shift) - 1u);
     uint32_t halfway = 1u << (shift - 1u);
@@ -120,20 +120,14 @@ typedef struct hdr_fields {
     size_t shape[KVC_NPY_MAX_DIMS];
 } hdr_fields;
 
-static int is_ws(uint8_t c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
+static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static void skip_ws(hdr *h)
 {
     while (h->i < h->n && is_ws(h->s[h->i])) h->i++;
 }
 
-static int at_end(const hdr *h)
-{
-    return h->i >= h->n;
-}
+static int at_end(const hdr *h) { return h->i >= h->n; }
 
 /* A quoted string without escapes; on success (str, slen) point into the header. */
 static kvc_status parse_string(hdr *h, const uint8_t **str, size_t *slen, const char *what)
@@ -147,8 +141,7 @@ static kvc_status parse_string(hdr *h, const uint8_t **str, size_t *slen, const 
     while (h->i < h->n && h->s[h->i] != q) {
         uint8_t c = h->s[h->i];
         if (c == '\\') {
-            set_err(h->err, h->errlen, "header: escape sequences in strings are not supported (offset %zu)",
-                    h->i);
+            set_err(h->err, h->errlen, "header: escape sequences in strings are not supported (offset %zu)", h->i);
             return KVC_E_FORMAT;
         }
         if (c == '\n' || c == '\r') break;
@@ -194,8 +187,7 @@ static kvc_status parse_descr(hdr *h, hdr_fields *f)
         f->big_endian = 1;
     } else {
         int shown = n > 24 ? 24 : (int)n;
-        set_err(h->err, h->errlen,
-                "unsupported descr '%.*s'%s (only '<f4', '>f4', '<f2', '>f2' are accepted)", shown,
+        set_err(h->err, h->errlen, "unsupported descr '%.*s'%s (only '<f4', '>f4', '<f2', '>f2' are accepted)", shown,
                 (const char *)s, n > 24 ? "..." : "");
         return KVC_E_FORMAT;
     }
@@ -207,8 +199,7 @@ static kvc_status parse_fortran(hdr *h)
     size_t start = h->i;
     while (h->i < h->n) {
         uint8_t c = h->s[h->i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
-            break;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) break;
         h->i++;
     }
     const uint8_t *w = h->s + start;
@@ -239,8 +230,8 @@ static kvc_status parse_dim(hdr *h, size_t *out)
         v = v * 10u + (uint64_t)(h->s[h->i] - '0');
         if (v > (uint64_t)KVC_NPY_MAX_ELEMS) {
             set_err(h->err, h->errlen,
-                    "shape: dimension at header offset %zu is larger than the limit of %llu elements",
-                    start, (unsigned long long)KVC_NPY_MAX_ELEMS);
+                    "shape: dimension at header offset %zu is larger than the limit of %llu elements", start,
+                    (unsigned long long)KVC_NPY_MAX_ELEMS);
             return KVC_E_FORMAT;
         }
         digits++;
@@ -278,8 +269,7 @@ static kvc_status parse_shape(hdr *h, hdr_fields *f)
     skip_ws(h);
     while (!at_end(h) && h->s[h->i] != ')') {
         if (nd == KVC_NPY_MAX_DIMS) {
-            set_err(h->err, h->errlen, "shape: more than %u dimensions are not supported",
-                    (unsigned)KVC_NPY_MAX_DIMS);
+            set_err(h->err, h->errlen, "shape: more than %u dimensions are not supported", (unsigned)KVC_NPY_MAX_DIMS);
             return KVC_E_FORMAT;
         }
         kvc_status st = parse_dim(h, &f->shape[nd]);
@@ -307,8 +297,8 @@ static kvc_status parse_shape(hdr *h, hdr_fields *f)
         return KVC_E_FORMAT;
     }
     if (nd == 1 && !trailing_comma) {
-        set_err(h->err, h->errlen, "shape: (%zu) is not a tuple (a 1-d shape is written (%zu,))",
-                f->shape[0], f->shape[0]);
+        set_err(h->err, h->errlen, "shape: (%zu) is not a tuple (a 1-d shape is written (%zu,))", f->shape[0],
+                f->shape[0]);
         return KVC_E_FORMAT;
     }
     f->ndim = nd;
@@ -443,12 +433,10 @@ kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, cha
             set_err(err, errlen, "truncated preamble (%zu bytes)", len);
             return KVC_E_FORMAT;
         }
-        hlen = (uint64_t)buf[8] | ((uint64_t)buf[9] << 8) | ((uint64_t)buf[10] << 16) |
-               ((uint64_t)buf[11] << 24);
+        hlen = (uint64_t)buf[8] | ((uint64_t)buf[9] << 8) | ((uint64_t)buf[10] << 16) | ((uint64_t)buf[11] << 24);
         start = 12;
     } else {
-        set_err(err, errlen, "unsupported .npy format version %u.%u (1.0, 2.0 and 3.0 are read)", major,
-                minor);
+        set_err(err, errlen, "unsupported .npy format version %u.%u (1.0, 2.0 and 3.0 are read)", major, minor);
         return KVC_E_FORMAT;
     }
     if (hlen == 0) {
@@ -467,8 +455,7 @@ kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, cha
     for (size_t k = 0; k < hn; k++) {
         uint8_t c = hs[k];
         if ((c < 0x20 || c > 0x7e) && !is_ws(c)) {
-            set_err(err, errlen, "header: non-ASCII or control byte 0x%02x at header offset %zu",
-                    (unsigned)c, k);
+            set_err(err, errlen, "header: non-ASCII or control byte 0x%02x at header offset %zu", (unsigned)c, k);
             return KVC_E_FORMAT;
         }
     }
@@ -504,8 +491,8 @@ kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, cha
         return KVC_E_FORMAT;
     }
     if (have > want) {
-        set_err(err, errlen, "trailing bytes: expected %llu data bytes, found %llu",
-                (unsigned long long)want, (unsigned long long)have);
+        set_err(err, errlen, "trailing bytes: expected %llu data bytes, found %llu", (unsigned long long)want,
+                (unsigned long long)have);
         return KVC_E_FORMAT;
     }
     if (count > SIZE_MAX / sizeof(float)) {
@@ -521,16 +508,15 @@ kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, cha
     const uint8_t *p = buf + data_off;
     if (f.dtype == KVC_NPY_F32) {
         for (size_t k = 0; k < count; k++, p += 4) {
-            uint32_t u = f.big_endian ? ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-                                            ((uint32_t)p[2] << 8) | (uint32_t)p[3]
-                                      : (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                                            ((uint32_t)p[3] << 24);
+            uint32_t u = f.big_endian
+                             ? ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]
+                             : (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
             data[k] = bits_f32(u);
         }
     } else {
         for (size_t k = 0; k < count; k++, p += 2) {
-            uint16_t u = f.big_endian ? (uint16_t)(((unsigned)p[0] << 8) | p[1])
-                                      : (uint16_t)(p[0] | ((unsigned)p[1] << 8));
+            uint16_t u =
+                f.big_endian ? (uint16_t)(((unsigned)p[0] << 8) | p[1]) : (uint16_t)(p[0] | ((unsigned)p[1] << 8));
             data[k] = kvc_half_to_float(u);
         }
     }
@@ -637,16 +623,15 @@ kvc_status kvc_npy_load(const char *path, kvc_npy_array *out, char *err, size_t 
 /* ------------------------------------------------------------------ */
 
 /* Same constants as numpy.lib.format. */
-#define NPY_ARRAY_ALIGN 64u
+#define NPY_ARRAY_ALIGN            64u
 #define NPY_GROWTH_AXIS_MAX_DIGITS 21u
 
-kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const size_t *shape,
-                        kvc_npy_dtype dtype, char *err, size_t errlen)
+kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const size_t *shape, kvc_npy_dtype dtype,
+                        char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) err[0] = '\0';
     if (path == NULL || data == NULL || shape == NULL) {
-        set_err(err, errlen, "kvc_npy_save: %s is NULL",
-                path == NULL ? "path" : data == NULL ? "data" : "shape");
+        set_err(err, errlen, "kvc_npy_save: %s is NULL", path == NULL ? "path" : data == NULL ? "data" : "shape");
         return KVC_E_ARG;
     }
     if (ndim < 1 || ndim > KVC_NPY_MAX_DIMS) {
@@ -664,8 +649,7 @@ kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const 
             return KVC_E_ARG;
         }
         if (shape[d] > KVC_NPY_MAX_ELEMS / count) {
-            set_err(err, errlen, "kvc_npy_save: more than %llu elements",
-                    (unsigned long long)KVC_NPY_MAX_ELEMS);
+            set_err(err, errlen, "kvc_npy_save: more than %llu elements", (unsigned long long)KVC_NPY_MAX_ELEMS);
             return KVC_E_ARG;
         }
         count *= shape[d];

@@ -47,11 +47,11 @@ typedef enum kvc_npy_dtype { KVC_NPY_F32 = 0, KVC_NPY_F16 = 1 } kvc_npy_dtype;
 
 /** A loaded array: data is malloc'd float32 in C order; free with kvc_npy_free. */
 typedef struct kvc_npy_array {
-    size_t ndim;                     /**< 1 .. KVC_NPY_MAX_DIMS */
-    size_t shape[KVC_NPY_MAX_DIMS];  /**< unused trailing entries are 0 */
-    size_t count;                    /**< product of shape */
-    kvc_npy_dtype stored;            /**< dtype found in the file */
-    float *data;                     /**< count floats */
+    size_t ndim;                    /**< 1 .. KVC_NPY_MAX_DIMS */
+    size_t shape[KVC_NPY_MAX_DIMS]; /**< unused trailing entries are 0 */
+    size_t count;                   /**< product of shape */
+    kvc_npy_dtype stored;           /**< dtype found in the file */
+    float *data;                    /**< count floats */
 } kvc_npy_array;
 
 /**
@@ -62,8 +62,7 @@ typedef struct kvc_npy_array {
  * @return KVC_OK, KVC_E_FORMAT (malformed / unsupported content),
  *         KVC_E_ARG (NULL out), KVC_E_CAPACITY (allocation failed).
  */
-kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, char *err,
-                         size_t errlen);
+kvc_status kvc_npy_parse(const uint8_t *buf, size_t len, kvc_npy_array *out, char *err, size_t errlen);
 
 /** @brief Read and parse a file; KVC_E_ARG when it cannot be opened/read. */
 kvc_status kvc_npy_load(const char *path, kvc_npy_array *out, char *err, size_t errlen);
@@ -76,8 +75,8 @@ void kvc_npy_free(kvc_npy_array *a);
  *        ('<f4' or '<f2', float16 rounded to nearest even).
  * @param ndim 1 .. KVC_NPY_MAX_DIMS, every shape entry >= 1.
  */
-kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const size_t *shape,
-                        kvc_npy_dtype dtype, char *err, size_t errlen);
+kvc_status kvc_npy_save(const char *path, const float *data, size_t ndim, const size_t *shape, kvc_npy_dtype dtype,
+                        char *err, size_t errlen);
 
 /** @brief IEEE binary16 <-> binary32 conversions (round to nearest even). */
 float kvc_half_to_float(uint16_t h);

@@ -14,7 +14,6 @@
 #include "cli.h"
 #include "lmrun.h"
 
-
 const char kvc_bench_shared_usage[] =
     "  The shared options, model to budgets, are listed below; budgets (--budget) are shares of each\n"
     "  context, P% of its tokens or P%f16 of an f16 exact cache's bytes, per layer and kv head; sinks =\n"
@@ -25,8 +24,8 @@ static const char *tok_path_opt;
 
 static const char *head_table(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
                               const kvc_stream_config *base, kvc_cache_head *t);
-static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c,
-                                 int context, const kvc_stream_config *base, double *tokens, double *bytes);
+static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                                 const kvc_stream_config *base, double *tokens, double *bytes);
 
 double kvc_bench_now(void)
 {
@@ -55,8 +54,8 @@ int kvc_bench_int_list(const char *flag, const char *s, int lo, int hi, int *out
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || v < lo || v > hi || n == cap) {
-            fprintf(stderr, "kvc bench: %s expects up to %d comma-separated integers in %d..%d, got '%s'\n", flag,
-                    cap, lo, hi, s);
+            fprintf(stderr, "kvc bench: %s expects up to %d comma-separated integers in %d..%d, got '%s'\n", flag, cap,
+                    lo, hi, s);
             return -1;
         }
         out[n++] = (int)v;
@@ -102,7 +101,7 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
     o->threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
     o->pcts[0] = 5, o->pcts[1] = 10, o->pcts[2] = 25, o->n_pct = 3;
     char all[512];
-    kvc_method_names(all, sizeof all); /* the registry: ", "-separated */
+    kvc_method_names(all, sizeof all);    /* the registry: ", "-separated */
     for (char *c = all, *w = all;; c++) { /* to the --methods syntax: "," */
         if (*c == ' ') continue;
         *w++ = *c;
@@ -114,24 +113,56 @@ void kvc_bench_opts_init(kvc_bench_opts *o, const char *cmd)
 
 size_t kvc_bench_flags_add(kvc_bench_opts *o, kvc_flag *fl, size_t n)
 {
-    fl[n++] = (kvc_flag){"--model", 's', &o->model_path, 0, 0, NULL,
+    fl[n++] = (kvc_flag){"--model",
+                         's',
+                         &o->model_path,
+                         0,
+                         0,
+                         NULL,
                          "M.gguf|M.bin\tmodel (default $KVC_SMOLLM2, else the path apps/fetch-smollm2.sh writes)"};
     fl[n++] = (kvc_flag){"--tokenizer", 's', &o->tokenizer_path, 0, 0, NULL, "T.bin\tllama2.c models only"};
     fl[n++] = (kvc_flag){"--csv", 's', &o->csv_path, 0, 0, NULL, "FILE\tone row per measurement"};
-    fl[n++] = (kvc_flag){"--seed", 'u', &o->seed, 0, 18446744073709551615.0, NULL, "S\tkeys, sampling seeds (default 1)"};
+    fl[n++] =
+        (kvc_flag){"--seed", 'u', &o->seed, 0, 18446744073709551615.0, NULL, "S\tkeys, sampling seeds (default 1)"};
     fl[n++] = (kvc_flag){"--threads", 'u', &o->threads_flag, 1, 64, NULL, "N\tworkers (default: online CPUs)"};
     fl[n++] = (kvc_flag){"--quiet", 'b', &o->quiet, 0, 0, NULL, "\tno progress line"};
-    fl[n++] = (kvc_flag){"--methods", 's', &o->methods_text, 0, 0, NULL,
+    fl[n++] = (kvc_flag){"--methods",
+                         's',
+                         &o->methods_text,
+                         0,
+                         0,
+                         NULL,
                          "a,b,..\tdefault: every method (exact always runs as the reference)"};
-    fl[n++] = (kvc_flag){"--budget", 's', &o->budgets_text, 0, 0, NULL,
-                         "P%,..|P%f16,..\tbudgets, all of one kind (default 5%,10%,25%)"};
-    fl[n++] = (kvc_flag){"--compression-ratio", 's', &o->ratios_text, 0, 0, NULL,
+    fl[n++] = (kvc_flag){
+        "--budget", 's', &o->budgets_text, 0, 0, NULL, "P%,..|P%f16,..\tbudgets, all of one kind (default 5%,10%,25%)"};
+    fl[n++] = (kvc_flag){"--compression-ratio",
+                         's',
+                         &o->ratios_text,
+                         0,
+                         0,
+                         NULL,
                          "r,..\tkvpress's ratios (the share of each context removed): --budget (1-r)*100%"};
-    fl[n++] = (kvc_flag){"--head-profile", 's', &o->head_profile_path, 0, 0, NULL,
-                         "FILE\t(with P%f16) a head-wise twin of every column: each head of the profile (kvc profile) gets a share of the same bytes by its kind"};
-    fl[n++] = (kvc_flag){"--head-shares", 's', &o->head_shares_text, 0, 0, NULL,
+    fl[n++] = (kvc_flag){"--head-profile",
+                         's',
+                         &o->head_profile_path,
+                         0,
+                         0,
+                         NULL,
+                         "FILE\t(with P%f16) a head-wise twin of every column: each head of the profile (kvc profile) "
+                         "gets a share of the same bytes by its kind"};
+    fl[n++] = (kvc_flag){"--head-shares",
+                         's',
+                         &o->head_shares_text,
+                         0,
+                         0,
+                         NULL,
                          "s,r,d\tbyte weights of streaming, retrieval, diffuse heads (default 0.25,2,1)"};
-    fl[n++] = (kvc_flag){"--head-methods", 's', &o->head_methods_text, 0, 0, NULL,
+    fl[n++] = (kvc_flag){"--head-methods",
+                         's',
+                         &o->head_methods_text,
+                         0,
+                         0,
+                         NULL,
                          "k=M,..\tmethod per kind (streaming=, retrieval=, diffuse=; default the column's)"};
     return n;
 }
@@ -161,7 +192,8 @@ int kvc_bench_finish(kvc_bench_opts *o)
         for (int i = 0; i < nr; i++) {
             const double pct = (1.0 - r[i]) * 100.0;
             if (fabs(pct - floor(pct + 0.5)) > 1e-9) {
-                fprintf(stderr, "kvc bench: --compression-ratio %g: the grid takes whole percents (e.g. 0.75, 0.9)\n", r[i]);
+                fprintf(stderr, "kvc bench: --compression-ratio %g: the grid takes whole percents (e.g. 0.75, 0.9)\n",
+                        r[i]);
                 return 1;
             }
             o->pcts[o->n_pct++] = (int)floor(pct + 0.5);
@@ -181,7 +213,8 @@ int kvc_bench_finish(kvc_bench_opts *o)
                 return 1;
             }
             if ((b[i].kind == KVC_BUDGET_F16) != o->bytes) {
-                fprintf(stderr, "kvc bench: --budget: give all budgets as P%% or all as P%%f16 (one reference column)\n");
+                fprintf(stderr,
+                        "kvc bench: --budget: give all budgets as P%% or all as P%%f16 (one reference column)\n");
                 return 1;
             }
             o->pcts[o->n_pct++] = (int)b[i].value;
@@ -303,7 +336,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     sc->seed = o->seed;
     sc->prefix_len = (uint32_t)(prefix_len > 0 ? prefix_len : 1);
     kvc_method_opts_apply(&o->mo, sc);
-    sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads); /* as kvc_l2c_cache_config sets them */
+    sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads);        /* as kvc_l2c_cache_config sets them */
     if (o->bytes && g->reference) sc->dtype = KVC_DTYPE_F32; /* the ground truth */
     if (o->bytes && !g->reference) {
         const uint64_t target = (uint64_t)context * 2u * sc->d * 2u * (uint64_t)g->pct / 100u;
@@ -326,8 +359,8 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
 
 /* The mean tokens and arena bytes per stream of a head-wise column, and how
  * many streams of each kind; NULL or why it cannot be built. */
-static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c,
-                                 int context, const kvc_stream_config *base, double *tokens, double *bytes)
+static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
+                                 const kvc_stream_config *base, double *tokens, double *bytes)
 {
     const int n = c->n_layers * c->n_kv_heads;
     kvc_cache_head *t = malloc(sizeof(kvc_cache_head) * (size_t)n);
@@ -383,8 +416,10 @@ int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm)
     if (!path || !*path) path = getenv("KVC_SMOLLM2");
     if (!path || !*path) {
         const char *cache = getenv("KVC_CACHE"), *home = getenv("HOME");
-        if (cache) snprintf(def, sizeof def, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
-        else snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+        if (cache)
+            snprintf(def, sizeof def, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+        else
+            snprintf(def, sizeof def, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
         path = def;
         if (access(path, R_OK) != 0) {
             fprintf(stderr,
@@ -461,8 +496,10 @@ static void fmt_time(double s, char *b, size_t cap)
 {
     if (s < 0) s = 0;
     int t = (int)(s + 0.5);
-    if (t >= 3600) snprintf(b, cap, "%dh%02dm", t / 3600, t / 60 % 60);
-    else snprintf(b, cap, "%dm%02ds", t / 60, t % 60);
+    if (t >= 3600)
+        snprintf(b, cap, "%dh%02dm", t / 3600, t / 60 % 60);
+    else
+        snprintf(b, cap, "%dm%02ds", t / 60, t % 60);
 }
 
 void kvc_bench_progress_start(kvc_bench_progress *p, const char *cmd, int total_items, double total_work, int quiet)

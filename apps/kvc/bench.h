@@ -19,7 +19,7 @@ int kvc_bench_kernels(int argc, char **argv);
 /** kvc bench cost: update and query cost per method against exact attention (bench_cost.c). */
 int kvc_bench_cost(int argc, char **argv);
 
-#define KVC_BENCH_MAX_CFG 64
+#define KVC_BENCH_MAX_CFG  64
 #define KVC_BENCH_MAX_LIST 16
 
 /** One grid column: a method at pct % of the context (exact: 100). */
@@ -38,16 +38,16 @@ typedef struct kvc_bench_opts {
     const char *csv_path;   /* NULL: no CSV */
     uint64_t seed;
     int threads;
-    int quiet;              /* no progress line */
-    int bytes;              /* --budget P%f16: budgets are percent of the f16 exact cache's bytes */
+    int quiet; /* no progress line */
+    int bytes; /* --budget P%f16: budgets are percent of the f16 exact cache's bytes */
     kvc_bench_cfg cfg[KVC_BENCH_MAX_CFG];
-    int n_cfg;              /* cfg[0] is exact */
+    int n_cfg; /* cfg[0] is exact */
     int pcts[KVC_BENCH_MAX_LIST], n_pct;
     kvc_method methods[KVC_BENCH_MAX_LIST];
     int n_methods;
     kvc_method_opts mo;
-    kvc_head_profile *heads;    /* --head-profile (static storage), NULL without */
-    kvc_head_plan head_plan;    /* --head-shares, --head-methods (methods 0: the column's own) */
+    kvc_head_profile *heads; /* --head-profile (static storage), NULL without */
+    kvc_head_plan head_plan; /* --head-shares, --head-methods (methods 0: the column's own) */
     /* as given on the command line, turned into the fields above by kvc_bench_finish */
     const char *tokenizer_path, *methods_text, *budgets_text, *ratios_text;
     const char *head_profile_path, *head_shares_text, *head_methods_text;

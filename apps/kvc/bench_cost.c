@@ -51,7 +51,8 @@ int kvc_bench_cost(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "bkw", fl, 0);
-    fl[nf++] = (kvc_flag){"--trace", 's', &trace, 0, 0, NULL, "DIR\ttrace folder (q.npy, k.npy, v.npy; kvc synth, kvc dump)"};
+    fl[nf++] =
+        (kvc_flag){"--trace", 's', &trace, 0, 0, NULL, "DIR\ttrace folder (q.npy, k.npy, v.npy; kvc synth, kvc dump)"};
     fl[nf++] = (kvc_flag){"--methods", 's', &methods, 0, 0, NULL, "a,b,..\tmethods, or all (default)"};
     fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
     fl[nf++] = (kvc_flag){"--reps", 'u', &reps, 1, 100000, NULL, "R\trepetitions of each timed query (default 20)"};
@@ -80,8 +81,8 @@ int kvc_bench_cost(int argc, char **argv)
     const size_t n_tables = tables[1] == tables[0] ? 1 : 2;
     char budget_text[48];
     kvc_budget_format(&cf.budget, budget_text, sizeof budget_text);
-    printf("trace %s: n=%zu d=%zu, budget %s (sink %llu, window %llu), tables ref and %s\n", trace, n, d,
-           budget_text, (unsigned long long)sink, (unsigned long long)window, tables[1]->name);
+    printf("trace %s: n=%zu d=%zu, budget %s (sink %llu, window %llu), tables ref and %s\n", trace, n, d, budget_text,
+           (unsigned long long)sink, (unsigned long long)window, tables[1]->name);
     double exact_q[2];
     for (size_t ti = 0; ti < n_tables; ti++) { /* exact query cost over all n tokens */
         kvc_view ev;
@@ -119,10 +120,12 @@ int kvc_bench_cost(int argc, char **argv)
             if (kvc_stream_init(arena, bytes, &cfg, &st) != KVC_OK) break;
             double t0 = now_s();
             int failed = 0;
-            for (size_t j = 0; j < n && !failed; j++) failed = kvc_stream_append(st, kt, tr.k + j * d, tr.v + j * dv) != KVC_OK;
+            for (size_t j = 0; j < n && !failed; j++)
+                failed = kvc_stream_append(st, kt, tr.k + j * d, tr.v + j * dv) != KVC_OK;
             const double upd = (now_s() - t0) / (double)n;
             t0 = now_s();
-            for (uint64_t r = 0; r < reps && !failed; r++) failed = kvc_stream_attend(st, kt, tr.q + (n - 1) * d, 1, z) != KVC_OK;
+            for (uint64_t r = 0; r < reps && !failed; r++)
+                failed = kvc_stream_attend(st, kt, tr.q + (n - 1) * d, 1, z) != KVC_OK;
             const double qry = (now_s() - t0) / (double)reps;
             if (failed) {
                 printf("%-18s %-6s %14s\n", m, kt->name, "failed");

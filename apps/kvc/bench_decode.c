@@ -47,7 +47,12 @@ int kvc_bench_decode(int argc, char **argv)
     for (size_t j = 0; j < nf; j++) /* here --threads are the decoder's, not workers */
         if (!strcmp(fl[j].name, "--threads"))
             fl[j].help = "N\tdecoder threads (default 1; products by output rows, split-K attention)";
-    fl[nf++] = (kvc_flag){"--context", 'u', &context, 16, 1u << 20, NULL,
+    fl[nf++] = (kvc_flag){"--context",
+                          'u',
+                          &context,
+                          16,
+                          1u << 20,
+                          NULL,
                           "N\tcontext tokens before decoding (default: the model's context minus R*S)"};
     fl[nf++] = (kvc_flag){"--steps", 'u', &steps, 1, 4096, NULL, "S\tgreedy steps per method per round (default 32)"};
     fl[nf++] = (kvc_flag){"--rounds", 'u', &rounds, 1, 64, NULL, "R\trounds (default 5)"};
@@ -142,17 +147,19 @@ int kvc_bench_decode(int argc, char **argv)
     printf("\ndecode after %d tokens: tokens/s (median of %d rounds), ratio to exact (median of per-round ratios)\n"
            "%-26s %10s %10s %12s %14s\n",
            N, (int)rounds, "method budget", "tokens/s", "vs exact", "fill s", "peak cache B");
-    if (csv) fprintf(csv, "method,budget_pct,context,threads,steps,rounds,tokens_per_s,ratio_to_exact,fill_seconds,cache_peak_bytes\n");
+    if (csv)
+        fprintf(csv, "method,budget_pct,context,threads,steps,rounds,tokens_per_s,ratio_to_exact,fill_seconds,cache_"
+                     "peak_bytes\n");
     for (int g = 0; g < o.n_cfg; g++) {
         dec *x = &d[g];
         if (x->status == 1) {
             uint64_t el, peak;
             kvc_cache_usage_bytes(x->cache, &el, &peak);
             double ratio[64], tps[64];
-            for (int r = 0; r < (int)rounds; r++) ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];
+            for (int r = 0; r < (int)rounds; r++)
+                ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];
             const double mt = kvc_bench_median(tps, (int)rounds), mr = kvc_bench_median(ratio, (int)rounds);
-            printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s,
-                   peak);
+            printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s, peak);
             if (csv)
                 fprintf(csv, "%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, N, threads, (int)steps, (int)rounds, mt, mr, x->build_s, peak);

@@ -19,8 +19,8 @@
 #include "openblas_peer.h"
 #include "pool.h"
 
-#define HD 64u
-#define NQ 3u
+#define HD    64u
+#define NQ    3u
 #define MAX_T 16
 
 /* ---- the streaming read: the machine's read bandwidth on the same footprint ---- */
@@ -39,7 +39,8 @@ typedef uint64_t u64x4 __attribute__((vector_size(32), aligned(1)));
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-static uint64_t read_range(const unsigned char *p, size_t bytes)
+static uint64_t
+read_range(const unsigned char *p, size_t bytes)
 {
     u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     size_t o = 0;
@@ -116,10 +117,11 @@ int kvc_bench_kernels(int argc, char **argv)
 {
     const char *n_list = NULL, *t_list = NULL;
     uint64_t reps = 20, seed = 1;
-    const kvc_flag fl[] = {{"--n", 's', &n_list, 0, 0, NULL, "N,..\tcached tokens (default 1024,4096,16384,65536)"},
-                           {"--threads", 's', &t_list, 0, 0, NULL, "T,..\tthread counts; several run the attend split-K (default 1,2)"},
-                           {"--reps", 'u', &reps, 3, 10000, NULL, "R\trepetitions, medians (default 20)"},
-                           {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL, "S\tseed of the cached rows (default 1)"}};
+    const kvc_flag fl[] = {
+        {"--n", 's', &n_list, 0, 0, NULL, "N,..\tcached tokens (default 1024,4096,16384,65536)"},
+        {"--threads", 's', &t_list, 0, 0, NULL, "T,..\tthread counts; several run the attend split-K (default 1,2)"},
+        {"--reps", 'u', &reps, 3, 10000, NULL, "R\trepetitions, medians (default 20)"},
+        {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL, "S\tseed of the cached rows (default 1)"}};
     const int prc = kvc_cli_parse("bench kernels", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, kernels_usage);
     if (prc) return prc == 1 ? 0 : 2;
     int ns[KVC_BENCH_MAX_LIST] = {1024, 4096, 16384, 65536}, n_n = 4;
@@ -129,7 +131,8 @@ int kvc_bench_kernels(int argc, char **argv)
     const uint32_t have = kvc_cpu_features();
     const kvc_kernels *best = kvc_kernels_best();
     const char *blas_why = kvc_openblas_load();
-    printf("kvc bench kernels: d=%u dv=%u query heads=%u, seed %" PRIu64 ", %" PRIu64 " reps, best table %s, OpenBLAS %s\n",
+    printf("kvc bench kernels: d=%u dv=%u query heads=%u, seed %" PRIu64 ", %" PRIu64
+           " reps, best table %s, OpenBLAS %s\n",
            HD, HD, NQ, seed, reps, best->name, blas_why ? blas_why : "loaded");
     printf("%-6s %-5s %8s %7s %9s %12s %9s %9s %8s %8s\n", "table", "dtype", "n", "threads", "MB read", "time/query",
            "GB/s", "bw_ratio", "vs_ref", "vs_blas");
@@ -169,8 +172,10 @@ int kvc_bench_kernels(int argc, char **argv)
             memset(&view, 0, sizeof view);
             view.d = HD, view.dv = HD, view.beta = 0.125f, view.n_seg = 1;
             view.seg[0].n = n, view.seg[0].dtype = t, view.seg[0].scale = 1.0, view.seg[0].role = KVC_SET_BOTH;
-            if (t == KVC_DTYPE_F32) view.seg[0].keys = (const float *)(void *)k, view.seg[0].values = (const float *)(void *)v;
-            else view.seg[0].keys_q = k, view.seg[0].values_q = v;
+            if (t == KVC_DTYPE_F32)
+                view.seg[0].keys = (const float *)(void *)k, view.seg[0].values = (const float *)(void *)v;
+            else
+                view.seg[0].keys_q = k, view.seg[0].values_q = v;
             double *tr = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double));
             for (int tj = 0; tj < n_t && tr && tb; tj++) {
                 const size_t T = (size_t)ts[tj];
@@ -213,11 +218,12 @@ int kvc_bench_kernels(int argc, char **argv)
                     printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8.2f %8.2f\n", kt->name,
                            kvc_dtype_name((kvc_dtype)t), n, T, (double)bytes * 1e-6, tm * 1e6, gbs, bw, t_ref / tm,
                            t_blas / tm);
-                    if (kt == best && t == KVC_DTYPE_F32 && n == 16384 && T == 1) summary_bw = bw, summary_blas = t_blas / tm;
+                    if (kt == best && t == KVC_DTYPE_F32 && n == 16384 && T == 1)
+                        summary_bw = bw, summary_blas = t_blas / tm;
                 }
                 if (!blas_why && t == KVC_DTYPE_F32)
-                    printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8s %8s   (sgemm, softmax, sgemm)\n",
-                           "blas", "f32", n, T, (double)bytes * 1e-6, t_blas * 1e6, (double)bytes / t_blas * 1e-9,
+                    printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8s %8s   (sgemm, softmax, sgemm)\n", "blas",
+                           "f32", n, T, (double)bytes * 1e-6, t_blas * 1e6, (double)bytes / t_blas * 1e-9,
                            t_read / t_blas, "-", "1");
                 printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9s %8s %8s   (streaming read of the same bytes)\n",
                        "read", kvc_dtype_name((kvc_dtype)t), n, T, (double)bytes * 1e-6, t_read * 1e6,

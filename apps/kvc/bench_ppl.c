@@ -58,8 +58,8 @@ static void run_cfg(void *vctx, int g, int wid)
         return;
     }
     const double t0 = kvc_bench_now();
-    kvc_status st = kvc_lm_feed(m, &s, pc->toks, pc->n - 1, 0, kvc_l2c_cache_attention, cache, pc->toks + 1, &r->nll,
-                                note_done, r);
+    kvc_status st =
+        kvc_lm_feed(m, &s, pc->toks, pc->n - 1, 0, kvc_l2c_cache_attention, cache, pc->toks + 1, &r->nll, note_done, r);
     r->seconds = kvc_bench_now() - t0;
     if (st == KVC_OK) {
         uint64_t el, peak;
@@ -96,7 +96,8 @@ int kvc_bench_ppl(int argc, char **argv)
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tthe text (default the GPL-3 text)"};
-    fl[nf++] = (kvc_flag){"--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL, "N\tits first N tokens (default: the model's context)"};
+    fl[nf++] = (kvc_flag){
+        "--max-tokens", 'u', &max_tokens, 2, 1u << 20, NULL, "N\tits first N tokens (default: the model's context)"};
     const int prc = kvc_cli_parse("bench ppl", argc, argv, fl, nf, &o.mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_bench_finish(&o)) return 2;
@@ -149,7 +150,8 @@ int kvc_bench_ppl(int argc, char **argv)
             if (r->status == 1) {
                 const double p = exp(r->nll / (n - 1));
                 snprintf(cell, sizeof cell, "%.4f (x%.3f)", p, p / exact_ppl);
-            } else snprintf(cell, sizeof cell, r->status == -1 ? "n/a" : "error");
+            } else
+                snprintf(cell, sizeof cell, r->status == -1 ? "n/a" : "error");
             printf(" %18s", cell);
         }
         printf("\n");

@@ -86,8 +86,10 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
         /* stop once a digit run has ended: the answer is in */
         int has_digit = 0, ends_nondigit = 0;
         for (const char *c = piece; *c; c++) has_digit |= (*c >= '0' && *c <= '9');
-        if (has_digit) digits = 1;
-        else if (digits) ends_nondigit = 1;
+        if (has_digit)
+            digits = 1;
+        else if (digits)
+            ends_nondigit = 1;
         if (ends_nondigit) break;
         if (a + 1 == MAX_ANSWER || pos + 1 >= it->context) break;
         st = kvc_l2c_forward_chunk(m, s, &next, 1, pos, kvc_l2c_cache_attention, cache, 0);
@@ -126,8 +128,7 @@ static void run_item(void *vctx, int idx, int wid)
         w->ready = 1;
     }
     const int nh = it->pk.n_hay;
-    if (!rc->stream_prefill &&
-        kvc_kv_record_prefill(&w->rec, m, &w->s, it->toks, nh) != KVC_OK) {
+    if (!rc->stream_prefill && kvc_kv_record_prefill(&w->rec, m, &w->s, it->toks, nh) != KVC_OK) {
         fprintf(stderr, "kvc bench recall: full-attention prefill failed\n");
         return;
     }
@@ -142,12 +143,11 @@ static void run_item(void *vctx, int idx, int wid)
         if (!arena) continue;
         /* H2O / TOVA score tokens by the attention they receive, so their
            prompt goes through the cache even under the exact protocol */
-        kvc_status st = rc->stream_prefill || kvc_method_observes(sc.method)
-                            ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL,
-                                          NULL)
-                            : kvc_kv_record_prefill_queries(&w->rec, cache) == KVC_OK
-                                  ? kvc_kv_record_replay(&w->rec, cache, nh)
-                                  : KVC_E_STATE;
+        kvc_status st =
+            rc->stream_prefill || kvc_method_observes(sc.method)
+                ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL, NULL)
+            : kvc_kv_record_prefill_queries(&w->rec, cache) == KVC_OK ? kvc_kv_record_replay(&w->rec, cache, nh)
+                                                                      : KVC_E_STATE;
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
         if (st != KVC_OK)
             fprintf(stderr, "\nkvc bench recall: %s at %d tokens failed: %s\n", o->cfg[g].label, it->context,
@@ -177,9 +177,12 @@ static void wilson95(int ok, int n, double *lo, double *hi)
 static void recall_cell(char *cell, size_t cap, int ok, int n, int na, int failed)
 {
     double lo, hi;
-    if (failed) snprintf(cell, cap, "error");
-    else if (n == 0) snprintf(cell, cap, na ? "n/a" : "-");
-    else wilson95(ok, n, &lo, &hi), snprintf(cell, cap, "%d/%d [%.0f,%.0f]", ok, n, lo, hi);
+    if (failed)
+        snprintf(cell, cap, "error");
+    else if (n == 0)
+        snprintf(cell, cap, na ? "n/a" : "-");
+    else
+        wilson95(ok, n, &lo, &hi), snprintf(cell, cap, "%d/%d [%.0f,%.0f]", ok, n, lo, hi);
 }
 
 static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
@@ -206,9 +209,12 @@ static void print_table(const recall_ctx *rc, const int *ctxs, int n_ctx)
             for (int i = 0; i < rc->n_items; i++) {
                 if (rc->items[i].context != ctxs[c]) continue;
                 const int st = rc->out[(size_t)i * o->n_cfg + g].status;
-                if (st == -1) na++;
-                else if (st == -2) failed++;
-                else ok += st, n++;
+                if (st == -1)
+                    na++;
+                else if (st == -2)
+                    failed++;
+                else
+                    ok += st, n++;
             }
             char cell[40];
             recall_cell(cell, sizeof cell, ok, n, na, failed);
@@ -251,12 +257,26 @@ int kvc_bench_recall(int argc, char **argv)
     const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL;
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
-    fl[nf++] = (kvc_flag){"--contexts", 's', &contexts, 0, 0, NULL, "N,..\tcontext lengths in tokens (default 1024,2048,4096,8192)"};
-    fl[nf++] = (kvc_flag){"--depths", 's', &depth_list, 0, 0, NULL, "P,..\tneedle depths, percent of the haystack (default 10,30,50,70,90)"};
+    fl[nf++] = (kvc_flag){
+        "--contexts", 's', &contexts, 0, 0, NULL, "N,..\tcontext lengths in tokens (default 1024,2048,4096,8192)"};
+    fl[nf++] = (kvc_flag){"--depths",
+                          's',
+                          &depth_list,
+                          0,
+                          0,
+                          NULL,
+                          "P,..\tneedle depths, percent of the haystack (default 10,30,50,70,90)"};
     fl[nf++] = (kvc_flag){"--trials", 'u', &trials, 1, 1000, NULL, "N\tkeys per (context, depth) (default 1)"};
-    fl[nf++] = (kvc_flag){"--prefill", 's', &prefill, 0, 0, NULL, "exact|stream\thow the prompt enters each cache (default exact)"};
-    fl[nf++] = (kvc_flag){"--haystack", 's', &haystack, 0, 0, NULL,
-                          "FILE\tnatural text instead of the repeated filler sentences (blocks of ~100 bytes, in order)"};
+    fl[nf++] = (kvc_flag){
+        "--prefill", 's', &prefill, 0, 0, NULL, "exact|stream\thow the prompt enters each cache (default exact)"};
+    fl[nf++] =
+        (kvc_flag){"--haystack",
+                   's',
+                   &haystack,
+                   0,
+                   0,
+                   NULL,
+                   "FILE\tnatural text instead of the repeated filler sentences (blocks of ~100 bytes, in order)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -303,7 +323,8 @@ int kvc_bench_recall(int argc, char **argv)
     rc.workers = calloc((size_t)o.threads, sizeof(worker));
     if (!rc.items || !rc.out || !rc.workers) goto done;
     if (kvc_bench_csv_open(&o, &csv)) goto done;
-    printf("kvc bench recall: seed %" PRIu64 ", %d contexts x %d depths x %d trials, %d configurations, %d threads, kernels %s\n",
+    printf("kvc bench recall: seed %" PRIu64
+           ", %d contexts x %d depths x %d trials, %d configurations, %d threads, kernels %s\n",
            o.seed, n_ctx, n_dep, (int)trials, o.n_cfg, o.threads, kvc_l2c_kernels()->name);
     for (int c = 0; c < n_ctx; c++) kvc_bench_print_bytes(&o, &lm.m.cfg, ctxs[c], ctxs[c]);
     /* items, longest context first (they take longest), keys from the seed */
@@ -339,12 +360,15 @@ int kvc_bench_recall(int argc, char **argv)
                 const outcome *r = &rc.out[(size_t)i * o.n_cfg + g];
                 kvc_stream_config sc;
                 kvc_bench_stream(&o, &o.cfg[g], mc, it->context, it->context, &sc);
-                const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers *
-                                           mc->n_kv_heads * 2.0 * (mc->dim / mc->n_heads) * sizeof(float);
+                const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers * mc->n_kv_heads *
+                                           2.0 * (mc->dim / mc->n_heads) * sizeof(float);
                 fprintf(csv, "%s,%d,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, sc.budget, it->context, it->depth_pct, it->trial, it->pk.key, it->pk.needle_tok,
                         it->pk.n_hay, r->answer,
-                        r->status == 1 ? "1" : r->status == 0 ? "0" : r->status == -1 ? "n/a" : "error",
+                        r->status == 1    ? "1"
+                        : r->status == 0  ? "0"
+                        : r->status == -1 ? "n/a"
+                                          : "error",
                         r->peak_bytes, exact_bytes, r->text);
             }
     }

@@ -26,7 +26,8 @@ int kvc_budget_parse(const char *flag, const char *text, kvc_budget *out)
         return refuse(flag, text, "does not start with a positive number");
     kvc_budget b = {KVC_BUDGET_TOKENS, v};
     if (*end == '\0') {
-        if (v != floor(v) || v < 1 || v > KVC_MAX_BUDGET) return refuse(flag, text, "is not a whole number of tokens in range");
+        if (v != floor(v) || v < 1 || v > KVC_MAX_BUDGET)
+            return refuse(flag, text, "is not a whole number of tokens in range");
     } else if (!strcmp(end, "%")) {
         b.kind = KVC_BUDGET_CONTEXT;
         if (v > 100) return refuse(flag, text, "is more than the whole context");
@@ -83,9 +84,12 @@ void kvc_budget_format(const kvc_budget *b, char *buf, size_t cap)
     case KVC_BUDGET_CONTEXT: snprintf(buf, cap, "%g%%", b->value); break;
     case KVC_BUDGET_F16: snprintf(buf, cap, "%g%%f16", b->value); break;
     default:
-        if (fmod(b->value, 1048576.0) == 0) snprintf(buf, cap, "%gMiB", b->value / 1048576.0);
-        else if (fmod(b->value, 1024.0) == 0) snprintf(buf, cap, "%gKiB", b->value / 1024.0);
-        else snprintf(buf, cap, "%.0fB", b->value);
+        if (fmod(b->value, 1048576.0) == 0)
+            snprintf(buf, cap, "%gMiB", b->value / 1048576.0);
+        else if (fmod(b->value, 1024.0) == 0)
+            snprintf(buf, cap, "%gKiB", b->value / 1024.0);
+        else
+            snprintf(buf, cap, "%.0fB", b->value);
     }
 }
 

@@ -17,10 +17,10 @@
 struct kvc_method_opts;
 
 typedef enum kvc_budget_kind {
-    KVC_BUDGET_TOKENS = 0,  /**< value: tokens per stream, 1 .. KVC_MAX_BUDGET */
-    KVC_BUDGET_CONTEXT,     /**< value: percent of the context, (0, 100] */
-    KVC_BUDGET_F16,         /**< value: percent of an f16 exact cache's bytes, (0, 1000] */
-    KVC_BUDGET_BYTES        /**< value: bytes of the whole cache, >= 1 */
+    KVC_BUDGET_TOKENS = 0, /**< value: tokens per stream, 1 .. KVC_MAX_BUDGET */
+    KVC_BUDGET_CONTEXT,    /**< value: percent of the context, (0, 100] */
+    KVC_BUDGET_F16,        /**< value: percent of an f16 exact cache's bytes, (0, 1000] */
+    KVC_BUDGET_BYTES       /**< value: bytes of the whole cache, >= 1 */
 } kvc_budget_kind;
 
 typedef struct kvc_budget {

@@ -120,29 +120,66 @@ size_t kvc_common_flags_add(kvc_common_flags *c, const char *which, kvc_flag *fl
     for (const char *w = which; *w; w++) {
         switch (*w) {
         case 'm':
-            fl[n++] = (kvc_flag){"--model", 's', &c->model, 0, 0, NULL,
-                                 "M.bin|M.gguf\tmodel (llama2.c checkpoint or GGUF; default $KVC_MODEL, then stories260K)"};
+            fl[n++] =
+                (kvc_flag){"--model",
+                           's',
+                           &c->model,
+                           0,
+                           0,
+                           NULL,
+                           "M.bin|M.gguf\tmodel (llama2.c checkpoint or GGUF; default $KVC_MODEL, then stories260K)"};
             break;
         case 't':
-            fl[n++] = (kvc_flag){"--tokenizer", 's', &c->tokenizer, 0, 0, NULL,
+            fl[n++] = (kvc_flag){"--tokenizer",
+                                 's',
+                                 &c->tokenizer,
+                                 0,
+                                 0,
+                                 NULL,
                                  "T.bin\tllama2.c tokenizer (a GGUF model carries its own)"};
             break;
         case 'M':
-            fl[n++] = (kvc_flag){"--method", 's', &c->method, 0, 0, NULL,
+            fl[n++] = (kvc_flag){"--method",
+                                 's',
+                                 &c->method,
+                                 0,
+                                 0,
+                                 NULL,
                                  "M\tcompression method, a registry or kvpress name (kvc methods)"};
             break;
         case 'b':
             fl[n++] = (kvc_flag){"--budget", 's', &c->budget_text, 0, 0, NULL, "B\tcache budget: " KVC_BUDGET_SYNTAX};
-            fl[n++] = (kvc_flag){"--compression-ratio", 'f', &c->compression_ratio, 0.0, 0.999, &c->have_ratio,
+            fl[n++] = (kvc_flag){"--compression-ratio",
+                                 'f',
+                                 &c->compression_ratio,
+                                 0.0,
+                                 0.999,
+                                 &c->have_ratio,
                                  "R\tkvpress's ratio: the share of the context removed (= --budget (1-R)*100%)"};
             break;
-        case 's': fl[n++] = (kvc_flag){"--seed", 'u', &c->seed, 0, 18446744073709551615.0, NULL, "S\tseed (default 1)"}; break;
-        case 'k': fl[n++] = (kvc_flag){"--sink", 'u', &c->sink, 0, KVC_MAX_BUDGET, NULL, "A\tfirst tokens kept exactly (default 32)"}; break;
+        case 's':
+            fl[n++] = (kvc_flag){"--seed", 'u', &c->seed, 0, 18446744073709551615.0, NULL, "S\tseed (default 1)"};
+            break;
+        case 'k':
+            fl[n++] = (kvc_flag){
+                "--sink", 'u', &c->sink, 0, KVC_MAX_BUDGET, NULL, "A\tfirst tokens kept exactly (default 32)"};
+            break;
         case 'w':
-            fl[n++] = (kvc_flag){"--window", 'u', &c->window, 0, KVC_MAX_BUDGET, NULL, "W\tmost recent tokens kept exactly (default 32)"};
+            fl[n++] = (kvc_flag){"--window",
+                                 'u',
+                                 &c->window,
+                                 0,
+                                 KVC_MAX_BUDGET,
+                                 NULL,
+                                 "W\tmost recent tokens kept exactly (default 32)"};
             break;
         case 'T':
-            fl[n++] = (kvc_flag){"--threads", 'u', &c->threads, 1, 64, NULL,
+            fl[n++] = (kvc_flag){"--threads",
+                                 'u',
+                                 &c->threads,
+                                 1,
+                                 64,
+                                 NULL,
                                  "N\tdecoder threads (default 1; products by output rows, split-K attention)"};
             break;
         default: break;
@@ -202,9 +239,12 @@ static void print_options(FILE *f, const kvc_flag *fl, size_t n, const struct kv
                  tab ? meta_len : (int)strlen(meta), meta);
         const char *text = tab ? tab + 1 : help;
         fprintf(f, "  %-28s %s", left, text);
-        if (fl[j].type == 'u' && fl[j].hi >= 18446744073709551615.0) fprintf(f, "%s[0..2^64-1]", *text ? " " : "");
-        else if (fl[j].type == 'u') fprintf(f, "%s[%.0f..%.0f]", *text ? " " : "", fl[j].lo, fl[j].hi);
-        else if (fl[j].type == 'f') fprintf(f, "%s[%g..%g]", *text ? " " : "", fl[j].lo, fl[j].hi);
+        if (fl[j].type == 'u' && fl[j].hi >= 18446744073709551615.0)
+            fprintf(f, "%s[0..2^64-1]", *text ? " " : "");
+        else if (fl[j].type == 'u')
+            fprintf(f, "%s[%.0f..%.0f]", *text ? " " : "", fl[j].lo, fl[j].hi);
+        else if (fl[j].type == 'f')
+            fprintf(f, "%s[%g..%g]", *text ? " " : "", fl[j].lo, fl[j].hi);
         fprintf(f, "\n");
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "this text");
@@ -303,9 +343,13 @@ int kvc_cli_parse(const char *cmd, int argc, char **argv, const kvc_flag *fl, si
             return 2;
         }
         int bad = 0;
-        if (f->type == 's') *(const char **)f->dst = val;
-        else if (f->type == 'u') bad = kvc_cli_u64(name, val, (uint64_t)f->lo, f->hi >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)f->hi, (uint64_t *)f->dst);
-        else bad = kvc_cli_f64(name, val, f->lo, f->hi, (double *)f->dst);
+        if (f->type == 's')
+            *(const char **)f->dst = val;
+        else if (f->type == 'u')
+            bad = kvc_cli_u64(name, val, (uint64_t)f->lo,
+                              f->hi >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)f->hi, (uint64_t *)f->dst);
+        else
+            bad = kvc_cli_f64(name, val, f->lo, f->hi, (double *)f->dst);
         if (bad) return 2;
         if (f->seen) *f->seen = 1;
         if (!eq) i++;

@@ -52,7 +52,7 @@ typedef struct kvc_flag {
 /** The flags most commands share, defined once (defaults: seed 1, sink = window = 32). */
 typedef struct kvc_common_flags {
     const char *model, *tokenizer, *method;
-    const char *budget_text; /* --budget, in the one vocabulary of budget.h */
+    const char *budget_text;  /* --budget, in the one vocabulary of budget.h */
     double compression_ratio; /* --compression-ratio (kvpress): the share of the context removed */
     int have_ratio;
     uint64_t seed, sink, window;

@@ -25,7 +25,8 @@
 static int synthetic_demo(uint64_t n, uint64_t d, uint64_t budget, uint64_t seed, const char *dir)
 {
     const kvc_synth_params sp = {"clustered", n, d, 0, seed, 0, 0, dir};
-    printf("$ kvc synth --kind clustered --n %" PRIu64 " --d %" PRIu64 " --seed %" PRIu64 " --out %s\n", n, d, seed, dir);
+    printf("$ kvc synth --kind clustered --n %" PRIu64 " --d %" PRIu64 " --seed %" PRIu64 " --out %s\n", n, d, seed,
+           dir);
     if (kvc_synth_run(&sp) != 0) return 1;
     kvc_trace tr;
     if (kvc_trace_load(dir, 0, &tr)) return 1;
@@ -59,8 +60,11 @@ static int model_demo(const char *model, const char *tok, const char *text, int 
     memset(&rec, 0, sizeof rec);
     rec.have_dtype = 1, rec.dtype = KVC_DTYPE_I8, rec.protect_pct = 25;
     for (int i = 0; i < 2; i++) {
-        if (i) printf("$ kvc generate --method sink-window --dtype int8 --protect 25 --budget 25%%f16 --steps %d\n", ctx / 2);
-        else printf("$ kvc generate --method exact --steps %d\n", ctx / 2);
+        if (i)
+            printf("$ kvc generate --method sink-window --dtype int8 --protect 25 --budget 25%%f16 --steps %d\n",
+                   ctx / 2);
+        else
+            printf("$ kvc generate --method exact --steps %d\n", ctx / 2);
         kvc_generate_params gp;
         memset(&gp, 0, sizeof gp);
         gp.model = model, gp.tokenizer = tok, gp.method = i ? "sink-window" : "exact", gp.prompt = "";
@@ -109,11 +113,14 @@ int kvc_cmd_demo(int argc, char **argv)
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtbs", fl, 0);
-    fl[nf++] = (kvc_flag){"--text", 's', &text, 0, 0, NULL, "FILE\ttext of the perplexity table (default tests/data/story.txt)"};
-    fl[nf++] = (kvc_flag){"--synthetic", 'b', &synthetic, 0, 0, NULL, "\tthe synthetic table even when a model is found"};
+    fl[nf++] = (kvc_flag){
+        "--text", 's', &text, 0, 0, NULL, "FILE\ttext of the perplexity table (default tests/data/story.txt)"};
+    fl[nf++] =
+        (kvc_flag){"--synthetic", 'b', &synthetic, 0, 0, NULL, "\tthe synthetic table even when a model is found"};
     fl[nf++] = (kvc_flag){"--n", 'u', &n, 2, 1u << 20, NULL, "N\tsynthetic: tokens of the trace (default 8192)"};
     fl[nf++] = (kvc_flag){"--d", 'u', &d, 1, KVC_MAX_HEAD_DIM, NULL, "D\tsynthetic: head dimension (default 64)"};
-    fl[nf++] = (kvc_flag){"--dir", 's', &dir, 0, 0, NULL, "DIR\tsynthetic: where the trace is written (default out/demo-trace)"};
+    fl[nf++] = (kvc_flag){
+        "--dir", 's', &dir, 0, 0, NULL, "DIR\tsynthetic: where the trace is written (default out/demo-trace)"};
     const int prc = kvc_cli_parse("demo", argc, argv, fl, nf, NULL, demo_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_common_flags_finish("demo", &cf)) return 2;
@@ -126,7 +133,7 @@ int kvc_cmd_demo(int argc, char **argv)
             return 2;
         }
         budget = cf.budget.kind == KVC_BUDGET_TOKENS ? (uint64_t)cf.budget.value
-                                                      : (uint64_t)(cf.budget.value / 100.0 * (double)n + 0.999999);
+                                                     : (uint64_t)(cf.budget.value / 100.0 * (double)n + 0.999999);
     }
     if (!synthetic) {
         kvc_model_paths(&model, &tok);

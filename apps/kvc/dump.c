@@ -43,7 +43,8 @@ static float *compact(const float *src, int heads, int cap, int n, int hs)
 {
     float *o = malloc((size_t)heads * n * hs * sizeof(float));
     if (!o) return NULL;
-    for (int h = 0; h < heads; h++) memcpy(o + (size_t)h * n * hs, src + (size_t)h * cap * hs, (size_t)n * hs * sizeof(float));
+    for (int h = 0; h < heads; h++)
+        memcpy(o + (size_t)h * n * hs, src + (size_t)h * cap * hs, (size_t)n * hs * sizeof(float));
     return o;
 }
 
@@ -194,8 +195,7 @@ int kvc_cmd_dump(int argc, char **argv)
         }
     }
     printf("kvc dump: %d tokens, %d layers -> %s/L<l>/{q,k,v}.npy (q: %d heads, k/v: %d heads, head_dim %d)\n", n,
-           n_layer_list ? n_layer_list : L,
-           out_dir, c.n_heads, c.n_kv, hs);
+           n_layer_list ? n_layer_list : L, out_dir, c.n_heads, c.n_kv, hs);
     rc = 0;
 done:
     free(arena), free(ptoks), free(c.q), free(c.k), free(c.v);

@@ -60,13 +60,35 @@ int kvc_cmd_eval(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "Mbskw", fl, 0);
-    fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL, "DIR\tq.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16"};
+    fl[nf++] = (kvc_flag){"--trace",
+                          's',
+                          &trace_dir,
+                          0,
+                          0,
+                          NULL,
+                          "DIR\tq.npy, k.npy, v.npy: (n, d) or (heads, n, d), float32 or float16"};
     fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
-    fl[nf++] = (kvc_flag){"--prefix", 'u', &prefix, 1, 1u << 28, NULL,
+    fl[nf++] = (kvc_flag){"--prefix",
+                          'u',
+                          &prefix,
+                          1,
+                          1u << 28,
+                          NULL,
                           "P\tprompt length a prefill method compresses (default: the whole trace)"};
-    fl[nf++] = (kvc_flag){"--reference", 's', &reference, 0, 0, NULL,
-                          "auto|mpfr|f64\texact attention in MPFR (160 bits) or two-pass double; auto: MPFR when n*n*d <= 2^31"};
-    fl[nf++] = (kvc_flag){"--score-from", 'u', &score_from, 1, 1u << 28, NULL,
+    fl[nf++] = (kvc_flag){
+        "--reference",
+        's',
+        &reference,
+        0,
+        0,
+        NULL,
+        "auto|mpfr|f64\texact attention in MPFR (160 bits) or two-pass double; auto: MPFR when n*n*d <= 2^31"};
+    fl[nf++] = (kvc_flag){"--score-from",
+                          'u',
+                          &score_from,
+                          1,
+                          1u << 28,
+                          NULL,
                           "J\tscore positions J.. (default: where the method compresses)"};
     const int prc = kvc_cli_parse("eval", argc, argv, fl, nf, &mo, usage);
     if (prc) return prc == 1 ? 0 : 2;
@@ -147,14 +169,14 @@ int kvc_cmd_eval(int argc, char **argv)
     return rc;
 }
 
-int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                 int verbose, kvc_eval_result *out)
+int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head, int verbose,
+                 kvc_eval_result *out)
 {
     return kvc_eval_run_ref(tr, cfg, label, head, verbose, 0, 0, out);
 }
 
-int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                     int verbose, int use_mp, size_t score_from, kvc_eval_result *out)
+int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head, int verbose,
+                     int use_mp, size_t score_from, kvc_eval_result *out)
 {
     void *obs_work = NULL; /* kvc_stream_attend_observed's workspace (query-aware methods) */
     size_t obs_cap = 0;
@@ -208,15 +230,16 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         printf("kvc eval: trace %s (n=%zu, d=%zu, dv=%zu, head %zu), method %s, budget %" PRIu32
                " tokens, seed %" PRIu64 "\n",
                label, n, d, dv, head, kvc_method_name(cfg->method), cfg->budget, cfg->seed);
-        printf("  plan: n_sink=%" PRIu32 " n_window=%" PRIu32 " method_tokens=%" PRIu32, plan.n_sink,
-               plan.n_window, plan.method_tokens);
+        printf("  plan: n_sink=%" PRIu32 " n_window=%" PRIu32 " method_tokens=%" PRIu32, plan.n_sink, plan.n_window,
+               plan.method_tokens);
         char desc[512];
         kvc_stream_plan_describe(cfg, &plan, desc, sizeof desc);
         fputs(desc, stdout);
         printf(" beta=%g\n", (double)plan.beta);
         printf("  reference: %s\n", use_mp ? "MPFR 160-bit exact attention, correctly rounded to double"
-                                             : "two-pass double exact attention");
-        printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %" PRIu64 " B; arena %" PRIu64 " B\n",
+                                           : "two-pass double exact attention");
+        printf("  memory: worst case %" PRIu64 " of %" PRIu64 " budget elements; metadata %" PRIu64 " B; arena %" PRIu64
+               " B\n",
                plan.worst_elements, plan.budget_elements, plan.metadata_bytes, plan.arena_bytes);
     }
 
@@ -311,15 +334,13 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
         printf("  %-11s %11s %11s %11s %11s\n", "metric", "mean", "p50", "p99", "max");
         printf("  %-11s %11.4e %11.4e %11.4e %11.4e\n", "rel_error", out->mean_rel, percentile(rel, n_pos, 50),
                out->p99_rel, n_pos ? rel[n_pos - 1] : NAN);
-        printf("  %-11s %11.4e %11.4e %11.4e %11.4e   (scale ||softmax||_2 * ||V||_%s)\n", "norm_error",
-               out->mean_norm, percentile(nrm, n_pos, 50), out->p99_norm, n_pos ? nrm[n_pos - 1] : NAN,
-               gram ? "op" : "F");
-        printf("  cache: peak %" PRIu64 " elements = %" PRIu64 " tokens of budget %" PRIu32 "\n",
-               stats.peak_elements, out->max_tokens, cfg->budget);
+        printf("  %-11s %11.4e %11.4e %11.4e %11.4e   (scale ||softmax||_2 * ||V||_%s)\n", "norm_error", out->mean_norm,
+               percentile(nrm, n_pos, 50), out->p99_norm, n_pos ? nrm[n_pos - 1] : NAN, gram ? "op" : "F");
+        printf("  cache: peak %" PRIu64 " elements = %" PRIu64 " tokens of budget %" PRIu32 "\n", stats.peak_elements,
+               out->max_tokens, cfg->budget);
         char line[256];
         if (kvc_stream_stats_describe(cfg->method, &stats, line, sizeof line) > 0) printf("  %s\n", line);
-        printf("mean_rel_error=%.6g p99_rel_error=%.6g mean_norm_error=%.6g max_tokens=%" PRIu64
-               " arena_bytes=%zu\n",
+        printf("mean_rel_error=%.6g p99_rel_error=%.6g mean_norm_error=%.6g max_tokens=%" PRIu64 " arena_bytes=%zu\n",
                out->mean_rel, out->p99_rel, out->mean_norm, out->max_tokens, out->arena_bytes);
     }
     rc = 0;

@@ -20,10 +20,10 @@ int kvc_cmd_eval(int argc, char **argv);
 /** Run one evaluation; prints the plan, table and summary line when verbose.
  *  Returns 0, or 1 after printing why (exact refusing a too-small budget,
  *  invalid configuration, ...). */
-int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                 int verbose, kvc_eval_result *out);
+int kvc_eval_run(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head, int verbose,
+                 kvc_eval_result *out);
 /** Same, choosing the reference: MPFR oracle (use_mp = 1) or the double path,
  *  and the first scored position (score_from; 0 = where the method compresses). */
-int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head,
-                     int verbose, int use_mp, size_t score_from, kvc_eval_result *out);
+int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const char *label, size_t head, int verbose,
+                     int use_mp, size_t score_from, kvc_eval_result *out);
 #endif

@@ -171,15 +171,14 @@ const char *kvc_lm_piece(const kvc_lm *lm, int prev, int tok, char *buf, int cap
     return buf;
 }
 
-int kvc_lm_end_token(const kvc_lm *lm)
-{
-    return lm->bpe ? kvc_bpe_eos(lm->bpe) : 1;
-}
+int kvc_lm_end_token(const kvc_lm *lm) { return lm->bpe ? kvc_bpe_eos(lm->bpe) : 1; }
 
 void kvc_lm_close(kvc_lm *lm)
 {
-    if (lm->bpe) kvc_bpe_free(lm->bpe);
-    else kvc_l2c_tokenizer_free(&lm->tok);
+    if (lm->bpe)
+        kvc_bpe_free(lm->bpe);
+    else
+        kvc_l2c_tokenizer_free(&lm->tok);
     kvc_l2c_model_free(&lm->m);
     memset(lm, 0, sizeof *lm);
 }
@@ -206,8 +205,10 @@ int kvc_cmd_generate(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
-    fl[nf++] = (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL, "P\tthe prompt (default: BOS; GGUF: \"Once upon a time\")"};
-    fl[nf++] = (kvc_flag){"--steps", 'u', &p.steps, 1, 1u << 20, NULL, "K\ttokens to generate (default 256, at most the context)"};
+    fl[nf++] =
+        (kvc_flag){"--prompt", 's', &p.prompt, 0, 0, NULL, "P\tthe prompt (default: BOS; GGUF: \"Once upon a time\")"};
+    fl[nf++] = (kvc_flag){
+        "--steps", 'u', &p.steps, 1, 1u << 20, NULL, "K\ttokens to generate (default 256, at most the context)"};
     fl[nf++] = (kvc_flag){"--temp", 'f', &p.temp, 0.0, 100.0, NULL, "T\tsampling temperature (default 0: greedy)"};
     const int prc = kvc_cli_parse("generate", argc, argv, fl, nf, &mo, generate_usage);
     if (prc) return prc == 1 ? 0 : 2;
@@ -250,7 +251,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     int *ptoks = NULL;
     kvc_l2c_state s = {0};
     int np = kvc_lm_encode_prefix(&lm, "--prompt", prompt, ctx, &ptoks); /* only what the context can hold */
-    if (np == KVC_BPE_E_BYTE) goto done; /* named where it was found */
+    if (np == KVC_BPE_E_BYTE) goto done;                                 /* named where it was found */
     if (np < 1) np = 1;
     /* the cache never holds more than the context: a larger budget is clamped */
     const uint64_t usable = kvc_cli_usable_tokens((uint64_t)ctx, sink, window);
@@ -306,10 +307,10 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
                         pos, method_name, np, pl->tail_capacity, sc.budget,
                         method == KVC_METHOD_BALANCEKV_PREFILL ? ", or use --bkv-tail uniform (a reservoir)" : "");
             else if (fst == KVC_E_CAPACITY)
-                fprintf(stderr, "\nkvc generate: stopped at position %d: the %s cache is full (budget %u); raise --budget\n",
+                fprintf(stderr,
+                        "\nkvc generate: stopped at position %d: the %s cache is full (budget %u); raise --budget\n",
                         pos, method_name, sc.budget);
-            else
-            {
+            else {
                 char words[160];
                 fprintf(stderr, "\nkvc generate: forward failed at position %d: %s\n", pos,
                         kvc_l2c_failure(&m, &s, fst, words, sizeof words));
@@ -340,8 +341,8 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
            "memory: arena %zu B (rows, weights, ids, scratch, headers) = %.1f%% of the %.0f B an f16 exact cache of"
            " the run's %d tokens (prompt + steps) takes; k/v held %.0f B (peak %.0f B)\n",
            pos, dt, pos / (dt > 0 ? dt : 1e-9), method_name, kvc_dtype_name(sc.dtype), (uint64_t)sc.budget,
-           kvc_l2c_kernels()->name, kvc_l2c_threads(), bytes, 100.0 * (double)bytes / f16_exact, f16_exact, (int)run_tokens,
-           (double)el, (double)peak);
+           kvc_l2c_kernels()->name, kvc_l2c_threads(), bytes, 100.0 * (double)bytes / f16_exact, f16_exact,
+           (int)run_tokens, (double)el, (double)peak);
     rc = 0;
 done:
     kvc_l2c_arena_free(arena);

@@ -71,8 +71,10 @@ int kvc_head_profile_read(const char *path, kvc_head_profile *hp)
         float local, top;
         if (sscanf(line, "%d %d %31s %f %f", &L, &H, kind, &local, &top) != 5 || hp->n_layers == 0 || L < 0 ||
             L >= hp->n_layers || H < 0 || H >= hp->n_kv_heads || kind_parse(kind) < 0) {
-            fprintf(stderr, "kvc: %s:%d: expected '<layer> <head> streaming|retrieval|diffuse <local> <top>' after"
-                            " the '# layers L kv_heads H' line\n", path, lineno);
+            fprintf(stderr,
+                    "kvc: %s:%d: expected '<layer> <head> streaming|retrieval|diffuse <local> <top>' after"
+                    " the '# layers L kv_heads H' line\n",
+                    path, lineno);
             goto done;
         }
         const int i = L * hp->n_kv_heads + H;
@@ -97,8 +99,8 @@ int kvc_head_plan_shares(const char *text, kvc_head_plan *plan)
 {
     double s[KVC_HEAD_KINDS];
     char tail;
-    if (sscanf(text, "%lf,%lf,%lf%c", &s[0], &s[1], &s[2], &tail) != 3 || !(s[0] > 0) || !(s[1] > 0) ||
-        !(s[2] > 0) || s[0] > 1e6 || s[1] > 1e6 || s[2] > 1e6) {
+    if (sscanf(text, "%lf,%lf,%lf%c", &s[0], &s[1], &s[2], &tail) != 3 || !(s[0] > 0) || !(s[1] > 0) || !(s[2] > 0) ||
+        s[0] > 1e6 || s[1] > 1e6 || s[2] > 1e6) {
         fprintf(stderr, "kvc: --head-shares expects three positive weights 'streaming,retrieval,diffuse', got '%s'\n",
                 text);
         return 1;
@@ -123,7 +125,9 @@ int kvc_head_plan_methods(const char *text, kvc_head_plan *plan)
     }
     return 0;
 bad:
-    fprintf(stderr, "kvc: --head-methods expects 'streaming=M,retrieval=M,diffuse=M' (any of them) with method"
-                    " names, got '%s'\n", text);
+    fprintf(stderr,
+            "kvc: --head-methods expects 'streaming=M,retrieval=M,diffuse=M' (any of them) with method"
+            " names, got '%s'\n",
+            text);
     return 1;
 }

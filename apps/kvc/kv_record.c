@@ -28,8 +28,7 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
     r->outs = malloc((size_t)r->chunk * sizeof(float *));
     r->obs_q = malloc((size_t)r->n_layers * KVC_KV_OBS * r->n_heads * r->hs * sizeof(float));
     if (!r->k || !r->v || !r->q || !r->qg || !r->og || !r->work || !r->kv_row || !r->outs || !r->obs_q || r->hs < 1 ||
-        r->hs > 256 ||
-        group < 1 || group > KVC_MAX_QUERY_HEADS) {
+        r->hs > 256 || group < 1 || group > KVC_MAX_QUERY_HEADS) {
         kvc_kv_record_free(r);
         fprintf(stderr, "kvc bench: out of memory for a %d-token k/v record (or head size %d outside 1..256)\n", cap,
                 c->dim / c->n_heads);
@@ -113,9 +112,9 @@ kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cach
 {
     if (r->obs_n < 1) return KVC_E_STATE;
     for (int l = 0; l < r->n_layers; l++) {
-        const kvc_status rc = kvc_cache_prefill_queries(
-            cache, kvc_l2c_kernels(), (uint32_t)l, r->obs_q + (size_t)l * KVC_KV_OBS * r->n_heads * r->hs,
-            (size_t)r->obs_n);
+        const kvc_status rc =
+            kvc_cache_prefill_queries(cache, kvc_l2c_kernels(), (uint32_t)l,
+                                      r->obs_q + (size_t)l * KVC_KV_OBS * r->n_heads * r->hs, (size_t)r->obs_n);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;

@@ -14,9 +14,9 @@
 
 typedef struct kvc_kv_record {
     int n_layers, n_heads, n_kv, hs, cap;
-    size_t row;     /* n_kv * hs floats: one token's k (or v) of one layer */
-    float beta;     /* 1/sqrt(hs), the model's score scale */
-    float *k, *v;   /* [layer][kv head][pos][hs]: each head's rows contiguous, a cache segment */
+    size_t row;   /* n_kv * hs floats: one token's k (or v) of one layer */
+    float beta;   /* 1/sqrt(hs), the model's score scale */
+    float *k, *v; /* [layer][kv head][pos][hs]: each head's rows contiguous, a cache segment */
     /* deferred queries of one layer of one chunk */
     int chunk, pend_layer, pend_pos0, pend_n, flush_at;
     float *q;       /* [pending token][query head][hs] */
@@ -25,7 +25,7 @@ typedef struct kvc_kv_record {
     float *kv_row;  /* one position's k rows of every kv head, then its v rows (replay) */
     float **outs;
     /* the queries of the last KVC_KV_OBS positions of the last prefill (SnapKV's observation window) */
-    float *obs_q;   /* [layer][position][query head][hs] */
+    float *obs_q; /* [layer][position][query head][hs] */
     int obs_from, obs_n;
 } kvc_kv_record;
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_stream_config *sc,
-                       kvc_budget_policy policy, kvc_cache **cache, size_t *bytes)
+void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_stream_config *sc, kvc_budget_policy policy,
+                       kvc_cache **cache, size_t *bytes)
 {
     kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
     cc.policy = policy;
@@ -54,9 +54,8 @@ double kvc_lm_nll(const float *logits, int n, int target)
     return -((double)logits[target] - mx - log(z));
 }
 
-kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n, int pos0,
-                       kvc_l2c_attn_fn attn, void *ctx, const int *targets, double *nll,
-                       kvc_lm_progress_fn progress, void *pctx)
+kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n, int pos0, kvc_l2c_attn_fn attn,
+                       void *ctx, const int *targets, double *nll, kvc_lm_progress_fn progress, void *pctx)
 {
     const int V = m->cfg.vocab_size;
     double sum = 0.0;
@@ -103,7 +102,9 @@ char *kvc_lm_read_text(const char *cmd, const char *path)
     fclose(f);
     if (!b || read_error) {
         fprintf(stderr, "kvc %s: cannot read text file '%s': %s\n", cmd, path,
-                read_error ? "read error" : too_big ? "over 64 MiB" : "out of memory");
+                read_error ? "read error"
+                : too_big  ? "over 64 MiB"
+                           : "out of memory");
         free(b);
         return NULL;
     }

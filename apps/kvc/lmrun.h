@@ -12,8 +12,8 @@
  *        budget policy @p policy, in a fresh 64-byte-aligned arena.
  * @return the arena (free() it), or NULL after printing why (naming @p cmd).
  */
-void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_stream_config *sc,
-                       kvc_budget_policy policy, kvc_cache **cache, size_t *bytes);
+void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_stream_config *sc, kvc_budget_policy policy,
+                       kvc_cache **cache, size_t *bytes);
 
 /** Called after each chunk with the number of tokens done so far. */
 typedef void (*kvc_lm_progress_fn)(void *pctx, int done);
@@ -26,9 +26,8 @@ typedef void (*kvc_lm_progress_fn)(void *pctx, int done);
  *                 forcing feeds toks[0..n-1) with targets toks + 1.
  * @return KVC_OK or the first failing status.
  */
-kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n, int pos0,
-                       kvc_l2c_attn_fn attn, void *ctx, const int *targets, double *nll,
-                       kvc_lm_progress_fn progress, void *pctx);
+kvc_status kvc_lm_feed(const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n, int pos0, kvc_l2c_attn_fn attn,
+                       void *ctx, const int *targets, double *nll, kvc_lm_progress_fn progress, void *pctx);
 
 /** Index of the largest of @p n logits (the first one on ties). */
 int kvc_lm_argmax(const float *logits, int n);

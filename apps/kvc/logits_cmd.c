@@ -20,7 +20,8 @@ static int ends_with(const char *s, const char *suf)
 
 kvc_status kvc_model_load_any(const char *path, kvc_l2c_model *m, char *err, size_t errlen)
 {
-    return ends_with(path, ".gguf") ? kvc_gguf_llama_load(path, m, err, errlen) : kvc_l2c_model_load(path, m, err, errlen);
+    return ends_with(path, ".gguf") ? kvc_gguf_llama_load(path, m, err, errlen)
+                                    : kvc_l2c_model_load(path, m, err, errlen);
 }
 
 static void logits_usage(FILE *f)
@@ -35,7 +36,8 @@ int kvc_cmd_logits(int argc, char **argv)
     kvc_flag fl[4];
     size_t nf = kvc_common_flags_add(&cf, "m", fl, 0);
     fl[nf++] = (kvc_flag){"--tokens", 's', &tokens, 0, 0, NULL, "t0,t1,..\ttoken ids"};
-    fl[nf++] = (kvc_flag){"--out", 's', &out, 0, 0, NULL, "FILE.npy\tthe logits, one row per token (default logits.npy)"};
+    fl[nf++] =
+        (kvc_flag){"--out", 's', &out, 0, 0, NULL, "FILE.npy\tthe logits, one row per token (default logits.npy)"};
     const int prc = kvc_cli_parse("logits", argc, argv, fl, nf, NULL, logits_usage);
     if (prc) return prc == 1 ? 0 : 2;
     const char *model = cf.model;
@@ -73,7 +75,8 @@ int kvc_cmd_logits(int argc, char **argv)
         return 2;
     }
     const int hs = m.cfg.dim / m.cfg.n_heads;
-    kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)(n + 1), 1);
+    kvc_stream_config sc =
+        kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)(n + 1), 1);
     sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     size_t bytes = kvc_cache_arena_size(&cc);
@@ -86,7 +89,8 @@ int kvc_cmd_logits(int argc, char **argv)
     kvc_l2c_state s;
     kvc_cache *cache;
     int rc = 1;
-    if (!arena || !all || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK || kvc_cache_init(arena, bytes, &cc, &cache) != KVC_OK) {
+    if (!arena || !all || kvc_l2c_state_alloc(&m.cfg, &s) != KVC_OK ||
+        kvc_cache_init(arena, bytes, &cc, &cache) != KVC_OK) {
         fprintf(stderr, "kvc logits: out of memory\n");
         goto done;
     }

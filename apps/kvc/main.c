@@ -72,9 +72,13 @@ static int cmd_methods(int argc, char **argv)
         for (size_t j = 0; params && j < kvc_method_param_count(m); j++) {
             const kvc_param_desc *d = kvc_method_param_at(m, j);
             char range[96];
-            if (d->type == KVC_PARAM_CHOICE) snprintf(range, sizeof range, "%s", d->choices);
-            else if (d->type == KVC_PARAM_U32) snprintf(range, sizeof range, "%.0f..%.0f", d->min, d->max);
-            else snprintf(range, sizeof range, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "", d->choices ? d->choices : "");
+            if (d->type == KVC_PARAM_CHOICE)
+                snprintf(range, sizeof range, "%s", d->choices);
+            else if (d->type == KVC_PARAM_U32)
+                snprintf(range, sizeof range, "%.0f..%.0f", d->min, d->max);
+            else
+                snprintf(range, sizeof range, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "",
+                         d->choices ? d->choices : "");
             printf("    --%-18s %-26s %s (default %s)\n", d->name, range, d->help, d->dflt);
         }
     }

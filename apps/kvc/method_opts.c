@@ -28,7 +28,8 @@ static const struct {
 } app_flags[] = {
     {"--beta", "X", "score scale (default 1/sqrt(d))"},
     {"--dtype", "T", NULL}, /* the storage types, from the library's list */
-    {"--protect", "P", "percent of the budget (0..50) kept for protected spans: tokens near a key outlier, exact (default 0: off)"},
+    {"--protect", "P",
+     "percent of the budget (0..50) kept for protected spans: tokens near a key outlier, exact (default 0: off)"},
     {"--protect-radius", "R", "tokens either side of an outlier a protected span keeps (1..4096, default 25)"},
 };
 #define N_APP_FLAGS (sizeof app_flags / sizeof app_flags[0])
@@ -68,9 +69,13 @@ void kvc_method_opts_usage_print(FILE *f)
             kvc_method first;
             if (find(d->name, &first) == NULL || first != m) continue; /* shared with an earlier method: listed once */
             char arg[96];
-            if (d->type == KVC_PARAM_CHOICE) snprintf(arg, sizeof arg, "%s", d->choices);
-            else if (d->type == KVC_PARAM_U32) snprintf(arg, sizeof arg, "%.0f..%.0f", d->min, d->max);
-            else snprintf(arg, sizeof arg, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "", d->choices ? d->choices : "");
+            if (d->type == KVC_PARAM_CHOICE)
+                snprintf(arg, sizeof arg, "%s", d->choices);
+            else if (d->type == KVC_PARAM_U32)
+                snprintf(arg, sizeof arg, "%.0f..%.0f", d->min, d->max);
+            else
+                snprintf(arg, sizeof arg, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "",
+                         d->choices ? d->choices : "");
             char left[160];
             snprintf(left, sizeof left, "--%s %s", d->name, arg);
             fprintf(f, "  %-28s %s (default %s)\n", left, d->help, d->dflt);
@@ -159,7 +164,8 @@ void kvc_method_opts_apply(const kvc_method_opts *o, kvc_stream_config *cfg)
 {
     if (o->beta > 0) cfg->beta = (float)o->beta;
     if (o->have_dtype) cfg->dtype = o->dtype;
-    for (size_t i = 0; i < o->n; i++) (void)kvc_stream_config_set(cfg, o->name[i], o->value[i]); /* other methods' flags: no-op */
+    for (size_t i = 0; i < o->n; i++)
+        (void)kvc_stream_config_set(cfg, o->name[i], o->value[i]); /* other methods' flags: no-op */
     kvc_method_opts_protect(o, cfg);
 }
 
@@ -207,7 +213,8 @@ void kvc_method_opts_describe(const kvc_method_opts *o, char *buf, size_t cap)
     if (o->protect_pct > 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " --protect %g", o->protect_pct);
     if (o->protect_radius && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " --protect-radius %u", (unsigned)o->protect_radius);
-    for (size_t i = 0; i < o->n && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, " --%s %s", o->name[i], o->value[i]);
+    for (size_t i = 0; i < o->n && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, " --%s %s", o->name[i], o->value[i]);
 }
 
 uint32_t kvc_method_opts_fit_bytes(const kvc_method_opts *o, kvc_stream_config *cfg, uint64_t bytes,

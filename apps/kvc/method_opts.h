@@ -14,13 +14,13 @@
 typedef struct kvc_method_opts {
     double beta;
     int have_dtype;
-    kvc_dtype dtype;   /* --dtype: storage type of cached keys and values */
-    double protect_pct;        /* --protect P: percent of the budget for protected spans (0 = off) */
-    uint64_t protect_radius;   /* --protect-radius R (0 = the library's 25) */
-    unsigned app_given;        /* which of --beta, --dtype, --protect, --protect-radius were given */
+    kvc_dtype dtype;         /* --dtype: storage type of cached keys and values */
+    double protect_pct;      /* --protect P: percent of the budget for protected spans (0 = off) */
+    uint64_t protect_radius; /* --protect-radius R (0 = the library's 25) */
+    unsigned app_given;      /* which of --beta, --dtype, --protect, --protect-radius were given */
     size_t n;
-    const char *name[KVC_METHOD_OPTS_MAX]; /* descriptor names (static strings of the library) */
-    const char *value[KVC_METHOD_OPTS_MAX];/* as given (argv strings) */
+    const char *name[KVC_METHOD_OPTS_MAX];  /* descriptor names (static strings of the library) */
+    const char *value[KVC_METHOD_OPTS_MAX]; /* as given (argv strings) */
 } kvc_method_opts;
 
 /** Print the usage lines of the flags (two-space indent), from the descriptors. */

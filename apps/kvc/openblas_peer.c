@@ -19,7 +19,9 @@ const char *kvc_openblas_load(void)
 {
     if (g_sgemm) return NULL;
     const char *env = getenv("KVC_OPENBLAS");
-    const char *cands[] = {env, "libopenblas.so.0", "libopenblas.so",
+    const char *cands[] = {env,
+                           "libopenblas.so.0",
+                           "libopenblas.so",
                            "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
                            "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
                            "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0"};

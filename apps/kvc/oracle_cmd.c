@@ -40,8 +40,9 @@ static int run_suite(const char *csv)
     for (size_t i = 0; i < N_SUITE; i++) methods[i] = kvc_method_at(i);
     kvc_suite_result res[64];
     int all_ok = 1;
-    fprintf(stderr, "bound-check suite: n=%zu d=%zu clusters=%zu key_noise=%g, %u seeds x %zu positions, "
-                    "budgets 160,288,544,1056 (sink %u, window %u), unbiasedness over %u seeds\n",
+    fprintf(stderr,
+            "bound-check suite: n=%zu d=%zu clusters=%zu key_noise=%g, %u seeds x %zu positions, "
+            "budgets 160,288,544,1056 (sink %u, window %u), unbiasedness over %u seeds\n",
             s.n, s.d, s.clusters, s.key_noise, s.seeds, s.positions, s.n_sink, s.n_window, s.unbiased_seeds);
     for (size_t i = 0; i < N_SUITE; i++) {
         if (kvc_suite_run(methods[i], &s, stderr, &res[i])) return 1;
@@ -54,8 +55,8 @@ static int run_suite(const char *csv)
     for (size_t i = 0; i < N_SUITE; i++) {
         const kvc_bound_claim *c = res[i].claim;
         if (c->bound)
-            printf("- %s: eps(m) = %.4g m^%g, delta = %g, C %s. Claim: %s.\n", kvc_method_name(res[i].method),
-                   res[i].C, c->exponent, c->delta,
+            printf("- %s: eps(m) = %.4g m^%g, delta = %g, C %s. Claim: %s.\n", kvc_method_name(res[i].method), res[i].C,
+                   c->exponent, c->delta,
                    res[i].method == KVC_METHOD_EXACT ? "fixed at 1e-6 (float storage rounding, no calibration)"
                                                      : "calibrated at the (1 - delta/4) quantile",
                    c->source);
@@ -95,7 +96,7 @@ static void oracle_usage(FILE *f)
 int kvc_cmd_oracle(int argc, char **argv)
 {
 #if !KVC_HAVE_ORACLE
-    (void)argc, (void)argv, (void)oracle_usage;
+    (void)argc, (void)argv;
     fprintf(stderr, "kvc oracle: this kvc was built without the oracle (MPFR and LAPACKE). Install them\n"
                     "  (Debian: apt-get install libmpfr-dev liblapacke-dev) and configure with\n"
                     "  -DKVC_BUILD_ORACLE=ON, the default of the full build (bash .ci/test).\n");
@@ -111,11 +112,17 @@ int kvc_cmd_oracle(int argc, char **argv)
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "Mkw", fl, 0);
     fl[nf++] = (kvc_flag){"--trace", 's', &trace_dir, 0, 0, NULL, "DIR\ttrace folder (q.npy, k.npy, v.npy)"};
-    fl[nf++] = (kvc_flag){"--budget", 's', &budgets_s, 0, 0, NULL,
+    fl[nf++] = (kvc_flag){"--budget",
+                          's',
+                          &budgets_s,
+                          0,
+                          0,
+                          NULL,
                           "B,B,..\tup to 16 budgets (memory points of the slope), each " KVC_BUDGET_SYNTAX};
     fl[nf++] = (kvc_flag){"--csv", 's', &csv, 0, 0, NULL, "FILE\tone row per budget (or suite row)"};
     fl[nf++] = (kvc_flag){"--seeds", 'u', &seeds, 2, 100000, NULL, "R\tseeds per budget"};
-    fl[nf++] = (kvc_flag){"--positions", 'u', &positions, 1, 100000, NULL, "P\tquery positions in the trace's second half"};
+    fl[nf++] =
+        (kvc_flag){"--positions", 'u', &positions, 1, 100000, NULL, "P\tquery positions in the trace's second half"};
     fl[nf++] = (kvc_flag){"--head", 'u', &head, 0, 1u << 20, NULL, "H\thead of a (heads, n, d) trace (default 0)"};
     fl[nf++] = (kvc_flag){"--C", 'f', &C, 0.0, 1e30, NULL, "c\tthe failure rate P(e > c m^exponent) is reported"};
     fl[nf++] = (kvc_flag){"--suite", 'b', &suite, 0, 0, NULL, "\tthe bound-check table of every method instead"};
@@ -171,30 +178,32 @@ int kvc_cmd_oracle(int argc, char **argv)
     kvc_oracle_opts o = {budgets, nb, (uint32_t)seeds, 1, (size_t)positions, 0, progress, NULL};
     kvc_oracle_row rows[16];
     const kvc_bound_claim *claim = kvc_bound_claim_of(method);
-    fprintf(stderr, "kvc oracle: %s, %s, %zu budgets x %" PRIu64 " seeds x %zu positions\n", trace_dir, method_name,
-            nb, seeds, (size_t)positions);
+    fprintf(stderr, "kvc oracle: %s, %s, %zu budgets x %" PRIu64 " seeds x %zu positions\n", trace_dir, method_name, nb,
+            seeds, (size_t)positions);
     if (kvc_oracle_measure(&ot, &cfg, &o, rows, NULL)) {
         kvc_trace_free(&tr);
         return 1;
     }
-    printf("trace %s (n=%zu, d=%zu, head %" PRIu64 "), method %s; e scale ||softmax||_2 * ||V||_%s\n", trace_dir,
-           tr.n, tr.d, head, method_name, claim->op_norm ? "op" : "F");
+    printf("trace %s (n=%zu, d=%zu, head %" PRIu64 "), method %s; e scale ||softmax||_2 * ||V||_%s\n", trace_dir, tr.n,
+           tr.d, head, method_name, claim->op_norm ? "op" : "F");
     printf("%8s %8s %12s %12s %12s\n", "budget", "memory", "mean_e", "p99_e", "max_e");
     for (size_t b = 0; b < nb; b++)
-        printf("%8u %8u %12.4e %12.4e %12.4e\n", rows[b].budget, rows[b].memory, rows[b].mean, rows[b].p99, rows[b].max);
+        printf("%8u %8u %12.4e %12.4e %12.4e\n", rows[b].budget, rows[b].memory, rows[b].mean, rows[b].p99,
+               rows[b].max);
     double slope = NAN, lo = NAN, hi = NAN;
-    if (nb >= 2 && kvc_oracle_slope(rows, nb, 0.998, &slope, &lo, &hi) == 0)
-    {
+    if (nb >= 2 && kvc_oracle_slope(rows, nb, 0.998, &slope, &lo, &hi) == 0) {
         char pred[32];
-        if (claim->exponent != 0.0) snprintf(pred, sizeof pred, "predicted %g", claim->exponent);
-        else snprintf(pred, sizeof pred, "no prediction");
+        if (claim->exponent != 0.0)
+            snprintf(pred, sizeof pred, "predicted %g", claim->exponent);
+        else
+            snprintf(pred, sizeof pred, "no prediction");
         printf("slope of log mean e on log memory: %.3f [99.8%% CI %.3f, %.3f]; %s\n", slope, lo, hi, pred);
     }
     kvc_oracle_failure fr = {0};
     if (!isnan(C)) {
         kvc_oracle_failure_rate(rows, nb, C, claim->exponent, 0.998, &fr);
-        printf("failure rate P(e > %g m^%g) = %zu/%zu = %.4f [99.8%% CI %.4f, %.4f]; claimed %g\n", C,
-               claim->exponent, fr.failures, fr.samples, fr.rate, fr.lo, fr.hi, claim->delta);
+        printf("failure rate P(e > %g m^%g) = %zu/%zu = %.4f [99.8%% CI %.4f, %.4f]; claimed %g\n", C, claim->exponent,
+               fr.failures, fr.samples, fr.rate, fr.lo, fr.hi, claim->delta);
     }
     int rc = 0;
     if (csv) {
@@ -206,8 +215,8 @@ int kvc_cmd_oracle(int argc, char **argv)
             fprintf(f, "method,budget,memory,seeds,positions,mean_e,p99_e,max_e,slope,slope_lo,slope_hi\n");
             for (size_t b = 0; b < nb; b++)
                 fprintf(f, "%s,%u,%u,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", method_name, rows[b].budget,
-                        rows[b].memory, rows[b].seeds, rows[b].positions, rows[b].mean, rows[b].p99, rows[b].max,
-                        slope, lo, hi);
+                        rows[b].memory, rows[b].seeds, rows[b].positions, rows[b].mean, rows[b].p99, rows[b].max, slope,
+                        lo, hi);
             fclose(f);
         }
     }

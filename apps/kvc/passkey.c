@@ -18,7 +18,7 @@ static const char QUESTION[] = " What is the pass key? The pass key is";
  * blocks of about HAY_BLOCK bytes at spaces, each starting with a space and
  * ending without one; block b of a prompt is hay[b % n_hay]. */
 #define HAY_BLOCK 100
-#define HAY_MAX 4096
+#define HAY_MAX   4096
 static char *hay_text;
 static const char *hay[HAY_MAX];
 static size_t hay_len[HAY_MAX];

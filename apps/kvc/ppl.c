@@ -182,9 +182,16 @@ int kvc_cmd_ppl(int argc, char **argv)
     memset(&mo, 0, sizeof mo);
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mtMbskwT", fl, 0);
-    fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "FILE\tthe text to teacher-force (at most the model's context)"};
-    fl[nf++] = (kvc_flag){"--policy", 's', &policy, 0, 0, NULL,
-                          "uniform|pyramid\tper-layer budgets: equal, or PyramidKV's falling with depth (default uniform)"};
+    fl[nf++] = (kvc_flag){
+        "--text", 's', &text_path, 0, 0, NULL, "FILE\tthe text to teacher-force (at most the model's context)"};
+    fl[nf++] =
+        (kvc_flag){"--policy",
+                   's',
+                   &policy,
+                   0,
+                   0,
+                   NULL,
+                   "uniform|pyramid\tper-layer budgets: equal, or PyramidKV's falling with depth (default uniform)"};
     const int prc = kvc_cli_parse("ppl", argc, argv, fl, nf, &mo, ppl_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (kvc_common_flags_finish("ppl", &cf)) return 2;
@@ -210,13 +217,13 @@ int kvc_cmd_ppl(int argc, char **argv)
         return 2;
     }
     kvc_ppl_result r;
-    return kvc_ppl_run(model_path, tok_path, text_path, method, &cf.budget, (uint32_t)sink, (uint32_t)window,
-                       seed, !strcmp(policy, "pyramid"), 1, &mo, &r);
+    return kvc_ppl_run(model_path, tok_path, text_path, method, &cf.budget, (uint32_t)sink, (uint32_t)window, seed,
+                       !strcmp(policy, "pyramid"), 1, &mo, &r);
 }
 
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
-                const kvc_budget *budget_spec, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,
-                const kvc_method_opts *mo, kvc_ppl_result *out)
+                const kvc_budget *budget_spec, uint32_t sink, uint32_t window, uint64_t seed, int pyramid,
+                unsigned flags, const kvc_method_opts *mo, kvc_ppl_result *out)
 {
     const int verbose = (flags & KVC_PPL_VERBOSE) != 0, measure = (flags & KVC_PPL_NO_ERROR) == 0;
     kvc_lm lm;
@@ -256,8 +263,9 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         goto done;
     if (budget_spec->kind == KVC_BUDGET_TOKENS || budget_spec->kind == KVC_BUDGET_CONTEXT) {
         /* every token goes through the cache: a larger budget holds nothing more */
-        sc.budget = kvc_cli_clamp_budget("ppl", sc.budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
-                                         "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
+        sc.budget =
+            kvc_cli_clamp_budget("ppl", sc.budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
+                                 "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
         if (mo) kvc_method_opts_protect(mo, &sc);
     }
     const uint32_t budget = sc.budget;
@@ -300,8 +308,9 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     for (int l = 0; l < L; l++) {
         double mean = err_n[l] ? err_sum[l] / (double)err_n[l] : NAN;
         if (verbose)
-            printf("  %-6d %8u %12" PRIu64 " %14.4e %12" PRIu64 " %12.3e\n", l, kvc_cache_layer_budget(&cc, (uint32_t)l),
-                   err_n[l] / (uint64_t)m.cfg.n_heads, mean, box_out[l], box_excess[l]);
+            printf("  %-6d %8u %12" PRIu64 " %14.4e %12" PRIu64 " %12.3e\n", l,
+                   kvc_cache_layer_budget(&cc, (uint32_t)l), err_n[l] / (uint64_t)m.cfg.n_heads, mean, box_out[l],
+                   box_excess[l]);
         tot += err_sum[l], cnt += err_n[l];
         out->box_outside += box_out[l];
         if (!(box_excess[l] <= out->box_excess)) out->box_excess = box_excess[l], out->box_worst_layer = l;

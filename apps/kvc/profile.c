@@ -98,15 +98,14 @@ static kvc_status profiling_attention(void *vctx, int layer, int pos, const floa
 
 static void profile_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvc profile --out FILE [--text T] [--tokens N] [--passkeys P] [--sink S] [--window W]\n"
-            "                   [--local X] [--top Y] [--seed S] [--model M] [--tokenizer T]\n"
-            "  Scores every (layer, kv head) of the model on the first N tokens of T (default 2048)\n"
-            "  and on P passkey prompts of N tokens (default 2; keys and depths from --seed, default 7):\n"
-            "  local = attention on the first S (default 4) and last W (default 64) tokens, top = share\n"
-            "  of the rest held by its 8 largest entries. A head is streaming when local >= X (0.9),\n"
-            "  else retrieval when top >= Y (0.5), else diffuse. FILE: one line per head, read by\n"
-            "  kvc bench --head-profile.\n");
+    fprintf(f, "usage: kvc profile --out FILE [--text T] [--tokens N] [--passkeys P] [--sink S] [--window W]\n"
+               "                   [--local X] [--top Y] [--seed S] [--model M] [--tokenizer T]\n"
+               "  Scores every (layer, kv head) of the model on the first N tokens of T (default 2048)\n"
+               "  and on P passkey prompts of N tokens (default 2; keys and depths from --seed, default 7):\n"
+               "  local = attention on the first S (default 4) and last W (default 64) tokens, top = share\n"
+               "  of the rest held by its 8 largest entries. A head is streaming when local >= X (0.9),\n"
+               "  else retrieval when top >= Y (0.5), else diffuse. FILE: one line per head, read by\n"
+               "  kvc bench --head-profile.\n");
 }
 
 /* Run toks[0..n) through the model with a fresh exact cache, adding to the sums. */
@@ -121,8 +120,10 @@ static int profile_run(const kvc_lm *lm, prof_ctx *c, const int *toks, int n)
     int rc = 1;
     if (kvc_l2c_state_alloc_chunk(&lm->m.cfg, KVC_LM_CHUNK, &s) == KVC_OK) {
         const kvc_status st = kvc_lm_feed(&lm->m, &s, toks, n, 0, profiling_attention, c, NULL, NULL, NULL, NULL);
-        if (st == KVC_OK) rc = 0;
-        else fprintf(stderr, "kvc profile: the run failed: %s\n", kvc_status_str(st));
+        if (st == KVC_OK)
+            rc = 0;
+        else
+            fprintf(stderr, "kvc profile: the run failed: %s\n", kvc_status_str(st));
     }
     kvc_l2c_state_free(&s);
     kvc_l2c_arena_free(arena);
@@ -137,15 +138,24 @@ int kvc_cmd_profile(int argc, char **argv)
     kvc_common_flags cf = kvc_common_flags_default();
     kvc_flag fl[16];
     size_t nf = kvc_common_flags_add(&cf, "mt", fl, 0);
-    fl[nf++] = (kvc_flag){"--out", 's', &out_path, 0, 0, NULL, "FILE\tone line per head, read by kvc bench --head-profile"};
+    fl[nf++] =
+        (kvc_flag){"--out", 's', &out_path, 0, 0, NULL, "FILE\tone line per head, read by kvc bench --head-profile"};
     fl[nf++] = (kvc_flag){"--text", 's', &text_path, 0, 0, NULL, "T\tthe text scored (default the GPL-3 text)"};
-    fl[nf++] = (kvc_flag){"--tokens", 'u', &tokens, 256, 1u << 20, NULL, "N\ttokens of the text and of each passkey prompt (default 2048)"};
+    fl[nf++] = (kvc_flag){"--tokens",
+                          'u',
+                          &tokens,
+                          256,
+                          1u << 20,
+                          NULL,
+                          "N\ttokens of the text and of each passkey prompt (default 2048)"};
     fl[nf++] = (kvc_flag){"--passkeys", 'u', &passkeys, 0, 64, NULL, "P\tpasskey prompts (default 2)"};
     fl[nf++] = (kvc_flag){"--sink", 'u', &sink, 0, 1024, NULL, "S\tfirst tokens of the local share (default 4)"};
     fl[nf++] = (kvc_flag){"--window", 'u', &window, 0, 4096, NULL, "W\tlast tokens of the local share (default 64)"};
     fl[nf++] = (kvc_flag){"--seed", 'u', &seed, 0, UINT32_MAX, NULL, "S\tkeys and depths of the passkeys (default 7)"};
-    fl[nf++] = (kvc_flag){"--local", 'f', &local_min, 0, 1, NULL, "X\tstreaming when the local share >= X (default 0.9)"};
-    fl[nf++] = (kvc_flag){"--top", 'f', &top_min, 0, 1, NULL, "Y\telse retrieval when the top-8 share >= Y (default 0.5)"};
+    fl[nf++] =
+        (kvc_flag){"--local", 'f', &local_min, 0, 1, NULL, "X\tstreaming when the local share >= X (default 0.9)"};
+    fl[nf++] =
+        (kvc_flag){"--top", 'f', &top_min, 0, 1, NULL, "Y\telse retrieval when the top-8 share >= Y (default 0.5)"};
     const int prc = kvc_cli_parse("profile", argc, argv, fl, nf, NULL, profile_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (!out_path || (!text_path && passkeys == 0)) {
@@ -220,8 +230,9 @@ int kvc_cmd_profile(int argc, char **argv)
         kinds[hp.kind[i]]++;
     }
     char note[256];
-    snprintf(note, sizeof note, "%d runs of %d tokens, sink %llu window %llu, local >= %g streaming, top-8 >= %g retrieval",
-             runs, n, (unsigned long long)sink, (unsigned long long)window, local_min, top_min);
+    snprintf(note, sizeof note,
+             "%d runs of %d tokens, sink %llu window %llu, local >= %g streaming, top-8 >= %g retrieval", runs, n,
+             (unsigned long long)sink, (unsigned long long)window, local_min, top_min);
     if (kvc_head_profile_write(out_path, &hp, note)) goto done;
     printf("kvc profile: %d layers x %d kv heads: %d streaming, %d retrieval, %d diffuse -> %s\n", L, nkv,
            kinds[KVC_HEAD_STREAMING], kinds[KVC_HEAD_RETRIEVAL], kinds[KVC_HEAD_DIFFUSE], out_path);

@@ -95,34 +95,28 @@
 #endif
 
 /* ---- limits and design constants (see the comment above) ---- */
-#define SYNTH_MAX_N 4000000u
-#define SYNTH_MAX_DIM 256u
-#define SYNTH_MAX_CLUSTERS 65536u
-#define SYNTH_DEF_CLUSTERS 32u
-#define SYNTH_DEF_RANK 4u
+#define SYNTH_MAX_N          4000000u
+#define SYNTH_MAX_DIM        256u
+#define SYNTH_MAX_CLUSTERS   65536u
+#define SYNTH_DEF_CLUSTERS   32u
+#define SYNTH_DEF_RANK       4u
 #define SYNTH_SAMPLE_QUERIES 64u
 
-#define SYNTH_MEAN_FRAC 0.5      /* ||mu|| = 0.5 sqrt(DV) */
-#define SYNTH_CL_GAP 6.0         /* beta ||c||^2: own-cluster score lead */
+#define SYNTH_MEAN_FRAC     0.5  /* ||mu|| = 0.5 sqrt(DV) */
+#define SYNTH_CL_GAP        6.0  /* beta ||c||^2: own-cluster score lead */
 #define SYNTH_CL_NOISE_FRAC 0.25 /* key/query noise norm / centre norm */
-#define SYNTH_CL_STAY 0.9        /* sticky walk: stay probability */
-#define SYNTH_CL_OFFSET_SD 1.0   /* per-cluster value offset, per coordinate */
-#define SYNTH_CL_VNOISE_SD 0.5   /* value noise, per coordinate */
-#define SYNTH_HV_ALPHA 1.5       /* Pareto tail index of value norms */
-#define SYNTH_LR_SCORE_SD 3.0    /* spread of beta <q, k> in units */
+#define SYNTH_CL_STAY       0.9  /* sticky walk: stay probability */
+#define SYNTH_CL_OFFSET_SD  1.0  /* per-cluster value offset, per coordinate */
+#define SYNTH_CL_VNOISE_SD  0.5  /* value noise, per coordinate */
+#define SYNTH_HV_ALPHA      1.5  /* Pareto tail index of value norms */
+#define SYNTH_LR_SCORE_SD   3.0  /* spread of beta <q, k> in units */
 
 /* Sub-stream ids passed to kvc_rng_at. */
 enum { RS_STRUCT = 1, RS_PATH = 2, RS_KEYS = 3, RS_QUERIES = 4, RS_VALUES = 5, RS_MEAN = 6 };
 
-typedef enum synth_kind {
-    SYNTH_CLUSTERED = 0,
-    SYNTH_GAUSSIAN = 1,
-    SYNTH_HEAVY = 2,
-    SYNTH_LOWRANK = 3
-} synth_kind;
+typedef enum synth_kind { SYNTH_CLUSTERED = 0, SYNTH_GAUSSIAN = 1, SYNTH_HEAVY = 2, SYNTH_LOWRANK = 3 } synth_kind;
 
-static const char *const synth_kind_names[] = {"clustered", "gaussian", "heavy-values",
-                                               "lowrank"};
+static const char *const synth_kind_names[] = {"clustered", "gaussian", "heavy-values", "lowrank"};
 
 typedef struct synth_opts {
     synth_kind kind;
@@ -310,17 +304,15 @@ static int gen_clustered(const synth_opts *o, const double *mu, float *q, float 
             visited[nvisited++] = z;
         }
         c = centre + (size_t)z * d;
-        for (size_t i = 0; i < d; i++)
-            k[j * d + i] = (float)((double)c[i] + sd * kvc_rng_normal(&rk));
+        for (size_t i = 0; i < d; i++) k[j * d + i] = (float)((double)c[i] + sd * kvc_rng_normal(&rk));
 
         a = visited[kvc_rng_below(&rq, (uint32_t)nvisited)];
         c = centre + (size_t)a * d;
-        for (size_t i = 0; i < d; i++)
-            q[j * d + i] = (float)((double)c[i] + sd * kvc_rng_normal(&rq));
+        for (size_t i = 0; i < d; i++) q[j * d + i] = (float)((double)c[i] + sd * kvc_rng_normal(&rq));
 
         for (size_t i = 0; i < dv; i++)
-            v[j * dv + i] = (float)(mu[i] + (double)offset[(size_t)z * dv + i] +
-                                    SYNTH_CL_VNOISE_SD * kvc_rng_normal(&rv));
+            v[j * dv + i] =
+                (float)(mu[i] + (double)offset[(size_t)z * dv + i] + SYNTH_CL_VNOISE_SD * kvc_rng_normal(&rv));
     }
     free(centre);
     free(offset);
@@ -345,8 +337,7 @@ static int gen_gaussian(const synth_opts *o, const double *mu, float *q, float *
     gen_gaussian_qk(o, q, k);
     sub_rng(&rv, o->seed, RS_VALUES);
     for (size_t j = 0; j < o->n; j++)
-        for (size_t i = 0; i < o->dv; i++)
-            v[j * o->dv + i] = (float)(mu[i] + kvc_rng_normal(&rv));
+        for (size_t i = 0; i < o->dv; i++) v[j * o->dv + i] = (float)(mu[i] + kvc_rng_normal(&rv));
     return 0;
 }
 
@@ -360,8 +351,7 @@ static int gen_heavy(const synth_opts *o, const double *mu, float *q, float *k, 
     for (size_t j = 0; j < o->n; j++) {
         /* 1 - u lies in (0, 1]: r in [xm, xm 2^(53/alpha)], finite in float. */
         double r = xm * pow(1.0 - kvc_rng_unit(&rv), -1.0 / alpha);
-        for (size_t i = 0; i < o->dv; i++)
-            v[j * o->dv + i] = (float)(mu[i] + r * kvc_rng_normal(&rv));
+        for (size_t i = 0; i < o->dv; i++) v[j * o->dv + i] = (float)(mu[i] + r * kvc_rng_normal(&rv));
     }
     return 0;
 }
@@ -433,8 +423,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int compute_stats(const synth_opts *o, const float *q, const float *k, const float *v,
-                         synth_stats *st)
+static int compute_stats(const synth_opts *o, const float *q, const float *k, const float *v, synth_stats *st)
 {
     const size_t n = o->n, d = o->d, dv = o->dv;
     const double beta = 1.0 / sqrt((double)d);
@@ -639,8 +628,7 @@ int kvc_synth_run(const kvc_synth_params *p)
     case SYNTH_CLUSTERED:
         printf(" clusters=%zu centre_norm=%.4g key_noise_sd=%.4g stay=%.2g", o.clusters,
                sqrt(SYNTH_CL_GAP * sqrt((double)o.d)),
-               SYNTH_CL_NOISE_FRAC * sqrt(SYNTH_CL_GAP * sqrt((double)o.d)) / sqrt((double)o.d),
-               SYNTH_CL_STAY);
+               SYNTH_CL_NOISE_FRAC * sqrt(SYNTH_CL_GAP * sqrt((double)o.d)) / sqrt((double)o.d), SYNTH_CL_STAY);
         break;
     case SYNTH_HEAVY: printf(" pareto_alpha=%.2g", SYNTH_HV_ALPHA); break;
     case SYNTH_LOWRANK: printf(" rank=%zu score_sd=%.2g", o.rank, SYNTH_LR_SCORE_SD); break;
@@ -648,8 +636,8 @@ int kvc_synth_run(const kvc_synth_params *p)
     }
     printf(" out=%s mean_knorm=%.4g mean_vnorm=%.4g vmean_ratio=%.4g vnorm_max_med=%.4g"
            " v2_top1pct=%.4g queries=%zu beta=%.4g max_p=%.4g entropy=%.4g",
-           o.out, st.mean_knorm, st.mean_vnorm, st.vmean_ratio, st.vnorm_max_med, st.v2_top1,
-           st.queries, 1.0 / sqrt((double)o.d), st.max_p, st.entropy);
+           o.out, st.mean_knorm, st.mean_vnorm, st.vmean_ratio, st.vnorm_max_med, st.v2_top1, st.queries,
+           1.0 / sqrt((double)o.d), st.max_p, st.entropy);
     if (st.rel_count > 0)
         printf(" entropy_rel=%.4g", st.entropy_rel);
     else

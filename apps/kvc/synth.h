@@ -38,7 +38,7 @@ int kvc_cmd_synth(int argc, char **argv);
 typedef struct kvc_synth_params {
     const char *kind; /**< clustered | gaussian | heavy-values | lowrank */
     uint64_t n, d, dv, seed, clusters, rank;
-    const char *out;  /**< directory (created with its parents) */
+    const char *out; /**< directory (created with its parents) */
 } kvc_synth_params;
 
 /** Write the trace and print its summary line; same return codes as kvc_cmd_synth. */

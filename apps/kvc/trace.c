@@ -71,8 +71,8 @@ int kvc_trace_load(const char *dir, size_t head, kvc_trace *tr)
         goto done;
     }
     if (nq != nk || nk != nv || dq != dk || nq == 0) {
-        fprintf(stderr, "kvc: inconsistent trace: q (%zu x %zu), k (%zu x %zu), v (%zu x %zu)\n", nq, dq, nk,
-                dk, nv, dv);
+        fprintf(stderr, "kvc: inconsistent trace: q (%zu x %zu), k (%zu x %zu), v (%zu x %zu)\n", nq, dq, nk, dk, nv,
+                dv);
         goto done;
     }
     tr->n = nq;

@@ -23,10 +23,10 @@ typedef struct table {
 } table;
 
 struct kvc_bpe {
-    char *store;        /* copies of every token and merge string */
-    table vocab;        /* token string (byte-level encoded) -> id */
-    table merges;       /* "left right" -> rank */
-    char **tok;         /* id -> string */
+    char *store;  /* copies of every token and merge string */
+    table vocab;  /* token string (byte-level encoded) -> id */
+    table merges; /* "left right" -> rank */
+    char **tok;   /* id -> string */
     int *tok_len;
     int n_vocab, bos, eos;
     int max_token_bytes; /* the longest token's decoded bytes */
@@ -109,13 +109,15 @@ kvc_bpe *kvc_bpe_load_buffer(const uint8_t *buf, size_t n, const char *path, cha
     kvc_gguf g;
     kvc_bpe *t = NULL;
     if (kvc_gguf_parse(buf, n, &g, err, errlen) != KVC_OK) return NULL;
-    const kvc_gguf_kv *tk = kvc_gguf_find(&g, "tokenizer.ggml.tokens"), *mk = kvc_gguf_find(&g, "tokenizer.ggml.merges");
+    const kvc_gguf_kv *tk = kvc_gguf_find(&g, "tokenizer.ggml.tokens"),
+                      *mk = kvc_gguf_find(&g, "tokenizer.ggml.merges");
     const char *model;
     size_t mlen;
     size_t *to = NULL, *tl = NULL, *mo = NULL, *ml = NULL;
     if (!tk || !mk || tk->type != KVC_GGUF_ARRAY || mk->type != KVC_GGUF_ARRAY || tk->elem_type != KVC_GGUF_STRING ||
         mk->elem_type != KVC_GGUF_STRING || tk->count == 0 || tk->count > (1u << 22) || mk->count > (1u << 22) ||
-        kvc_gguf_get_string(&g, "tokenizer.ggml.model", &model, &mlen) != KVC_OK || mlen != 4 || memcmp(model, "gpt2", 4)) {
+        kvc_gguf_get_string(&g, "tokenizer.ggml.model", &model, &mlen) != KVC_OK || mlen != 4 ||
+        memcmp(model, "gpt2", 4)) {
         kvc_errf(err, errlen, KVC_E_FORMAT, "'%s' has no GPT-2 style tokenizer (tokens, merges)", path);
         goto done;
     }
@@ -170,7 +172,10 @@ int kvc_bpe_eos(const kvc_bpe *t) { return t->eos; }
 
 static int is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; }
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static int is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /* Length of the next GPT-2 pre-token starting at s[0] (n >= 1 bytes left;
  * a NUL byte is a byte like any other). */
@@ -318,8 +323,10 @@ int kvc_bpe_decode(const kvc_bpe *t, int id, char *out, int cap)
     int n = 0;
     for (int i = 0; i < t->tok_len[id] && n + 1 < cap;) {
         unsigned cp;
-        if (s[i] < 0x80) cp = s[i], i += 1;
-        else if ((s[i] & 0xE0) == 0xC0 && i + 1 < t->tok_len[id]) cp = ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu), i += 2;
+        if (s[i] < 0x80)
+            cp = s[i], i += 1;
+        else if ((s[i] & 0xE0) == 0xC0 && i + 1 < t->tok_len[id])
+            cp = ((s[i] & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu), i += 2;
         else { /* special tokens may hold other UTF-8: copy raw */
             out[n++] = (char)s[i++];
             continue;

@@ -92,9 +92,12 @@ static void choose(void)
         set(want);
         return;
     }
-    if (have("avx512")) set("avx512");
-    else if (have("avx2")) set("avx2");
-    else set("scalar");
+    if (have("avx512"))
+        set("avx512");
+    else if (have("avx2"))
+        set("avx2");
+    else
+        set("scalar");
 }
 
 int kvc_gemm_select(const char *name)
@@ -118,7 +121,7 @@ typedef struct gemm_split {
     const float *packed, *x;
     size_t rows, cols, ldx, n, ldy, panels, parts;
     float *y;
-    int qtype;          /* KVC_QPANEL_*: quantised panels in qpanels */
+    int qtype; /* KVC_QPANEL_*: quantised panels in qpanels */
     const uint8_t *qpanels;
 } gemm_split;
 
@@ -128,8 +131,10 @@ typedef struct gemm_split {
 static void gemm_q_impl(int type, const uint8_t *qp, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
                         float *y, size_t ldy)
 {
-    if (g_impl.fn == kvc_gemm__scalar) kvc_gemm_q__scalar(type, qp, rows, cols, x, ldx, n, y, ldy);
-    else kvc_gemm_q__avx2(type, qp, rows, cols, x, ldx, n, y, ldy);
+    if (g_impl.fn == kvc_gemm__scalar)
+        kvc_gemm_q__scalar(type, qp, rows, cols, x, ldx, n, y, ldy);
+    else
+        kvc_gemm_q__avx2(type, qp, rows, cols, x, ldx, n, y, ldy);
 }
 
 static void gemm_part(void *ctx, size_t i)
@@ -145,14 +150,14 @@ static void gemm_part(void *ctx, size_t i)
         g_impl.fn(g->packed + p0 * P * g->cols, r1 - r0, g->cols, g->x, g->ldx, g->n, g->y + r0, g->ldy);
 }
 
-void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,
-              size_t ldy)
+void kvc_gemm(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y, size_t ldy)
 {
     pthread_once(&g_once, choose);
     const size_t panels = (rows + KVC_GEMM_PANEL - 1) / KVC_GEMM_PANEL, threads = (size_t)kvc_pool_threads();
     /* split only products big enough to pay for waking the workers (~64k multiply-adds each) */
     if (threads > 1 && panels >= 2 && rows * cols * n >= 65536u * threads) {
-        const gemm_split g = {packed, x, rows, cols, ldx, n, ldy, panels, threads < panels ? threads : panels, y, 0, NULL};
+        const gemm_split g = {packed, x, rows, cols, ldx, n, ldy, panels, threads < panels ? threads : panels,
+                              y,      0, NULL};
         kvc_pool_run(g.parts, gemm_part, (void *)&g);
         return;
     }

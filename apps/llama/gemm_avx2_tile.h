@@ -9,9 +9,8 @@
 
 #include "gemm.h"
 
-static inline __attribute__((always_inline)) void kvc_gemm_avx2_store_tile(const __m256 *lo, const __m256 *hi,
-                                                                          const int NT, float *y, size_t ldy,
-                                                                          size_t live)
+static inline __attribute__((always_inline)) void
+kvc_gemm_avx2_store_tile(const __m256 *lo, const __m256 *hi, const int NT, float *y, size_t ldy, size_t live)
 {
 #pragma GCC unroll 6
     for (int t = 0; t < NT; t++) {

@@ -9,8 +9,8 @@
 #define NT_MAX 6
 
 static inline __attribute__((always_inline)) void tile(const float *w0, size_t cols, const float *x, size_t ldx,
-                                                       float *y, size_t ldy, const int NP, const int NT,
-                                                       size_t live0, size_t live1)
+                                                       float *y, size_t ldy, const int NP, const int NT, size_t live0,
+                                                       size_t live1)
 {
     const float *w1 = w0 + (size_t)KVC_GEMM_PANEL * cols;
     __m512 a0[NT_MAX], a1[NT_MAX];
@@ -34,14 +34,14 @@ static inline __attribute__((always_inline)) void tile(const float *w0, size_t c
     }
 }
 
-#define TILE_CASES(NP)                                                              \
-    switch (nt) {                                                                   \
-    case 1: tile(wp, cols, xt, ldx, yt, ldy, NP, 1, live0, live1); break;           \
-    case 2: tile(wp, cols, xt, ldx, yt, ldy, NP, 2, live0, live1); break;           \
-    case 3: tile(wp, cols, xt, ldx, yt, ldy, NP, 3, live0, live1); break;           \
-    case 4: tile(wp, cols, xt, ldx, yt, ldy, NP, 4, live0, live1); break;           \
-    case 5: tile(wp, cols, xt, ldx, yt, ldy, NP, 5, live0, live1); break;           \
-    default: tile(wp, cols, xt, ldx, yt, ldy, NP, 6, live0, live1); break;          \
+#define TILE_CASES(NP)                                                                                                 \
+    switch (nt) {                                                                                                      \
+    case 1: tile(wp, cols, xt, ldx, yt, ldy, NP, 1, live0, live1); break;                                              \
+    case 2: tile(wp, cols, xt, ldx, yt, ldy, NP, 2, live0, live1); break;                                              \
+    case 3: tile(wp, cols, xt, ldx, yt, ldy, NP, 3, live0, live1); break;                                              \
+    case 4: tile(wp, cols, xt, ldx, yt, ldy, NP, 4, live0, live1); break;                                              \
+    case 5: tile(wp, cols, xt, ldx, yt, ldy, NP, 5, live0, live1); break;                                              \
+    default: tile(wp, cols, xt, ldx, yt, ldy, NP, 6, live0, live1); break;                                             \
     }
 
 void kvc_gemm__avx512(const float *packed, size_t rows, size_t cols, const float *x, size_t ldx, size_t n, float *y,

@@ -68,8 +68,8 @@ static inline float weight(int type, const uint8_t *blk, size_t i, size_t j)
 }
 
 /* As kvc_gemm__scalar: P sums per token over j in order, a multiply and an add. */
-void kvc_gemm_q__scalar(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx,
-                        size_t n, float *y, size_t ldy)
+void kvc_gemm_q__scalar(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
+                        float *y, size_t ldy)
 {
     const size_t nb = cols / 32, bb = kvc_qpanel_block_bytes(type), np = (rows + P - 1) / P;
     for (size_t p = 0; p < np; p++) {

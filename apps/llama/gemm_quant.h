@@ -42,8 +42,8 @@ void kvc_gemm_q(int type, const uint8_t *panels, size_t rows, size_t cols, const
                 float *y, size_t ldy);
 
 /* Implementations (same contract; avx2 needs AVX2 + FMA). */
-void kvc_gemm_q__scalar(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx,
-                        size_t n, float *y, size_t ldy);
+void kvc_gemm_q__scalar(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
+                        float *y, size_t ldy);
 void kvc_gemm_q__avx2(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
                       float *y, size_t ldy);
 #endif

@@ -12,7 +12,7 @@
 #include "gemm_quant.h"
 
 #define NT_MAX 6
-#define P KVC_GEMM_PANEL
+#define P      KVC_GEMM_PANEL
 
 static inline __attribute__((always_inline)) void tile(const int type, const uint8_t *panel, size_t nb, size_t bb,
                                                        const float *x, size_t ldx, float *y, size_t ldy, const int NT,
@@ -27,12 +27,15 @@ static inline __attribute__((always_inline)) void tile(const int type, const uin
         const __m256 dl = _mm256_loadu_ps((const float *)(const void *)blk);
         const __m256 dh = _mm256_loadu_ps((const float *)(const void *)blk + 8);
         __m256 ml = _mm256_setzero_ps(), mh = _mm256_setzero_ps();
-        if (type == KVC_QPANEL_Q4_1) ml = _mm256_loadu_ps((const float *)(const void *)blk + P), mh = _mm256_loadu_ps((const float *)(const void *)blk + P + 8);
+        if (type == KVC_QPANEL_Q4_1)
+            ml = _mm256_loadu_ps((const float *)(const void *)blk + P),
+            mh = _mm256_loadu_ps((const float *)(const void *)blk + P + 8);
         const float *xb = x + b * 32;
         for (size_t j = 0; j < 32; j++) {
             __m256 wl, wh;
             if (type == KVC_QPANEL_Q4_1) {
-                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 8 * P + j * 8)));
+                const __m256i v =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 8 * P + j * 8)));
                 wl = _mm256_add_ps(_mm256_mul_ps(dl, _mm256_cvtepi32_ps(_mm256_and_si256(v, nib))), ml);
                 wh = _mm256_add_ps(_mm256_mul_ps(dh, _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4))), mh);
             } else {
@@ -77,6 +80,8 @@ static void run(const int type, const uint8_t *panels, size_t rows, size_t cols,
 void kvc_gemm_q__avx2(int type, const uint8_t *panels, size_t rows, size_t cols, const float *x, size_t ldx, size_t n,
                       float *y, size_t ldy)
 {
-    if (type == KVC_QPANEL_Q4_1) run(KVC_QPANEL_Q4_1, panels, rows, cols, x, ldx, n, y, ldy);
-    else run(KVC_QPANEL_Q8_0, panels, rows, cols, x, ldx, n, y, ldy);
+    if (type == KVC_QPANEL_Q4_1)
+        run(KVC_QPANEL_Q4_1, panels, rows, cols, x, ldx, n, y, ldy);
+    else
+        run(KVC_QPANEL_Q8_0, panels, rows, cols, x, ldx, n, y, ldy);
 }

@@ -33,15 +33,15 @@ typedef struct kvc_l2c_model {
     const float *emb, *rms_att, *rms_ffn, *rms_final;
     /** Row-major matrices: valid only inside the loaders, NULL afterwards. */
     const float *wq, *wk, *wv, *wo, *w1, *w2, *w3, *wcls;
-    float *packed;   /**< owned: per layer [q;k;v], wo, [w1;w3], w2 in gemm panels, then the classifier */
+    float *packed;              /**< owned: per layer [q;k;v], wo, [w1;w3], w2 in gemm panels, then the classifier */
     size_t packed_layer_floats; /**< floats of one layer's packed matrices */
     size_t off_wo, off_w13, off_w2; /**< offsets inside one layer's block */
-    size_t off_cls;  /**< offset of the packed classifier */
+    size_t off_cls;                 /**< offset of the packed classifier */
     /** GGUF-quantised weights kept quantised (gemm_quant.h): per matrix kind
      *  (KVC_L2C_QKV, _WO, _W13, _W2, _CLS) its panel type, 0 = the f32 panels;
      *  same results as the f32 panels, a fifth to a third of the bytes read. */
     int qtype[5];
-    uint8_t *qpacked; /**< owned: per layer [q;k;v], wo, [w1;w3], w2, then the classifier */
+    uint8_t *qpacked;               /**< owned: per layer [q;k;v], wo, [w1;w3], w2, then the classifier */
     size_t q_layer_bytes, q_off[5]; /**< bytes of one layer; offset of each kind (the classifier's from the start) */
 } kvc_l2c_model;
 
@@ -61,10 +61,10 @@ kvc_status kvc_l2c_model_pack(kvc_l2c_model *m, char *err, size_t errlen);
 /** llama2.c tokenizer. */
 typedef struct kvc_l2c_tokenizer {
     int vocab_size, max_token_length;
-    char **vocab;   /**< NUL-terminated pieces (owned) */
-    int *lens;      /**< byte length of each piece */
+    char **vocab; /**< NUL-terminated pieces (owned) */
+    int *lens;    /**< byte length of each piece */
     float *scores;
-    int *sorted;    /**< token ids sorted by piece, for encoding */
+    int *sorted; /**< token ids sorted by piece, for encoding */
 } kvc_l2c_tokenizer;
 
 /**
@@ -87,10 +87,9 @@ kvc_status kvc_l2c_model_load(const char *path, kvc_l2c_model *m, char *err, siz
 void kvc_l2c_model_free(kvc_l2c_model *m);
 
 /** Parse a tokenizer; @p vocab_size comes from the model. */
-kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_size, kvc_l2c_tokenizer *t,
-                                   char *err, size_t errlen);
-kvc_status kvc_l2c_tokenizer_load(const char *path, int vocab_size, kvc_l2c_tokenizer *t, char *err,
-                                  size_t errlen);
+kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_size, kvc_l2c_tokenizer *t, char *err,
+                                   size_t errlen);
+kvc_status kvc_l2c_tokenizer_load(const char *path, int vocab_size, kvc_l2c_tokenizer *t, char *err, size_t errlen);
 void kvc_l2c_tokenizer_free(kvc_l2c_tokenizer *t);
 
 /** Encode text (BOS first, llama2.c's dummy-prefix space and byte fallback).
@@ -101,17 +100,17 @@ const char *kvc_l2c_decode(const kvc_l2c_tokenizer *t, int prev, int token, char
 
 /** Attention hook: answers one layer of one position. The default uses a
  *  kvc_cache; tests may plug a straightforward exact attention in. */
-typedef kvc_status (*kvc_l2c_attn_fn)(void *ctx, int layer, int pos, const float *q, const float *k,
-                                      const float *v, float *out);
+typedef kvc_status (*kvc_l2c_attn_fn)(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                      float *out);
 
 /** Run state (activations for a chunk of up to `chunk` tokens), owned. */
 typedef struct kvc_l2c_state {
-    int chunk;      /**< most tokens one kvc_l2c_forward_chunk call takes */
+    int chunk; /**< most tokens one kvc_l2c_forward_chunk call takes */
     float *x, *xb, *xb2, *qkv, *att_out, *hb, *rope;
-    float *logits;  /**< chunk rows of vocab_size; row 0 after kvc_l2c_forward */
-    int bad_layer;  /**< after a forward's KVC_E_RANGE: the layer whose output was not finite
+    float *logits; /**< chunk rows of vocab_size; row 0 after kvc_l2c_forward */
+    int bad_layer; /**< after a forward's KVC_E_RANGE: the layer whose output was not finite
                          (n_layers: the logits), else -1 */
-    int bad_pos;    /**< and the position of the first such row */
+    int bad_pos;   /**< and the position of the first such row */
 } kvc_l2c_state;
 
 /** State for one token at a time. */
@@ -143,8 +142,8 @@ void kvc_l2c_arena_free(void *arena);
  *  more than one decoder thread and a long enough cache, the attend runs
  *  split-K on the threads (kvc_stream_attend_part per kv head and part,
  *  kvc_attend_merge). */
-kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k,
-                                   const float *v, float *out);
+kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q, const float *k, const float *v,
+                                   float *out);
 
 /** Decoder threads (1 .. 64; default 1): the matrix products split by output
  *  panels (same bits whatever the count) and the cache attends split-K (same

@@ -13,27 +13,33 @@ kvc_status kvc_l2c_model_parse(const uint8_t *buf, size_t len, kvc_l2c_model *m,
 {
     memset(m, 0, sizeof *m);
     if (err && errlen) err[0] = 0;
-    if (buf == NULL || len < 28) return kvc_errf(err, errlen, KVC_E_FORMAT, "checkpoint truncated: %zu bytes, header needs 28", len);
+    if (buf == NULL || len < 28)
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "checkpoint truncated: %zu bytes, header needs 28", len);
     int32_t h[7];
     memcpy(h, buf, sizeof h);
     if (h[5] == INT32_MIN) return kvc_errf(err, errlen, KVC_E_FORMAT, "implausible vocab size %d", h[5]);
     kvc_l2c_config c = {h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6], h[5] > 0, 10000.0f, 1e-5f};
-    if (c.dim < 1 || c.dim > 65536 || c.hidden_dim < 1 || c.hidden_dim > 262144 || c.n_layers < 1 ||
-        c.n_layers > 256 || c.n_heads < 1 || c.n_heads > 1024 || c.n_kv_heads < 1 || c.n_kv_heads > c.n_heads ||
-        c.vocab_size < 1 || c.vocab_size > 1000000 || c.seq_len < 1 || c.seq_len > 1048576)
+    if (c.dim < 1 || c.dim > 65536 || c.hidden_dim < 1 || c.hidden_dim > 262144 || c.n_layers < 1 || c.n_layers > 256 ||
+        c.n_heads < 1 || c.n_heads > 1024 || c.n_kv_heads < 1 || c.n_kv_heads > c.n_heads || c.vocab_size < 1 ||
+        c.vocab_size > 1000000 || c.seq_len < 1 || c.seq_len > 1048576)
         return kvc_errf(err, errlen, KVC_E_FORMAT,
-                    "implausible header: dim %d hidden %d layers %d heads %d kv_heads %d vocab %d seq_len %d", h[0],
-                    h[1], h[2], h[3], h[4], h[5], h[6]);
+                        "implausible header: dim %d hidden %d layers %d heads %d kv_heads %d vocab %d seq_len %d", h[0],
+                        h[1], h[2], h[3], h[4], h[5], h[6]);
     if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0)
-        return kvc_errf(err, errlen, KVC_E_FORMAT, "inconsistent header: dim %d not divisible into %d even heads, or %d heads not a multiple of %d kv heads", c.dim, c.n_heads, c.n_heads, c.n_kv_heads);
-    const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers, V = (uint64_t)c.vocab_size;
+        return kvc_errf(
+            err, errlen, KVC_E_FORMAT,
+            "inconsistent header: dim %d not divisible into %d even heads, or %d heads not a multiple of %d kv heads",
+            c.dim, c.n_heads, c.n_heads, c.n_kv_heads);
+    const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers,
+                   V = (uint64_t)c.vocab_size;
     const uint64_t hs = D / (uint64_t)c.n_heads, kvd = hs * (uint64_t)c.n_kv_heads;
     const uint64_t n = V * D + L * D + L * D * D + 2 * L * D * kvd + L * D * D + L * D + 3 * L * D * H + D +
                        (uint64_t)c.seq_len * hs + (c.shared_classifier ? 0 : V * D);
     const uint64_t need = 28 + n * 4;
     if ((uint64_t)len != need)
-        return kvc_errf(err, errlen, KVC_E_FORMAT, "checkpoint size %zu bytes does not match its header (%llu expected)", len,
-                    (unsigned long long)need);
+        return kvc_errf(err, errlen, KVC_E_FORMAT,
+                        "checkpoint size %zu bytes does not match its header (%llu expected)", len,
+                        (unsigned long long)need);
     m->data = malloc(n * sizeof(float));
     if (!m->data) return kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory for %llu floats", (unsigned long long)n);
     memcpy(m->data, buf + 28, n * sizeof(float));

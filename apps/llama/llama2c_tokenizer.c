@@ -24,11 +24,13 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
 {
     memset(t, 0, sizeof *t);
     if (err && errlen) err[0] = 0;
-    if (vocab_size < 1 || vocab_size > 1000000) return kvc_errf(err, errlen, KVC_E_FORMAT, "vocab size %d out of range", vocab_size);
+    if (vocab_size < 1 || vocab_size > 1000000)
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "vocab size %d out of range", vocab_size);
     if (buf == NULL || len < 4) return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer truncated: no header");
     int32_t maxlen;
     memcpy(&maxlen, buf, 4);
-    if (maxlen < 1 || maxlen > 65536) return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer max_token_length %d out of range", maxlen);
+    if (maxlen < 1 || maxlen > 65536)
+        return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer max_token_length %d out of range", maxlen);
     t->vocab_size = vocab_size;
     t->max_token_length = maxlen;
     t->vocab = calloc((size_t)vocab_size, sizeof(char *));
@@ -51,8 +53,9 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
         off += 8;
         if (n < 0 || n > maxlen || (size_t)n > len - off || !isfinite(t->scores[i])) {
             kvc_l2c_tokenizer_free(t);
-            return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer token %d: bad length %d or score (max %d, %zu bytes left)", i, n,
-                         maxlen, len - off);
+            return kvc_errf(err, errlen, KVC_E_FORMAT,
+                            "tokenizer token %d: bad length %d or score (max %d, %zu bytes left)", i, n, maxlen,
+                            len - off);
         }
         t->vocab[i] = malloc((size_t)n + 1);
         if (!t->vocab[i]) {
@@ -67,7 +70,8 @@ kvc_status kvc_l2c_tokenizer_parse(const uint8_t *buf, size_t len, int vocab_siz
     }
     if (off != len) {
         kvc_l2c_tokenizer_free(t);
-        return kvc_errf(err, errlen, KVC_E_FORMAT, "tokenizer has %zu trailing bytes (vocab size mismatch with the model?)", len - off);
+        return kvc_errf(err, errlen, KVC_E_FORMAT,
+                        "tokenizer has %zu trailing bytes (vocab size mismatch with the model?)", len - off);
     }
     g_sort_tok = t;
     qsort(t->sorted, (size_t)vocab_size, sizeof(int), cmp_piece);
@@ -88,8 +92,10 @@ static int lookup(const kvc_l2c_tokenizer *t, const char *s)
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2, c = strcmp(s, t->vocab[t->sorted[mid]]);
         if (c == 0) return t->sorted[mid];
-        if (c < 0) hi = mid - 1;
-        else lo = mid + 1;
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
     }
     return -1;
 }

@@ -43,10 +43,7 @@ kvc_status kvc_l2c_state_alloc_chunk(const kvc_l2c_config *c, int chunk, kvc_l2c
     return KVC_OK;
 }
 
-kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s)
-{
-    return kvc_l2c_state_alloc_chunk(c, 1, s);
-}
+kvc_status kvc_l2c_state_alloc(const kvc_l2c_config *c, kvc_l2c_state *s) { return kvc_l2c_state_alloc_chunk(c, 1, s); }
 
 void kvc_l2c_state_free(kvc_l2c_state *s)
 {
@@ -167,9 +164,9 @@ static void split_task(void *ctx, size_t i)
     const split_attend *a = (const split_attend *)ctx;
     const size_t h = i / a->parts, p = i % a->parts;
     const kvc_stream *st = kvc_cache_stream(a->c, a->layer, (uint32_t)h);
-    a->rc[i] = kvc_stream_attend_part(st, a->kern, a->q + h * a->group * a->hd, a->group, p, a->parts,
-                                      a->state + i * a->state_per_task, a->work + i * a->work_per_task,
-                                      a->work_per_task);
+    a->rc[i] =
+        kvc_stream_attend_part(st, a->kern, a->q + h * a->group * a->hd, a->group, p, a->parts,
+                               a->state + i * a->state_per_task, a->work + i * a->work_per_task, a->work_per_task);
 }
 
 static struct {
@@ -307,11 +304,11 @@ static void matmul(const kvc_l2c_model *m, int kind, int l, size_t rows, size_t 
         return;
     }
     const float *pk = m->packed + (size_t)l * m->packed_layer_floats;
-    const float *w = kind == KVC_L2C_QKV ? pk
-                     : kind == KVC_L2C_WO ? pk + m->off_wo
+    const float *w = kind == KVC_L2C_QKV   ? pk
+                     : kind == KVC_L2C_WO  ? pk + m->off_wo
                      : kind == KVC_L2C_W13 ? pk + m->off_w13
-                     : kind == KVC_L2C_W2 ? pk + m->off_w2
-                                          : m->packed + m->off_cls;
+                     : kind == KVC_L2C_W2  ? pk + m->off_w2
+                                           : m->packed + m->off_cls;
     kvc_gemm(w, rows, cols, x, ldx, n, y, ldy);
 }
 
@@ -389,9 +386,8 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
         for (int t = logits_from; t < n; t++)
             if (rmsnorm(s->xb + (size_t)t * D, s->x + (size_t)t * D, m->rms_final, D, c->norm_eps))
                 return nonfinite_at(s, c->n_layers, pos0 + t);
-        matmul(m, KVC_L2C_CLS, 0, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D,
-                 (size_t)D, (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size,
-                 (size_t)c->vocab_size);
+        matmul(m, KVC_L2C_CLS, 0, (size_t)c->vocab_size, (size_t)D, s->xb + (size_t)logits_from * D, (size_t)D,
+               (size_t)(n - logits_from), s->logits + (size_t)logits_from * c->vocab_size, (size_t)c->vocab_size);
         if (nonfinite_row(s->logits + (size_t)logits_from * c->vocab_size, (size_t)(n - logits_from),
                           (size_t)c->vocab_size, s, c->n_layers, pos0 + logits_from))
             return KVC_E_RANGE;
@@ -401,14 +397,16 @@ kvc_status kvc_l2c_forward_chunk(const kvc_l2c_model *m, kvc_l2c_state *s, const
 
 const char *kvc_l2c_failure(const kvc_l2c_model *m, const kvc_l2c_state *s, kvc_status st, char *buf, size_t cap)
 {
-    if (st != KVC_E_RANGE || s->bad_layer < 0) snprintf(buf, cap, "%s", kvc_status_str(st));
+    if (st != KVC_E_RANGE || s->bad_layer < 0)
+        snprintf(buf, cap, "%s", kvc_status_str(st));
     else if (s->bad_layer >= m->cfg.n_layers)
         snprintf(buf, cap, "the logits at position %d are not finite (NaN or Inf, or the final norm overflowed)",
                  s->bad_pos);
     else
         snprintf(buf, cap,
                  "layer %d at position %d left float's range (a NaN or Inf, or a norm's sum of squares overflowed): "
-                 "the weights are too large for float", s->bad_layer, s->bad_pos);
+                 "the weights are too large for float",
+                 s->bad_layer, s->bad_pos);
     return buf;
 }
 

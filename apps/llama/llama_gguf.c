@@ -29,7 +29,8 @@ static kvc_status check_shape(const kvc_gguf *g, const char *name, uint64_t cols
                         (unsigned long long)rows);
     if (t->type != KVC_GGML_F32 && t->type != KVC_GGML_F16 && t->type != KVC_GGML_Q8_0 && t->type != KVC_GGML_Q4_1 &&
         t->type != KVC_GGML_Q4_0)
-        return kvc_errf(err, errlen, KVC_E_UNSUPPORTED, "tensor '%s' has storage type %u, not supported", name, t->type);
+        return kvc_errf(err, errlen, KVC_E_UNSUPPORTED, "tensor '%s' has storage type %u, not supported", name,
+                        t->type);
     return KVC_OK;
 }
 
@@ -58,10 +59,11 @@ static kvc_status check_layers(const kvc_gguf *g, uint64_t L, char *err, size_t 
         if (t->name_len < 5 || memcmp(nm, "blk.", 4) != 0) continue;
         uint64_t layer = 0;
         size_t j = 4;
-        while (j < t->name_len && j < 24 && nm[j] >= '0' && nm[j] <= '9') layer = layer * 10 + (uint64_t)(nm[j++] - '0');
+        while (j < t->name_len && j < 24 && nm[j] >= '0' && nm[j] <= '9')
+            layer = layer * 10 + (uint64_t)(nm[j++] - '0');
         if (j > 4 && layer >= L)
             return kvc_errf(err, errlen, KVC_E_FORMAT,
-                            "tensor '%.*s' belongs to layer %llu, but llama.block_count says %llu layers", 
+                            "tensor '%.*s' belongs to layer %llu, but llama.block_count says %llu layers",
                             (int)(t->name_len < 96 ? t->name_len : 96), nm, (unsigned long long)layer,
                             (unsigned long long)L);
     }
@@ -93,8 +95,10 @@ static kvc_status pack_quantised(const kvc_gguf *g, kvc_l2c_model *m, char *err,
     const kvc_l2c_config *c = &m->cfg;
     const size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
     const size_t kvd = D / (size_t)c->n_heads * (size_t)c->n_kv_heads;
-    static const char *const parts[4][3] = {{"attn_q", "attn_k", "attn_v"}, {"attn_output", NULL, NULL},
-                                            {"ffn_gate", "ffn_up", NULL}, {"ffn_down", NULL, NULL}};
+    static const char *const parts[4][3] = {{"attn_q", "attn_k", "attn_v"},
+                                            {"attn_output", NULL, NULL},
+                                            {"ffn_gate", "ffn_up", NULL},
+                                            {"ffn_down", NULL, NULL}};
     const size_t rows[5] = {D + 2 * kvd, D, 2 * H, D, V}, cols[5] = {D, D, D, H, D};
     char name[64];
     for (int k = 0; k < 4; k++) { /* one type for every tensor of the kind, in every layer */
@@ -145,12 +149,13 @@ static kvc_status pack_quantised(const kvc_gguf *g, kvc_l2c_model *m, char *err,
     return KVC_OK;
 }
 
-static kvc_status meta_u(const kvc_gguf *g, const char *key, uint64_t lo, uint64_t hi, int *out, char *err, size_t errlen)
+static kvc_status meta_u(const kvc_gguf *g, const char *key, uint64_t lo, uint64_t hi, int *out, char *err,
+                         size_t errlen)
 {
     uint64_t v;
     if (kvc_gguf_get_uint(g, key, &v) != KVC_OK || v < lo || v > hi)
         return kvc_errf(err, errlen, KVC_E_FORMAT, "metadata '%s' is missing or outside %llu..%llu", key,
-                     (unsigned long long)lo, (unsigned long long)hi);
+                        (unsigned long long)lo, (unsigned long long)hi);
     *out = (int)v;
     return KVC_OK;
 }
@@ -179,7 +184,8 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
     const char *arch;
     size_t alen;
     double base = 10000.0, eps = 1e-5;
-    if (kvc_gguf_get_string(&g, "general.architecture", &arch, &alen) != KVC_OK || alen != 5 || memcmp(arch, "llama", 5)) {
+    if (kvc_gguf_get_string(&g, "general.architecture", &arch, &alen) != KVC_OK || alen != 5 ||
+        memcmp(arch, "llama", 5)) {
         rc = kvc_errf(err, errlen, KVC_E_UNSUPPORTED, "'%s' is not a llama-architecture GGUF", path);
         goto done;
     }
@@ -199,8 +205,8 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
         goto done;
     }
     if (!isfinite(eps) || !(eps > 0.0) || (float)eps <= 0.0f || !isfinite((float)eps)) {
-        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.attention.layer_norm_rms_epsilon is %g; it must be finite and > 0",
-                      eps);
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT,
+                      "llama.attention.layer_norm_rms_epsilon is %g; it must be finite and > 0", eps);
         goto done;
     }
     c.rope_base = (float)base;
@@ -214,10 +220,11 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
     c.shared_classifier = kvc_gguf_tensor_find(&g, "output.weight") == NULL;
     if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0) {
         rc = kvc_errf(err, errlen, KVC_E_FORMAT, "inconsistent heads: dim %d, %d heads, %d kv heads", c.dim, c.n_heads,
-                   c.n_kv_heads);
+                      c.n_kv_heads);
         goto done;
     }
-    const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers, V = (uint64_t)c.vocab_size;
+    const uint64_t D = (uint64_t)c.dim, H = (uint64_t)c.hidden_dim, L = (uint64_t)c.n_layers,
+                   V = (uint64_t)c.vocab_size;
     const uint64_t kvd = D / (uint64_t)c.n_heads * (uint64_t)c.n_kv_heads;
     /* every tensor's shape against the metadata before anything is
        allocated: the allocation below is their sum, so a file whose
@@ -227,8 +234,8 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
         (!c.shared_classifier && (rc = check_shape(&g, "output.weight", D, V, err, errlen))))
         goto done;
     /* a layer's tensors (llama.cpp's names), their ggml shapes [cols, rows] */
-    static const char *const part[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                        "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"};
+    static const char *const part[9] = {"attn_norm", "attn_q",   "attn_k",   "attn_v", "attn_output",
+                                        "ffn_norm",  "ffn_gate", "ffn_down", "ffn_up"};
     const uint64_t cols[9] = {D, D, D, D, D, D, D, H, D}, rows[9] = {1, D, kvd, kvd, D, 1, H, D, H};
     char name[64];
     for (uint64_t l = 0; l < L; l++)
@@ -236,7 +243,8 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
             snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, part[k]);
             if ((rc = check_shape(&g, name, cols[k], rows[k], err, errlen))) goto done;
         }
-    const uint64_t total = V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
+    const uint64_t total =
+        V * D + L * (2 * D + 2 * D * D + 2 * D * kvd + 3 * D * H) + D + (c.shared_classifier ? 0 : V * D);
     m->data = malloc((size_t)total * sizeof(float));
     if (!m->data) {
         rc = kvc_errf(err, errlen, KVC_E_CAPACITY, "out of memory for %llu floats", (unsigned long long)total);
@@ -255,7 +263,7 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
     if ((rc = take(&g, "output_norm.weight", D, rms_final, err, errlen))) goto done;
     if (!c.shared_classifier && (rc = take(&g, "output.weight", D * V, wcls, err, errlen))) goto done;
     for (uint64_t l = 0; l < L; l++) {
-        float *const dst[9] = {rms_att + l * D, wq + l * D * D,   wk + l * D * kvd, wv + l * D * kvd, wo + l * D * D,
+        float *const dst[9] = {rms_att + l * D, wq + l * D * D, wk + l * D * kvd, wv + l * D * kvd, wo + l * D * D,
                                rms_ffn + l * D, w1 + l * D * H, w2 + l * D * H,   w3 + l * D * H};
         for (int k = 0; k < 9; k++) {
             snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, part[k]);

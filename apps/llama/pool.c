@@ -16,7 +16,7 @@ static pthread_cond_t pool_wake = PTHREAD_COND_INITIALIZER;
 static struct {
     pthread_t tid[KVC_POOL_MAX];
     int n_workers;
-    atomic_uint gen;   /* bumped per step (and on stop) */
+    atomic_uint gen; /* bumped per step (and on stop) */
     atomic_int stop;
     /* the current step */
     void (*fn)(void *ctx, size_t i);

@@ -15,8 +15,8 @@ static float g_logits[KVC_STORY_MAX_VOCAB];
 
 size_t kvc_story_activation_bytes(void)
 {
-    return sizeof g_x + sizeof g_xb + sizeof g_xb2 + sizeof g_q + sizeof g_k + sizeof g_v + sizeof g_hb +
-           sizeof g_hb2 + sizeof g_logits;
+    return sizeof g_x + sizeof g_xb + sizeof g_xb2 + sizeof g_q + sizeof g_k + sizeof g_v + sizeof g_hb + sizeof g_hb2 +
+           sizeof g_logits;
 }
 
 /* bytes of one int8 row of n elements: f32 scale, n int8, padded to 4 */
@@ -44,18 +44,17 @@ const char *kvc_story_open(kvc_story *s, const void *blob, size_t bytes)
     if (bytes < 32 || memcmp(p, "KVS1", 4) != 0) return "not a story blob (pack_story.py writes one)";
     s->dim = rd32(p + 4), s->hidden = rd32(p + 8), s->n_layers = rd32(p + 12), s->n_heads = rd32(p + 16);
     s->n_kv_heads = rd32(p + 20), s->vocab = rd32(p + 24), s->seq_len = rd32(p + 28);
-    if (s->dim < 2 || s->dim > KVC_STORY_MAX_DIM || s->hidden < 1 || s->hidden > KVC_STORY_MAX_HIDDEN ||
-        s->vocab < 3 || s->vocab > KVC_STORY_MAX_VOCAB || s->n_layers < 1 || s->n_layers > 64 || s->n_heads < 1 ||
-        s->n_kv_heads < 1 || s->n_heads % s->n_kv_heads != 0 || s->dim % s->n_heads != 0 ||
-        (s->dim / s->n_heads) % 2 != 0 || s->seq_len < 1)
+    if (s->dim < 2 || s->dim > KVC_STORY_MAX_DIM || s->hidden < 1 || s->hidden > KVC_STORY_MAX_HIDDEN || s->vocab < 3 ||
+        s->vocab > KVC_STORY_MAX_VOCAB || s->n_layers < 1 || s->n_layers > 64 || s->n_heads < 1 || s->n_kv_heads < 1 ||
+        s->n_heads % s->n_kv_heads != 0 || s->dim % s->n_heads != 0 || (s->dim / s->n_heads) % 2 != 0 || s->seq_len < 1)
         return "model shape outside this decoder's static limits";
     const int kv_dim = s->dim / s->n_heads * s->n_kv_heads;
     p += 32;
     s->emb = p;
     p += (size_t)s->vocab * row_bytes(s->dim);
     s->layers = p;
-    s->layer_bytes = (size_t)(2 * s->dim + 2 * kv_dim + 2 * s->hidden) * row_bytes(s->dim) +
-                     (size_t)s->dim * row_bytes(s->hidden);
+    s->layer_bytes =
+        (size_t)(2 * s->dim + 2 * kv_dim + 2 * s->hidden) * row_bytes(s->dim) + (size_t)s->dim * row_bytes(s->hidden);
     p += (size_t)s->n_layers * s->layer_bytes;
     s->rms_att = (const float *)(const void *)p;
     p += (size_t)s->n_layers * s->dim * 4u;
@@ -179,8 +178,8 @@ static kvc_status forward(const kvc_story *s, kvc_cache *cache, const kvc_kernel
 }
 
 /* llama2.c's piece rules: no leading space right after BOS; <0xXX> is a raw byte */
-static void emit_piece(const kvc_story *s, int prev, int token,
-                       void (*emit)(const char *text, size_t len, void *ctx), void *ctx)
+static void emit_piece(const kvc_story *s, int prev, int token, void (*emit)(const char *text, size_t len, void *ctx),
+                       void *ctx)
 {
     const char *t = s->vocab_text[token];
     size_t n = (size_t)s->vocab_len[token];

@@ -13,17 +13,17 @@
 #include "kvc/kvc.h"
 
 /* compile-time limits of the static activation buffers (stories260K: 64, 172, 512) */
-#define KVC_STORY_MAX_DIM 64
+#define KVC_STORY_MAX_DIM    64
 #define KVC_STORY_MAX_HIDDEN 256
-#define KVC_STORY_MAX_VOCAB 512
+#define KVC_STORY_MAX_VOCAB  512
 
 typedef struct kvc_story {
     int dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len;
-    const unsigned char *emb;      /* vocab int8 rows of dim */
-    const unsigned char *layers;   /* per layer: wq, wk, wv, wo, w1, w2, w3 (int8 rows) */
-    size_t layer_bytes;            /* bytes of one layer's matrices */
+    const unsigned char *emb;    /* vocab int8 rows of dim */
+    const unsigned char *layers; /* per layer: wq, wk, wv, wo, w1, w2, w3 (int8 rows) */
+    size_t layer_bytes;          /* bytes of one layer's matrices */
     const float *rms_att, *rms_ffn, *rms_final;
-    const unsigned char *wcls;     /* vocab int8 rows of dim */
+    const unsigned char *wcls;                   /* vocab int8 rows of dim */
     const char *vocab_text[KVC_STORY_MAX_VOCAB]; /* token pieces, NUL-free: see vocab_len */
     int vocab_len[KVC_STORY_MAX_VOCAB];
 } kvc_story;

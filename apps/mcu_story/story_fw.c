@@ -18,14 +18,14 @@
 #define STORY_SINKS 4u
 /* stories260K's shape; a blob of another shape is refused below (its cache
    size differs from this buffer's) */
-#define STORY_LAYERS 5u
+#define STORY_LAYERS   5u
 #define STORY_KV_HEADS 4u
 #define STORY_HEAD_DIM 8u
 /* the cache arena, sized at compile time (kvc_sizes.h) */
-#define ARENA_BYTES                                                                                                \
-    KVC_CACHE_ARENA_BYTES(STORY_LAYERS, STORY_KV_HEADS,                                                            \
-                          KVC_SINK_WINDOW_ARENA_BYTES(KVC_DTYPE_I8, STORY_HEAD_DIM, STORY_HEAD_DIM,               \
-                                                      KVC_STORY_BUDGET, STORY_SINKS))
+#define ARENA_BYTES                                                                                                    \
+    KVC_CACHE_ARENA_BYTES(                                                                                             \
+        STORY_LAYERS, STORY_KV_HEADS,                                                                                  \
+        KVC_SINK_WINDOW_ARENA_BYTES(KVC_DTYPE_I8, STORY_HEAD_DIM, STORY_HEAD_DIM, KVC_STORY_BUDGET, STORY_SINKS))
 
 extern const unsigned char kvc_story_blob[], kvc_story_blob_end[];
 extern unsigned char __data_start__[], __bss_end__[], __stack_top[], __stack_limit[], __flash_bytes[];
@@ -103,12 +103,13 @@ int main(void)
     const double insn = (double)g_ticks * 40.0 / 64.0;
     printf("# instructions: %.0f in all, %.0f per token (QEMU -icount shift=6; printing not counted)\n", insn,
            insn / (double)tokens);
-    printf("# RAM budget %lu B: data+bss %lu B (the cache arena %lu B in a buffer of KVC_CACHE_ARENA_BYTES, activations %lu B, "
-           "newlib and the library's tables the rest), stack %lu B reserved (%lu B used), %lu B free for newlib's heap\n",
-           (unsigned long)(__stack_top - __data_start__), (unsigned long)(__bss_end__ - __data_start__),
-           (unsigned long)bytes, (unsigned long)kvc_story_activation_bytes(),
-           (unsigned long)(__stack_top - __stack_limit), (unsigned long)stack_used(),
-           (unsigned long)(__stack_limit - __bss_end__));
+    printf(
+        "# RAM budget %lu B: data+bss %lu B (the cache arena %lu B in a buffer of KVC_CACHE_ARENA_BYTES, activations "
+        "%lu B, "
+        "newlib and the library's tables the rest), stack %lu B reserved (%lu B used), %lu B free for newlib's heap\n",
+        (unsigned long)(__stack_top - __data_start__), (unsigned long)(__bss_end__ - __data_start__),
+        (unsigned long)bytes, (unsigned long)kvc_story_activation_bytes(), (unsigned long)(__stack_top - __stack_limit),
+        (unsigned long)stack_used(), (unsigned long)(__stack_limit - __bss_end__));
     printf("# flash %lu B (code, read-only data and the %lu B model)\n", (unsigned long)(uintptr_t)__flash_bytes,
            (unsigned long)(kvc_story_blob_end - kvc_story_blob));
     printf("1 passed, 0 failed\n");

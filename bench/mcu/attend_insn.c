@@ -124,7 +124,10 @@ int main(void)
             }
             const double per_call = insns(timer_ticks() - a) / REPEAT;
             if (kind == 0) base = per_call;
-            printf("%-8s %12.0f %14.1f   (%.1fx fewer than double)\n", kind == 0 ? "double" : kind == 1 ? "single" : "integer",
+            printf("%-8s %12.0f %14.1f   (%.1fx fewer than double)\n",
+                   kind == 0   ? "double"
+                   : kind == 1 ? "single"
+                               : "integer",
                    per_call, per_call / N, base / per_call);
         }
     }

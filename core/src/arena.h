@@ -19,12 +19,12 @@
  * fixed-width headers with validation digests; the stream's format 3 adds
  * the estimator fields of SubGen and BalanceKV to the configuration). A snapshot written by
  * another format version is refused with KVC_E_CORRUPT, never reinterpreted. */
-#define KVC_MAGIC_STREAM 0x4B565333u  /* "KVS3" */
-#define KVC_MAGIC_EXACT 0x4B564532u   /* "KVE2" */
+#define KVC_MAGIC_STREAM  0x4B565333u /* "KVS3" */
+#define KVC_MAGIC_EXACT   0x4B564532u /* "KVE2" */
 #define KVC_MAGIC_UNIFORM 0x4B565532u /* "KVU2" */
-#define KVC_MAGIC_SUBGEN 0x4B564732u  /* "KVG2" */
+#define KVC_MAGIC_SUBGEN  0x4B564732u /* "KVG2" */
 /* The first three bytes without the version, to tell "another version" from garbage. */
-#define KVC_MAGIC_FAMILY(m) ((m) & 0xFFFFFF00u)
+#define KVC_MAGIC_FAMILY(m) ((m)&0xFFFFFF00u)
 
 /* Reserve `bytes` at the cursor; returns the offset of the reservation. */
 static inline uint64_t kvc_carve(uint64_t *cursor, uint64_t bytes)
@@ -34,7 +34,7 @@ static inline uint64_t kvc_carve(uint64_t *cursor, uint64_t bytes)
     return off;
 }
 
-#define KVC_AT(base, off, type) ((type *)((unsigned char *)(base) + (size_t)(off)))
+#define KVC_AT(base, off, type)   ((type *)((unsigned char *)(base) + (size_t)(off)))
 #define KVC_AT_C(base, off, type) ((const type *)((const unsigned char *)(base) + (size_t)(off)))
 
 static inline int kvc_arena_ok(const void *arena, size_t have, uint64_t need)

@@ -44,13 +44,11 @@ static int all_f32(const kvc_view *view)
     return 1;
 }
 
-kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q,
-                      float *out)
+kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out)
 {
     if (view == NULL || q == NULL || out == NULL) return KVC_E_ARG;
     if (n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
-    if (view->d < 1 || view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM)
-        return KVC_E_ARG;
+    if (view->d < 1 || view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM) return KVC_E_ARG;
     if (!(view->beta > 0.0f) || !isfinite(view->beta)) return KVC_E_ARG;
     if (view->n_seg > KVC_VIEW_MAX_SEGMENTS) return KVC_E_ARG;
     for (size_t i = 0; i < view->n_seg; i++)

@@ -33,7 +33,10 @@ static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *he
  * policy only) the settings; tables_end is where the first stream may start. */
 static uint64_t n_streams(const kvc_cache_config *c) { return (uint64_t)c->n_layers * c->n_kv_heads; }
 static uint64_t table_off(void) { return KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)); }
-static uint64_t heads_off(const kvc_cache_config *c) { return KVC_ALIGN_UP(table_off() + n_streams(c) * sizeof(uint64_t)); }
+static uint64_t heads_off(const kvc_cache_config *c)
+{
+    return KVC_ALIGN_UP(table_off() + n_streams(c) * sizeof(uint64_t));
+}
 static uint64_t heads_bytes(const kvc_cache_config *c)
 {
     return c->policy == KVC_BUDGET_HEADS ? n_streams(c) * sizeof(kvc_cache_head) : 0;
@@ -320,8 +323,7 @@ const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t 
     return stream_at(c, layer, kv_head);
 }
 
-kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k,
-                            const float *v)
+kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v)
 {
     kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
@@ -346,8 +348,8 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
 
 /* Every kv head of a layer answers its query group; `observed`: through
  * kvc_stream_attend_observed (each stream also receives its entries' attention). */
-static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
-                               float *out, int observed, void *work, size_t work_bytes)
+static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out,
+                               int observed, void *work, size_t work_bytes)
 {
     kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
@@ -360,14 +362,13 @@ static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint
         const float *qh = q + h * group * hd;
         float *oh = out + h * group * hd;
         rc = observed ? kvc_stream_attend_observed(st, kern, qh, group, oh, work, work_bytes)
-                       : kvc_stream_attend_prechecked(st, kern, qh, group, oh);
+                      : kvc_stream_attend_prechecked(st, kern, qh, group, oh);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;
 }
 
-kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
-                            float *out)
+kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out)
 {
     return attend_heads(c, kern, layer, q, out, 0, NULL, 0);
 }
@@ -384,8 +385,7 @@ kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint
         if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
     for (size_t p = 0; p < n_pos; p++)
         for (uint32_t h = 0; h < nkv; h++) {
-            rc = kvc_stream_prefill_queries(stream_checked_at(c, layer, h), kern, q + (p * nh + h * group) * hd,
-                                            group);
+            rc = kvc_stream_prefill_queries(stream_checked_at(c, layer, h), kern, q + (p * nh + h * group) * hd, group);
             if (rc != KVC_OK) return rc;
         }
     return KVC_OK;
@@ -404,16 +404,13 @@ size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer)
     return most;
 }
 
-kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
-                                     float *out, void *work, size_t work_bytes)
+kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out,
+                                     void *work, size_t work_bytes)
 {
     return attend_heads(c, kern, layer, q, out, 1, work, work_bytes);
 }
 
-const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c)
-{
-    return cache_check(c) == KVC_OK ? &c->cfg : NULL;
-}
+const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c) { return cache_check(c) == KVC_OK ? &c->cfg : NULL; }
 
 kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements)
 {

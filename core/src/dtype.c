@@ -39,9 +39,7 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     case KVC_DTYPE_F16: break;
     case KVC_DTYPE_I8: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
     case KVC_DTYPE_Q15: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
-    case KVC_DTYPE_I4:
-        s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1;
-        break;
+    case KVC_DTYPE_I4: s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1; break;
     case KVC_DTYPE_KIVI4:
     case KVC_DTYPE_KIVI2:
         /* KIVI (Liu et al. 2024): keys per channel over blocks of 32 tokens,
@@ -52,8 +50,7 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
         s.block = is_key ? 32u : 0u;
         s.has_scale = s.has_min = 1;
         break;
-    case KVC_DTYPE_ENUM_32BIT: /* not a type; refused above (t >= KVC_DTYPE_COUNT) */
-        return KVC_E_ARG;
+    case KVC_DTYPE_ENUM_32BIT: /* not a type; refused above (t >= KVC_DTYPE_COUNT) */ return KVC_E_ARG;
     }
     *out = s;
     return KVC_OK;

@@ -18,8 +18,8 @@
  * kvc_stream_config (or a setter for parameters that span fields). */
 typedef struct kvc_method_param {
     kvc_param_desc desc;
-    size_t offset;                                              /* of a uint32_t or float field */
-    const uint32_t *choice_values;                              /* CHOICE: value of each word */
+    size_t offset;                                             /* of a uint32_t or float field */
+    const uint32_t *choice_values;                             /* CHOICE: value of each word */
     kvc_status (*set)(kvc_stream_config *c, const char *text); /* NULL: generic by type and offset */
 } kvc_method_param;
 
@@ -49,7 +49,7 @@ typedef struct kvc_method_ctx {
  * method without state (sink-window) has `arena_size` NULL and drops the
  * tokens that leave the window. */
 typedef struct kvc_method_ops {
-    kvc_method id;        /* its name and summary come from kvc_method_list.h (registry.c) */
+    kvc_method id;             /* its name and summary come from kvc_method_list.h (registry.c) */
     unsigned window_is_budget; /* 1: the exact window takes the budget but the sinks (sink-window) */
     /* the first rule of the method's own parameters a configuration breaks, or NULL */
     const char *(*fields)(const kvc_stream_config *c);

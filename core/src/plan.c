@@ -15,8 +15,7 @@
 #define IMPLEMENTED_IF_0(name)
 #define IMPLEMENTED_NAME(NAME, value, name, bits, implemented, doc) IMPLEMENTED_IF_##implemented(name)
 
-kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget,
-                                            uint64_t seed)
+kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget, uint64_t seed)
 {
     kvc_stream_config c;
     memset(&c, 0, sizeof c);
@@ -39,7 +38,8 @@ static const char *field_problem(const kvc_stream_config *c)
     if (kvc_method_name(c->method) == NULL)
         return "unknown method, or one this library was built without (CMake KVC_METHODS)";
     if (c->d < 1 || c->d > KVC_MAX_HEAD_DIM) return "d must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
-    if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM) return "dv must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
+    if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM)
+        return "dv must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
     if (c->budget < 1 || c->budget > KVC_MAX_BUDGET) return "budget must be in 1..16777216 tokens";
     if (c->n_sink > KVC_MAX_BUDGET || c->n_window > KVC_MAX_BUDGET) return "n_sink and n_window must be <= 16777216";
     if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";
@@ -55,8 +55,9 @@ static const char *field_problem(const kvc_stream_config *c)
     }
     if (c->n_protect > 0 && c->n_window == 0) return "protected spans need a window (n_window >= 1)";
     if ((uint64_t)c->n_sink + c->n_window + c->n_protect + 2u > c->budget)
-        return c->n_protect ? "budget must be at least n_sink + n_window + n_protect + 2 (current token + one method token)"
-                            : "budget must be at least n_sink + n_window + 2 (current token + one method token)";
+        return c->n_protect
+                   ? "budget must be at least n_sink + n_window + n_protect + 2 (current token + one method token)"
+                   : "budget must be at least n_sink + n_window + 2 (current token + one method token)";
     return o->fields ? o->fields(c) : NULL;
 }
 
@@ -175,8 +176,10 @@ uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t byte
     if (arena_at(cfg, hi) == 0) return 0; /* invalid at every budget */
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2u;
-        if (arena_at(cfg, mid) != 0) hi = mid;
-        else lo = mid + 1u;
+        if (arena_at(cfg, mid) != 0)
+            hi = mid;
+        else
+            lo = mid + 1u;
     }
     const uint64_t smallest = arena_at(cfg, lo);
     if (smallest == 0 || smallest > bytes) return 0;
@@ -184,8 +187,10 @@ uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t byte
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo + 1u) / 2u;
         const uint64_t a = arena_at(cfg, mid);
-        if (a != 0 && a <= bytes) lo = mid;
-        else hi = mid - 1u;
+        if (a != 0 && a <= bytes)
+            lo = mid;
+        else
+            hi = mid - 1u;
     }
     return lo;
 }

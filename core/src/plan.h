@@ -14,7 +14,6 @@ size_t kvc_stream_header_bytes(void);
 /* The method's own arena bytes for a plan (0 for sink-window). */
 uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p);
 
-
 /* For the cache manager (cache.c): the per-call check once, then the entry
  * points and fields of a stream that has just passed it (no second check). */
 kvc_status kvc_stream_check(const kvc_stream *st);

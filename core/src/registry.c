@@ -17,17 +17,18 @@
  * "KVC_WITH_<ident> is defined as 1" inside a macro expansion is the
  * placeholder idiom (a macro defined as 1 pastes into a name that expands
  * to "0," and shifts the 1 into the second argument). */
-#define KVC_PLACEHOLDER_1 0,
+#define KVC_PLACEHOLDER_1                 0,
 #define KVC_SECOND_ARG(ignored, val, ...) val
-#define KVC_IS_ONE(x) KVC_IS_ONE_(x)
-#define KVC_IS_ONE_(val) KVC_IS_ONE__(KVC_PLACEHOLDER_##val)
-#define KVC_IS_ONE__(arg1_or_junk) KVC_SECOND_ARG(arg1_or_junk 1, 0, 0)
-#define KVC_CAT(a, b) KVC_CAT_(a, b)
-#define KVC_CAT_(a, b) a##b
-#define KVC_KEEP_1(x) x,
+#define KVC_IS_ONE(x)                     KVC_IS_ONE_(x)
+#define KVC_IS_ONE_(val)                  KVC_IS_ONE__(KVC_PLACEHOLDER_##val)
+#define KVC_IS_ONE__(arg1_or_junk)        KVC_SECOND_ARG(arg1_or_junk 1, 0, 0)
+#define KVC_CAT(a, b)                     KVC_CAT_(a, b)
+#define KVC_CAT_(a, b)                    a##b
+#define KVC_KEEP_1(x)                     x,
 #define KVC_KEEP_0(x)
 #if defined(KVC_METHODS_ONLY)
-#define KVC_OPS_PTR(ident, NAME, value, name, kvpress, summary) KVC_CAT(KVC_KEEP_, KVC_IS_ONE(KVC_WITH_##ident))(&kvc_method_ops_##ident)
+#define KVC_OPS_PTR(ident, NAME, value, name, kvpress, summary)                                                        \
+    KVC_CAT(KVC_KEEP_, KVC_IS_ONE(KVC_WITH_##ident))(&kvc_method_ops_##ident)
 #else
 #define KVC_OPS_PTR(ident, NAME, value, name, kvpress, summary) &kvc_method_ops_##ident,
 #endif
@@ -194,10 +195,7 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
  * printf. A build with KVC_NO_DESCRIBE (CMake KVC_DESCRIBE=OFF) leaves them
  * empty strings, and the printf machinery out of the link. */
 #if defined(KVC_NO_DESCRIBE)
-void kvc_text_add(kvc_text *t, const char *fmt, ...)
-{
-    (void)t, (void)fmt;
-}
+void kvc_text_add(kvc_text *t, const char *fmt, ...) { (void)t, (void)fmt; }
 #else
 void kvc_text_add(kvc_text *t, const char *fmt, ...)
 {

@@ -73,10 +73,7 @@ void kvc_rng_seed(kvc_rng *r, uint64_t seed)
     r->counter = 0;
 }
 
-uint64_t kvc_rng_at(uint64_t key, uint64_t index)
-{
-    return kvc_rng_mix64(key + (index + 1u) * KVC_RNG_GAMMA);
-}
+uint64_t kvc_rng_at(uint64_t key, uint64_t index) { return kvc_rng_mix64(key + (index + 1u) * KVC_RNG_GAMMA); }
 
 uint64_t kvc_rng_next(kvc_rng *r)
 {
@@ -113,9 +110,9 @@ double kvc_rng_unit(kvc_rng *r)
 {
     const uint64_t k = kvc_rng_next(r) / 2048u; /* the top 53 bits */
     //@ assert k_range: k <= 9007199254740991;
-    const double u = (double)k;                 /* exact */
+    const double u = (double)k; /* exact */
     //@ assert u_range: \is_finite(u) && 0.0 <= u <= 9007199254740991.0;
-    return u * (1.0 / 9007199254740992.0);      /* exact: times 2^-53 */
+    return u * (1.0 / 9007199254740992.0); /* exact: times 2^-53 */
 }
 
 double kvc_rng_normal(kvc_rng *r)

@@ -9,9 +9,9 @@
 #include "kvc/kvc_kernels.h"
 
 typedef struct kvc_simd_entries {
-    const char *name;   /* "avx2", "avx512", "neon" */
-    uint32_t needs;     /* KVC_CPU_* */
-    uint32_t caps;      /* KVC_CAP_* */
+    const char *name; /* "avx2", "avx512", "neon" */
+    uint32_t needs;   /* KVC_CPU_* */
+    uint32_t caps;    /* KVC_CAP_* */
     kvc_attend_fn attend_f32;
     kvc_attend_batch_fn attend_batch;
     /* row kernels per storage type; NULL: the reference one */

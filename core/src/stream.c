@@ -25,17 +25,17 @@
 #include "internal/kvc_internal.h"
 
 struct kvc_stream {
-    uint32_t magic;          /* KVC_MAGIC_STREAM, written last by init */
+    uint32_t magic; /* KVC_MAGIC_STREAM, written last by init */
     uint32_t has_pending;
     uint32_t sink_used;
     uint32_t win_head, win_count;
-    uint32_t prot_count;     /* tokens in the protected spans */
-    uint64_t n_seen;         /* tokens appended */
-    uint64_t method_in;      /* tokens handed to the method (or dropped by sink-window) */
+    uint32_t prot_count; /* tokens in the protected spans */
+    uint64_t n_seen;     /* tokens appended */
+    uint64_t method_in;  /* tokens handed to the method (or dropped by sink-window) */
     uint64_t peak_elements;
-    uint64_t last_flag;      /* 1 + id of the latest outlier that left the window; 0 = none */
-    double flag_mu, flag_var;/* moving mean and variance of the keys' cosine to their window */
-    uint64_t digest;         /* of cfg, plan and lay, which never change after init */
+    uint64_t last_flag;       /* 1 + id of the latest outlier that left the window; 0 = none */
+    double flag_mu, flag_var; /* moving mean and variance of the keys' cosine to their window */
+    uint64_t digest;          /* of cfg, plan and lay, which never change after init */
     kvc_stream_config cfg;
     kvc_stream_plan plan;
     kvc_stream_layout lay;
@@ -51,7 +51,8 @@ size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
 /* The first view segments that hold the most recent tokens in token order
  * (sinks, window ring, current token): a batched attend's causal block. */
 #define KVC_STREAM_CAUSAL_SEGMENTS 4u
-_Static_assert(KVC_STREAM_CAUSAL_SEGMENTS + 1u == KVC_STREAM_EXACT_SEGMENTS, "the protected spans follow the causal block");
+_Static_assert(KVC_STREAM_CAUSAL_SEGMENTS + 1u == KVC_STREAM_EXACT_SEGMENTS,
+               "the protected spans follow the causal block");
 
 static uint64_t header_digest(const kvc_stream *st)
 {
@@ -94,8 +95,8 @@ static kvc_status stream_check(const kvc_stream *st)
         st->win_count > p->n_window || (p->n_window ? st->win_head >= p->n_window : st->win_head != 0) ||
         (st->sink_used < p->n_sink && st->win_count != 0) ||
         ((st->method_in > 0 || st->prot_count > 0) && (st->sink_used < p->n_sink || st->win_count < p->n_window)) ||
-        st->prot_count > p->n_protect || st->last_flag > st->n_seen ||
-        st->n_seen != held + st->method_in || st->n_seen > UINT32_MAX || st->peak_elements > p->worst_elements)
+        st->prot_count > p->n_protect || st->last_flag > st->n_seen || st->n_seen != held + st->method_in ||
+        st->n_seen > UINT32_MAX || st->peak_elements > p->worst_elements)
         return KVC_E_CORRUPT;
     if (!method_check(st, KVC_AT_C(st, st->lay.off_method, void))) return KVC_E_CORRUPT;
     return KVC_OK;
@@ -104,8 +105,7 @@ static kvc_status stream_check(const kvc_stream *st)
 static void *method_of(kvc_stream *st) { return KVC_AT(st, st->lay.off_method, void); }
 static const void *method_of_c(const kvc_stream *st) { return KVC_AT_C(st, st->lay.off_method, void); }
 
-kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg,
-                           kvc_stream **out)
+kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg, kvc_stream **out)
 {
     kvc_stream_plan plan;
     if (cfg == NULL || out == NULL) return KVC_E_ARG;
@@ -159,8 +159,7 @@ static uint64_t stream_elements(const kvc_stream *st)
 }
 
 /* Hand one token that leaves the window to the method. */
-static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v,
-                          uint64_t token)
+static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     const kvc_method_ctx cx = {kern, &st->plan};
@@ -184,8 +183,8 @@ static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, con
  * (README "Protected spans"). A near-empty window (fewer than 8 keys, or
  * before 64 tokens) flags nothing. Window rows are read through
  * the table's row kernels, so any storage type works. */
-#define KVC_FLAG_Z 3.0
-#define KVC_FLAG_RATE (1.0 / 32.0)
+#define KVC_FLAG_Z       3.0
+#define KVC_FLAG_RATE    (1.0 / 32.0)
 #define KVC_FLAG_MIN_DEV 0.005
 #define KVC_FLAG_CONTEXT 32u
 
@@ -355,10 +354,12 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     view->d = p->d;
     view->dv = p->dv;
     view->beta = p->beta;
-    const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, NULL), sv = exact_rows(st, st->lay.off_sink_v, p->dv, NULL);
+    const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, NULL),
+                   sv = exact_rows(st, st->lay.off_sink_v, p->dv, NULL);
     put_segment(view, &sk, &sv, 0, st->sink_used);
     /* the window ring in two pieces: [head, end) then [0, wrap) */
-    const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, NULL), wv = exact_rows(st, st->lay.off_win_v, p->dv, NULL);
+    const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, NULL),
+                   wv = exact_rows(st, st->lay.off_win_v, p->dv, NULL);
     const uint32_t first = st->win_count < p->n_window - st->win_head ? st->win_count : p->n_window - st->win_head;
     put_segment(view, &wk, &wv, st->win_head, first);
     put_segment(view, &wk, &wv, 0, st->win_count - first);
@@ -367,14 +368,14 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     const kvc_rows pv = kvc_rows_at(st, st->lay.off_pend_v, p->dv, KVC_DTYPE_F32, NULL);
     put_segment(view, &pk, &pv, 0, st->has_pending);
     /* the protected spans: exact, older than the window (not causal) */
-    const kvc_rows rk = exact_rows(st, st->lay.off_prot_k, p->d, NULL), rv = exact_rows(st, st->lay.off_prot_v, p->dv, NULL);
+    const kvc_rows rk = exact_rows(st, st->lay.off_prot_k, p->d, NULL),
+                   rv = exact_rows(st, st->lay.off_prot_v, p->dv, NULL);
     put_segment(view, &rk, &rv, 0, st->prot_count);
     const kvc_method_ops *o = kvc_method_ops_of(p->method);
     if (o->view) view->n_seg += o->view(method_of_c(st), p, &view->seg[view->n_seg]);
 }
 
-kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
-                             float *out)
+kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q, float *out)
 {
     const kvc_status chk = stream_check(st);
     if (chk != KVC_OK) return chk;
@@ -515,8 +516,8 @@ size_t kvc_stream_attend_observed_work_bytes(const kvc_stream *st, size_t n_q)
     return KVC_ALIGN_UP(aw) + view_entries(&view, 0) * sizeof(double);
 }
 
-kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
-                                      float *out, void *work, size_t work_bytes)
+kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q, float *out,
+                                      void *work, size_t work_bytes)
 {
     const kvc_status chk = stream_check(st);
     if (chk != KVC_OK) return chk;
@@ -573,7 +574,8 @@ static void view_slice(const kvc_view *in, size_t first, size_t count, kvc_view 
             o->keys = g->keys ? g->keys + i0 * in->d : NULL;
             o->values = g->values ? g->values + i0 * in->dv : NULL;
         } else {
-            o->keys_q = g->keys_q ? (const unsigned char *)g->keys_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->d) : NULL;
+            o->keys_q =
+                g->keys_q ? (const unsigned char *)g->keys_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->d) : NULL;
             o->values_q =
                 g->values_q ? (const unsigned char *)g->values_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->dv) : NULL;
         }

@@ -8,8 +8,8 @@
 
 #include "kvc_oracle/kvc_oracle.h"
 
-int kvc_oracle_attention_mp(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv,
-                            double beta, unsigned prec, double *out, double *softmax_l2)
+int kvc_oracle_attention_mp(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv, double beta,
+                            unsigned prec, double *out, double *softmax_l2)
 {
     if (n == 0 || d == 0 || dv == 0 || prec < 113 || !q || !K || !V || !out) return 1;
     mpfr_t acc, t, m, den, sq, b;

@@ -36,7 +36,8 @@ static const kvc_bound_claim claims[] = {
      "not asserted; the failure rate at C m^-1 and unbiasedness (symmetrized halving, stratified "
      "subsampling) are asserted"},
     {KVC_METHOD_EXPRESS_PREFILL, "‖z − Attn‖ ≤ C m^-1 ‖softmax‖ ‖V‖_F w.p. ≥ 0.99", 0, -1.0, 0.01, 1, 0,
-     "Express over a known prompt (same states as streaming Express with its s); Thinformer Express Thm. 3 / Cor. 2: error ~ log^{3/2}(n) / s with memory O(s) (worst case 6s - 2s/c - 1). "
+     "Express over a known prompt (same states as streaming Express with its s); Thinformer Express Thm. 3 / Cor. 2: "
+     "error ~ log^{3/2}(n) / s with memory O(s) (worst case 6s - 2s/c - 1). "
      "The -1 slope is NOT met here (about -0.79 with L = 1, -0.67 with the theory L), so the slope is reported, "
      "not asserted; the failure rate at C m^-1 and unbiasedness (symmetrized halving, stratified "
      "subsampling) are asserted"},
@@ -47,8 +48,8 @@ const kvc_bound_claim *kvc_bound_claim_of(kvc_method m)
     for (size_t i = 0; i < sizeof claims / sizeof claims[0]; i++)
         if (claims[i].method == m) return &claims[i];
     /* a method with no paper bound (an eviction policy such as K-norm): measured only */
-    static const kvc_bound_claim unclaimed = {(kvc_method)0, NULL, 0, 0.0, 0.0, 0, 1,
-                                              "no error bound is claimed for this method (measured only)"};
+    static const kvc_bound_claim unclaimed = {
+        (kvc_method)0, NULL, 0, 0.0, 0.0, 0, 1, "no error bound is claimed for this method (measured only)"};
     return &unclaimed;
 }
 
@@ -126,8 +127,10 @@ static int unbiased_check(const kvc_oracle_trace *tr, const kvc_stream_config *c
     double alpha = 1e-4 / (double)(dv + 1), lo = 0.0, hi = 20.0;
     for (int it = 0; it < 100; it++) {
         double mid = 0.5 * (lo + hi);
-        if (erfc(mid / sqrt(2.0)) > alpha) lo = mid;
-        else hi = mid;
+        if (erfc(mid / sqrt(2.0)) > alpha)
+            lo = mid;
+        else
+            hi = mid;
     }
     out->z_limit = hi;
     for (size_t c2 = 0; c2 <= dv; c2++) {
@@ -224,7 +227,8 @@ int kvc_oracle_measure(const kvc_oracle_trace *tr, const kvc_stream_config *base
                 for (; p < P && pos[p] == j; p++) {
                     kvc_stream_attend(st, NULL, tr->q + j * d, 1, z);
                     double e2 = 0;
-                    for (size_t c = 0; c < dv; c++) e2 += ((double)z[c] - A[p * dv + c]) * ((double)z[c] - A[p * dv + c]);
+                    for (size_t c = 0; c < dv; c++)
+                        e2 += ((double)z[c] - A[p * dv + c]) * ((double)z[c] - A[p * dv + c]);
                     row->errors[(size_t)r * P + p] = scale[p] > 0 ? sqrt(e2) / scale[p] : 0.0;
                 }
             }
@@ -280,7 +284,8 @@ double kvc_oracle_calibrate(const kvc_oracle_row *rows, size_t n, double exponen
     if (!x) return NAN;
     size_t k = 0;
     for (size_t b = 0; b < n; b++)
-        for (size_t i = 0; i < rows[b].n_samples; i++) x[k++] = rows[b].errors[i] / pow((double)rows[b].memory, exponent);
+        for (size_t i = 0; i < rows[b].n_samples; i++)
+            x[k++] = rows[b].errors[i] / pow((double)rows[b].memory, exponent);
     qsort(x, total, sizeof(double), cmp_double);
     size_t rank = (size_t)ceil((1.0 - q) * (double)total);
     double c = x[(rank ? rank : 1) - 1];

@@ -4,8 +4,8 @@
 
 #include "kvc_oracle/kvc_oracle.h"
 
-void kvc_exact_attention_f64(const float *q, const float *K, const float *V, size_t n, size_t d,
-                             size_t dv, double beta, double *out, kvc_exact_result *res)
+void kvc_exact_attention_f64(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv, double beta,
+                             double *out, kvc_exact_result *res)
 {
     double m = -INFINITY;
     for (size_t i = 0; i < n; i++) {

@@ -15,9 +15,8 @@ double kvc_sym_max_eig(const double *G, size_t dv)
     if (a && w && z && isuppz) {
         memcpy(a, G, dv * dv * sizeof(double));
         lapack_int found = 0;
-        lapack_int info = LAPACKE_dsyevr(LAPACK_ROW_MAJOR, 'N', 'I', 'U', (lapack_int)dv, a,
-                                         (lapack_int)dv, 0.0, 0.0, (lapack_int)dv, (lapack_int)dv,
-                                         0.0, &found, w, z, 1, isuppz);
+        lapack_int info = LAPACKE_dsyevr(LAPACK_ROW_MAJOR, 'N', 'I', 'U', (lapack_int)dv, a, (lapack_int)dv, 0.0, 0.0,
+                                         (lapack_int)dv, (lapack_int)dv, 0.0, &found, w, z, 1, isuppz);
         if (info == 0 && found == 1) result = w[0];
     }
     free(a);

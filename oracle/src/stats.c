@@ -51,8 +51,10 @@ double kvc_t_quantile(double p, double nu)
     double lo = -1e6, hi = 1e6;
     for (int i = 0; i < 200; i++) {
         double mid = 0.5 * (lo + hi);
-        if (kvc_t_cdf(mid, nu) < p) lo = mid;
-        else hi = mid;
+        if (kvc_t_cdf(mid, nu) < p)
+            lo = mid;
+        else
+            hi = mid;
     }
     return 0.5 * (lo + hi);
 }
@@ -63,8 +65,10 @@ static double beta_quantile(double p, double a, double b)
     double lo = 0.0, hi = 1.0;
     for (int i = 0; i < 200; i++) {
         double mid = 0.5 * (lo + hi);
-        if (kvc_betainc(a, b, mid) < p) lo = mid;
-        else hi = mid;
+        if (kvc_betainc(a, b, mid) < p)
+            lo = mid;
+        else
+            hi = mid;
     }
     return 0.5 * (lo + hi);
 }

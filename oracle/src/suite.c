@@ -43,7 +43,8 @@ int kvc_suite_stream_make(kvc_suite_stream *s, size_t n, size_t d, size_t cluste
     }
     for (size_t j = 0; j < n; j++) {
         size_t c = kvc_rng_below(&r, (uint32_t)clusters);
-        for (size_t i = 0; i < d; i++) k[j * d + i] = cent[c * d + i] + (float)(key_noise / sqrt((double)d) * kvc_rng_normal(&r));
+        for (size_t i = 0; i < d; i++)
+            k[j * d + i] = cent[c * d + i] + (float)(key_noise / sqrt((double)d) * kvc_rng_normal(&r));
         /* queries: a random centre's direction, norm <= 2 */
         size_t cq = kvc_rng_below(&r, (uint32_t)clusters);
         double a = kvc_rng_unit(&r);
@@ -104,8 +105,14 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
     if (m == KVC_METHOD_BALANCEKV) cfg.balancekv.estimator = KVC_ESTIMATOR_PAPER;
     cfg.balancekv.t = m == KVC_METHOD_BALANCEKV_PREFILL ? 16u : 0u;
     uint32_t exact_budget[1] = {(uint32_t)s->n};
-    kvc_oracle_opts o = {is_exact ? exact_budget : s->budgets, is_exact ? 1 : s->n_budgets, s->seeds, 1000,
-                         s->positions, s->unbiased_seeds, log ? progress : NULL, log};
+    kvc_oracle_opts o = {is_exact ? exact_budget : s->budgets,
+                         is_exact ? 1 : s->n_budgets,
+                         s->seeds,
+                         1000,
+                         s->positions,
+                         s->unbiased_seeds,
+                         log ? progress : NULL,
+                         log};
     kvc_oracle_row rows[16];
     int rc = 1;
     const double q = out->claim->delta / 4.0; /* calibrate at a quarter of the claimed failure rate */
@@ -113,14 +120,16 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
     if (is_exact) {
         out->C = 1e-6; /* declared, not calibrated: rounding only */
     } else if (out->claim->bound) {
-        if (log) fprintf(log, "%s: calibration stream (seed %llu)\n", kvc_method_name(m),
-                         (unsigned long long)s->calib_stream_seed);
+        if (log)
+            fprintf(log, "%s: calibration stream (seed %llu)\n", kvc_method_name(m),
+                    (unsigned long long)s->calib_stream_seed);
         if (kvc_oracle_measure(&calib.tr, &cfg, &o, rows, NULL)) goto done;
         out->C = kvc_oracle_calibrate(rows, o.n_budgets, out->claim->exponent, q);
         kvc_oracle_rows_free(rows, o.n_budgets);
     }
-    if (log) fprintf(log, "%s: test stream (seed %llu), declared C = %.4g\n", kvc_method_name(m),
-                     (unsigned long long)s->test_stream_seed, out->C);
+    if (log)
+        fprintf(log, "%s: test stream (seed %llu), declared C = %.4g\n", kvc_method_name(m),
+                (unsigned long long)s->test_stream_seed, out->C);
     o.seed0 = 5000; /* fresh method seeds too */
     if (kvc_oracle_measure(&test.tr, &cfg, &o, rows, &out->unbiased)) goto done;
     out->mean_err_first = rows[0].mean;
@@ -147,9 +156,9 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
         out->slope = out->slope_lo = out->slope_hi = NAN;
         out->pass_slope = out->slope_met = 1;
     }
-    out->pass_unbiased = !out->claim->unbiased || out->unbiased.seeds == 0 ||
-                         (out->unbiased.max_abs_z_num <= out->unbiased.z_limit &&
-                          fabs(out->unbiased.z_den) <= out->unbiased.z_limit);
+    out->pass_unbiased =
+        !out->claim->unbiased || out->unbiased.seeds == 0 ||
+        (out->unbiased.max_abs_z_num <= out->unbiased.z_limit && fabs(out->unbiased.z_den) <= out->unbiased.z_limit);
     kvc_oracle_rows_free(rows, o.n_budgets);
     rc = 0;
 done:
@@ -169,12 +178,16 @@ void kvc_suite_print_row(FILE *f, const kvc_suite_result *r)
 {
     const kvc_bound_claim *c = r->claim;
     char slope[96], unb[64];
-    if (isnan(r->slope)) snprintf(slope, sizeof slope, "n/a (one budget)");
-    else snprintf(slope, sizeof slope, "%.3f [%.3f, %.3f] (%s)", r->slope, r->slope_lo, r->slope_hi,
-                  c->exponent != 0.0 ? (c->exponent == -0.5 ? "-0.5" : "-1") : "none");
-    if (r->unbiased.seeds) snprintf(unb, sizeof unb, "%.2f, den %.2f (%.2f)", r->unbiased.max_abs_z_num,
-                                     fabs(r->unbiased.z_den), r->unbiased.z_limit);
-    else snprintf(unb, sizeof unb, "not claimed");
+    if (isnan(r->slope))
+        snprintf(slope, sizeof slope, "n/a (one budget)");
+    else
+        snprintf(slope, sizeof slope, "%.3f [%.3f, %.3f] (%s)", r->slope, r->slope_lo, r->slope_hi,
+                 c->exponent != 0.0 ? (c->exponent == -0.5 ? "-0.5" : "-1") : "none");
+    if (r->unbiased.seeds)
+        snprintf(unb, sizeof unb, "%.2f, den %.2f (%.2f)", r->unbiased.max_abs_z_num, fabs(r->unbiased.z_den),
+                 r->unbiased.z_limit);
+    else
+        snprintf(unb, sizeof unb, "not claimed");
     int ok = r->pass_failure && r->pass_slope && r->pass_unbiased;
     char fail[96], cst[32], dl[16];
     if (c->bound) {
@@ -188,15 +201,19 @@ void kvc_suite_print_row(FILE *f, const kvc_suite_result *r)
         snprintf(cst, sizeof cst, "-");
         snprintf(dl, sizeof dl, "-");
     }
-    const char *verdict = !c->bound ? "measured" : !ok ? "FAIL" : r->slope_met ? "pass" : "pass (slope prediction not met, reported)";
+    const char *verdict = !c->bound      ? "measured"
+                          : !ok          ? "FAIL"
+                          : r->slope_met ? "pass"
+                                         : "pass (slope prediction not met, reported)";
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", kvc_method_name(r->method),
             c->bound ? c->bound : "none claimed", cst, dl, fail, slope, unb, verdict);
 }
 
 void kvc_suite_csv_header(FILE *f)
 {
-    fprintf(f, "method,declared_C,calib_quantile,claimed_delta,failures,samples,rate,rate_lo,rate_hi,slope,slope_lo,"
-               "slope_hi,predicted_slope,unbiased_max_z_num,unbiased_z_den,z_limit,mean_err_first,mean_err_last,pass\n");
+    fprintf(f,
+            "method,declared_C,calib_quantile,claimed_delta,failures,samples,rate,rate_lo,rate_hi,slope,slope_lo,"
+            "slope_hi,predicted_slope,unbiased_max_z_num,unbiased_z_den,z_limit,mean_err_first,mean_err_last,pass\n");
 }
 
 void kvc_suite_csv_row(FILE *f, const kvc_suite_result *r)

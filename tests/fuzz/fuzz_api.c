@@ -39,7 +39,7 @@
 #include "kvc/kvc_cuda.h"
 #endif
 
-#define MAXD 16u
+#define MAXD    16u
 #define MAX_OPS 400u
 
 typedef struct reader {
@@ -64,8 +64,8 @@ static void fail(const char *what, int line)
 static float palette(uint8_t b)
 {
     if (b < 200) return ((float)b - 100.0f) / 16.0f;
-    static const float special[] = {NAN, INFINITY, -INFINITY, 1e38f, -1e38f, 1e-38f, 1e-45f, 0.0f, -0.0f,
-                                    3e20f, -3e20f, 1e-20f, 65504.0f, 1e-7f, 123456.0f, -7.5f};
+    static const float special[] = {NAN,   INFINITY, -INFINITY, 1e38f,  -1e38f,   1e-38f, 1e-45f,    0.0f,
+                                    -0.0f, 3e20f,    -3e20f,    1e-20f, 65504.0f, 1e-7f,  123456.0f, -7.5f};
     return special[(b - 200) % 16];
 }
 
@@ -171,12 +171,13 @@ static void find_tables(void)
 #ifdef KVC_FUZZ_CUDA
     if (kvc_kernels_cuda() != NULL) g_cuda_at = g_n_tables, g_tables[g_n_tables++] = kvc_kernels_cuda();
 #endif
-    if (g_n_tables == 0) g_tables[g_n_tables++] = kvc_kernels_ref(); /* nothing else here: the reference against itself */
+    if (g_n_tables == 0)
+        g_tables[g_n_tables++] = kvc_kernels_ref(); /* nothing else here: the reference against itself */
 }
 
 /* The attend of every other table against the reference's (status ra, outputs za). */
-static void compare_tables(const kvc_stream *st, const kvc_stream_config *cfg, const float *q, size_t nq,
-                           kvc_status ra, const float *za, int cvx, int with_cuda)
+static void compare_tables(const kvc_stream *st, const kvc_stream_config *cfg, const float *q, size_t nq, kvc_status ra,
+                           const float *za, int cvx, int with_cuda)
 {
     kvc_view view;
     const int have_view = kvc_stream_view(st, &view) == KVC_OK;
@@ -202,8 +203,8 @@ static void compare_tables(const kvc_stream *st, const kvc_stream_config *cfg, c
                 const double e = fabs((double)zt[i * view.dv + c] - (double)za[i * view.dv + c]);
                 if (!(e <= bound[c])) { /* e is finite (rt == KVC_OK): an infinite bound always holds */
                     fprintf(stderr, "table %s, %s %s: z[%zu][%zu] = %.9g, reference %.9g, bound %.3g\n", t->name,
-                            kvc_method_name(cfg->method), kvc_dtype_name(cfg->dtype), i, c,
-                            (double)zt[i * view.dv + c], (double)za[i * view.dv + c], bound[c]);
+                            kvc_method_name(cfg->method), kvc_dtype_name(cfg->dtype), i, c, (double)zt[i * view.dv + c],
+                            (double)za[i * view.dv + c], bound[c]);
                     for (size_t sg = 0; sg < view.n_seg; sg++) /* what the view held, for the reproducer */
                         fprintf(stderr, "  segment %zu: %zu entries, role %u, %s, scale %g, %s\n", sg, view.seg[sg].n,
                                 view.seg[sg].role, kvc_dtype_name((kvc_dtype)view.seg[sg].dtype), view.seg[sg].scale,
@@ -224,7 +225,8 @@ typedef struct run {
 static unsigned char *aligned_copy(const unsigned char *src, size_t bytes, size_t shift)
 {
     /* exact-size allocations (plus the shift) so ASan sees any overrun */
-    unsigned char *p = aligned_alloc(KVC_ARENA_ALIGN, ((bytes + shift + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN) * KVC_ARENA_ALIGN);
+    unsigned char *p =
+        aligned_alloc(KVC_ARENA_ALIGN, ((bytes + shift + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN) * KVC_ARENA_ALIGN);
     if (p && src) memcpy(p + shift, src, bytes);
     return p;
 }
@@ -310,9 +312,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const kvc_status ra = kvc_stream_attend(a.st, NULL, q, nq, za);
             const int cvx = convex(a.st);
             if (finite) last_nq = nq;
-            if (appended == 0) REQUIRE(ra == KVC_E_STATE);
-            else if (!finite) REQUIRE(ra == KVC_E_NONFINITE);
-            else REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !cvx));
+            if (appended == 0)
+                REQUIRE(ra == KVC_E_STATE);
+            else if (!finite)
+                REQUIRE(ra == KVC_E_NONFINITE);
+            else
+                REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !cvx));
             if (b.st) {
                 REQUIRE(kvc_stream_attend(b.st, NULL, q, nq, zb) == ra);
                 if (ra == KVC_OK) REQUIRE(memcmp(za, zb, nq * dv * sizeof(float)) == 0);
@@ -373,7 +378,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     REQUIRE(e == E);
                     /* one per query whose denominator is positive (a query whose every
                        score underflows or is excluded has none): an integer in 0..nq */
-                    REQUIRE(den <= (double)last_nq * (1.0 + 1e-9) && fabs(den - nearbyint(den)) <= 1e-9 * (double)last_nq);
+                    REQUIRE(den <= (double)last_nq * (1.0 + 1e-9) &&
+                            fabs(den - nearbyint(den)) <= 1e-9 * (double)last_nq);
                     memcpy(before, a.arena, bytes);
                     REQUIRE(kvc_stream_observe(a.st, NULL, mass, E) == KVC_OK);
                     REQUIRE(kvc_stream_prefill_queries(a.st, NULL, q, last_nq) == KVC_OK);

@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (uint64_t i = 0; i < g.n_kv; i++) {
         const kvc_gguf_kv *kv = &g.kv[i];
         if (kv->type == KVC_GGUF_ARRAY && kv->elem_type == KVC_GGUF_STRING && kv->count < 100000) {
-            size_t *offs = malloc((size_t)kv->count * sizeof(size_t) + 1), *lens = malloc((size_t)kv->count * sizeof(size_t) + 1);
+            size_t *offs = malloc((size_t)kv->count * sizeof(size_t) + 1),
+                   *lens = malloc((size_t)kv->count * sizeof(size_t) + 1);
             if (offs && lens) kvc_gguf_array_strings(&g, kv, offs, lens);
             free(offs), free(lens);
         }

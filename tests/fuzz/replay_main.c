@@ -78,10 +78,7 @@ static int replay_file(const char *path, size_t *count)
     return 0;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static int replay_dir(const char *dir, size_t *count)
 {

@@ -29,7 +29,6 @@
 #include "shared/rows.h"
 #include "internal/kvc_internal.h"
 
-
 typedef struct view_data {
     kvc_view v;
     unsigned char *rows[KVC_VIEW_MAX_SEGMENTS][2];
@@ -63,8 +62,10 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
         }
         g->n = n, g->dtype = ts, g->scale = weights ? 0.5 + 3.0 * kvc_rng_unit(r) : 1.0;
         g->role = split_sets ? (s % 3 == 1 ? KVC_SET_NUM : s % 3 == 2 ? KVC_SET_DEN : KVC_SET_BOTH) : KVC_SET_BOTH;
-        if (ts == KVC_DTYPE_F32) g->keys = (const float *)(void *)vd->rows[s][0], g->values = (const float *)(void *)vd->rows[s][1];
-        else g->keys_q = vd->rows[s][0], g->values_q = vd->rows[s][1];
+        if (ts == KVC_DTYPE_F32)
+            g->keys = (const float *)(void *)vd->rows[s][0], g->values = (const float *)(void *)vd->rows[s][1];
+        else
+            g->keys_q = vd->rows[s][0], g->values_q = vd->rows[s][1];
         if (weights && n) {
             vd->w[s] = malloc(n * sizeof(float));
             for (size_t i = 0; i < n; i++) {
@@ -76,7 +77,6 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
     }
     free(x);
 }
-
 
 static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double *worst_ratio)
 {
@@ -104,7 +104,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         double *work = malloc(wb);
         /* half the cases also ask for the attention mass of every entry */
         const int want_mass = kvc_rng_unit(r) < 0.5;
-        double *ma = want_mass ? calloc(n + 1, sizeof(double)) : NULL, *mb = want_mass ? calloc(n + 1, sizeof(double)) : NULL;
+        double *ma = want_mass ? calloc(n + 1, sizeof(double)) : NULL,
+               *mb = want_mass ? calloc(n + 1, sizeof(double)) : NULL;
         kvc_attend_batch ba = {q, n_pos, n_q, causal, za, ma, NULL}, bb = {q, n_pos, n_q, causal, zb, mb, NULL};
         const kvc_status ra = kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vd.v, &ba, work, wb);
         const kvc_status rb = t->attend_batch(t, &vd.v, &bb, work, wb);
@@ -120,10 +121,11 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                         const double bd = bounds[c];
                         const double err = fabs((double)za[o] - zb[o]);
                         if (isfinite(bd) && bd > 0 && err / bd > *worst_ratio) *worst_ratio = err / bd;
-                        CHECK_MSG(isinf(bd) ? zb[o] == 0.0f && za[o] == 0.0f : err <= bd,
-                                  "%s: d %zu dv %zu n %zu dtype %u seg %zu weights %d split %d pos %zu head %zu ch %zu: "
-                                  "%.9g vs ref %.9g (bound %.3g)",
-                                  t->name, d, dv, n, dt, n_seg, weights, split, p, h, c, zb[o], za[o], bd);
+                        CHECK_MSG(
+                            isinf(bd) ? zb[o] == 0.0f && za[o] == 0.0f : err <= bd,
+                            "%s: d %zu dv %zu n %zu dtype %u seg %zu weights %d split %d pos %zu head %zu ch %zu: "
+                            "%.9g vs ref %.9g (bound %.3g)",
+                            t->name, d, dv, n, dt, n_seg, weights, split, p, h, c, zb[o], za[o], bd);
                     }
                 }
             if (want_mass) {
@@ -144,8 +146,9 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                    exponential and 2^-149 for the division (den >= 1), per query */
                 const double underflow = (double)(n_pos * n_q) * 0x1p-148;
                 for (size_t e = 0; e < n; e++)
-                    CHECK_MSG(fabs(ma[e] - mb[e]) <= factor * ma[e] + underflow, "%s: mass of entry %zu: %.9g vs ref %.9g (d %zu n %zu dtype %u)",
-                              t->name, e, mb[e], ma[e], d, n, dt);
+                    CHECK_MSG(fabs(ma[e] - mb[e]) <= factor * ma[e] + underflow,
+                              "%s: mass of entry %zu: %.9g vs ref %.9g (d %zu n %zu dtype %u)", t->name, e, mb[e],
+                              ma[e], d, n, dt);
             }
             (*cases)++;
         }
@@ -162,7 +165,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             float lx[256];
             kvc_kernels_ref()->rows[ty].load(row, lx, d);
             for (size_t c = 0; c < d; c++) mag += fabs((double)lx[c] * q[c]);
-            CHECK_MSG(fabs(a - b2) <= (double)(d + 4) * U * mag * 2.0, "%s dot dtype %u d %zu: %.9g vs %.9g", t->name, ty, d, b2, a);
+            CHECK_MSG(fabs(a - b2) <= (double)(d + 4) * U * mag * 2.0, "%s dot dtype %u d %zu: %.9g vs %.9g", t->name,
+                      ty, d, b2, a);
             /* the double reductions (walks, SubGen): the same terms, summed in
                another order, so |difference| <= 2 gamma_d sum |term| with
                gamma_d = d u / (1 - d u), u = 2^-53 (Higham, both sums) */
@@ -174,7 +178,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             kvc_kernels_ref()->rows[ty].store(row2, y, d);
             float ly[256];
             kvc_kernels_ref()->rows[ty].load(row2, ly, d);
-            const double g = 2.0 * (double)d * 0x1p-53 / (1.0 - (double)d * 0x1p-53) * 1.01; /* 1%: the scale products */
+            const double g =
+                2.0 * (double)d * 0x1p-53 / (1.0 - (double)d * 0x1p-53) * 1.01; /* 1%: the scale products */
             double m_rows = 0.0, m_mu = 0.0, m_f64 = 0.0, m_sq = 0.0;
             for (size_t c = 0; c < d; c++) {
                 m_rows += fabs((double)lx[c] * ly[c]), m_mu += fabs(((double)lx[c] - mu[c]) * ((double)ly[c] - mu[c]));
@@ -186,7 +191,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             const double e3 = fabs(rr->dot_f64(row, xd, d) - rt->dot_f64(row, xd, d));
             const double e4 = fabs(rr->sqdist_f32(row, y, d) - rt->sqdist_f32(row, y, d));
             CHECK_MSG(e1 <= g * m_rows && e2 <= g * m_mu && e3 <= g * m_f64 && e4 <= g * m_sq,
-                      "%s dtype %u d %zu: double reductions off by %.3g %.3g %.3g %.3g", t->name, ty, d, e1, e2, e3, e4);
+                      "%s dtype %u d %zu: double reductions off by %.3g %.3g %.3g %.3g", t->name, ty, d, e1, e2, e3,
+                      e4);
         }
         free(q), free(za), free(zb), free(work);
         free_view(&vd);
@@ -203,8 +209,8 @@ static int test_table(const kvc_kernels *t, size_t i)
     size_t cases = 0;
     double worst = 0.0;
     if (compare_table(t, &r, &cases, &worst)) return 1;
-    printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name,
-           cases, worst);
+    printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name, cases,
+           worst);
     return 0;
 }
 
@@ -252,7 +258,7 @@ static int one_table(const char *name)
     return KVC_TEST_SKIP;
 }
 
-#define D ((size_t)8)
+#define D  ((size_t)8)
 #define NQ ((size_t)2)
 
 /* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q. */
@@ -309,18 +315,20 @@ static int split_k_merges_to_attend(void)
                     const double *ptr[7];
                     for (size_t p = 0; p < P; p++) {
                         ptr[p] = states + p * NQ * KVC_ATTEND_STATE(D);
-                        CHECK(kvc_stream_attend_part(st, kt, q, NQ, p, P, states + p * NQ * KVC_ATTEND_STATE(D), work, wb) ==
-                              KVC_OK);
+                        CHECK(kvc_stream_attend_part(st, kt, q, NQ, p, P, states + p * NQ * KVC_ATTEND_STATE(D), work,
+                                                     wb) == KVC_OK);
                     }
                     CHECK(kvc_attend_merge(ptr, P, NQ, D, split) == KVC_OK);
                     for (size_t h = 0; h < NQ; h++) {
                         const double ad = a_over_d(&view, q + h * D), u = 0x1p-24;
                         for (size_t cc = 0; cc < D; cc++) {
                             const double z = whole[h * D + cc], e = fabs((double)split[h * D + cc] - z);
-                            const double bound = 4.0 * (double)(E + 16) * u * ad + 4.0 * u * fabs(z) + (ti ? 1e-6 * ad : 0.0);
+                            const double bound =
+                                4.0 * (double)(E + 16) * u * ad + 4.0 * u * fabs(z) + (ti ? 1e-6 * ad : 0.0);
                             if (bound > 0 && e / bound > worst) worst = e / bound;
-                            CHECK_MSG(e <= bound, "%s %s %s parts %zu head %zu ch %zu: %.9g vs %.9g (bound %.3g)", kt->name,
-                                      kvc_method_name(m), kvc_dtype_name((kvc_dtype)t), P, h, cc, split[h * D + cc], z, bound);
+                            CHECK_MSG(e <= bound, "%s %s %s parts %zu head %zu ch %zu: %.9g vs %.9g (bound %.3g)",
+                                      kt->name, kvc_method_name(m), kvc_dtype_name((kvc_dtype)t), P, h, cc,
+                                      split[h * D + cc], z, bound);
                         }
                     }
                     checked++;
@@ -335,7 +343,8 @@ static int split_k_merges_to_attend(void)
     }
     const double *none = NULL;
     CHECK(kvc_attend_merge(&none, 1, 1, D, (float[8]){0}) == KVC_E_ARG);
-    printf("%zu (method, dtype, table, parts) cases: merged parts == one attend within the bound (largest error / bound %.3g)\n",
+    printf("%zu (method, dtype, table, parts) cases: merged parts == one attend within the bound (largest error / "
+           "bound %.3g)\n",
            checked, worst);
     free(k), free(v), free(q);
     return 0;
@@ -347,26 +356,38 @@ static int split_k_merges_to_attend(void)
  * `t` replaces counts its calls, so a run tells whether a method's updates
  * call anything whose rounding differs between the two tables. */
 static size_t g_calls;
-#define KVC_COUNTED(dt, name, ret, params, args)                                    \
-    static ret counted_##name##_##dt params                                         \
-    {                                                                               \
-        g_calls++;                                                                  \
-        return kvc_kernels_ref()->rows[dt].name args;                               \
+#define KVC_COUNTED(dt, name, ret, params, args)                                                                       \
+    static ret counted_##name##_##dt params                                                                            \
+    {                                                                                                                  \
+        g_calls++;                                                                                                     \
+        return kvc_kernels_ref()->rows[dt].name args;                                                                  \
     }
-#define KVC_COUNTED_ALL(dt)                                                                                         \
-    KVC_COUNTED(dt, dot_f32, double, (const void *r, const float *x, size_t n), (r, x, n))                           \
-    KVC_COUNTED(dt, dot_f64, double, (const void *r, const double *x, size_t n), (r, x, n))                          \
-    KVC_COUNTED(dt, dot_rows, double, (const void *a, const void *b, const double *mu, size_t n), (a, b, mu, n))     \
-    KVC_COUNTED(dt, sqdist_f32, double, (const void *r, const float *x, size_t n), (r, x, n))                        \
-    KVC_COUNTED(dt, absmax, double, (const void *r, size_t n), (r, n))                                               \
-    static void counted_store_##dt(void *r, const float *x, size_t n) { g_calls++, kvc_kernels_ref()->rows[dt].store(r, x, n); } \
-    static void counted_load_##dt(const void *r, float *x, size_t n) { g_calls++, kvc_kernels_ref()->rows[dt].load(r, x, n); }  \
-    static void counted_axpy_##dt(double *a, double p, const void *r, size_t n) { g_calls++, kvc_kernels_ref()->rows[dt].axpy(a, p, r, n); }
+#define KVC_COUNTED_ALL(dt)                                                                                            \
+    KVC_COUNTED(dt, dot_f32, double, (const void *r, const float *x, size_t n), (r, x, n))                             \
+    KVC_COUNTED(dt, dot_f64, double, (const void *r, const double *x, size_t n), (r, x, n))                            \
+    KVC_COUNTED(dt, dot_rows, double, (const void *a, const void *b, const double *mu, size_t n), (a, b, mu, n))       \
+    KVC_COUNTED(dt, sqdist_f32, double, (const void *r, const float *x, size_t n), (r, x, n))                          \
+    KVC_COUNTED(dt, absmax, double, (const void *r, size_t n), (r, n))                                                 \
+    static void counted_store_##dt(void *r, const float *x, size_t n)                                                  \
+    {                                                                                                                  \
+        g_calls++, kvc_kernels_ref()->rows[dt].store(r, x, n);                                                         \
+    }                                                                                                                  \
+    static void counted_load_##dt(const void *r, float *x, size_t n)                                                   \
+    {                                                                                                                  \
+        g_calls++, kvc_kernels_ref()->rows[dt].load(r, x, n);                                                          \
+    }                                                                                                                  \
+    static void counted_axpy_##dt(double *a, double p, const void *r, size_t n)                                        \
+    {                                                                                                                  \
+        g_calls++, kvc_kernels_ref()->rows[dt].axpy(a, p, r, n);                                                       \
+    }
 KVC_COUNTED_ALL(0)
 KVC_COUNTED_ALL(1)
 KVC_COUNTED_ALL(2)
 static double counted_dot(const float *a, const float *b, size_t n) { return g_calls++, kvc_k_dot_f32__ref(a, b, n); }
-static double counted_sqdist(const float *a, const float *b, size_t n) { return g_calls++, kvc_k_sqdist_f32__ref(a, b, n); }
+static double counted_sqdist(const float *a, const float *b, size_t n)
+{
+    return g_calls++, kvc_k_sqdist_f32__ref(a, b, n);
+}
 static kvc_status counted_attend_f32(const kvc_view *v, const float *q, size_t n_q, float *out)
 {
     g_calls++;
@@ -379,7 +400,7 @@ static kvc_status counted_attend_batch(const kvc_kernels *k, const kvc_view *v, 
     return kvc_kernels_ref()->attend_batch(k, v, b, w, wb);
 }
 
-#define SWAP_IF(field, counted) \
+#define SWAP_IF(field, counted)                                                                                        \
     if (t->field != ref->field) c->field = counted
 static void counting_table(const kvc_kernels *t, kvc_kernels *c)
 {
@@ -389,14 +410,14 @@ static void counting_table(const kvc_kernels *t, kvc_kernels *c)
     SWAP_IF(attend_batch, counted_attend_batch);
     SWAP_IF(dot_f32, counted_dot);
     SWAP_IF(sqdist_f32, counted_sqdist);
-#define SWAP_ROWS(dt)                                                                                 \
-    SWAP_IF(rows[dt].store, counted_store_##dt);                                                      \
-    SWAP_IF(rows[dt].load, counted_load_##dt);                                                        \
-    SWAP_IF(rows[dt].dot_f32, counted_dot_f32_##dt);                                                  \
-    SWAP_IF(rows[dt].dot_f64, counted_dot_f64_##dt);                                                  \
-    SWAP_IF(rows[dt].dot_rows, counted_dot_rows_##dt);                                                \
-    SWAP_IF(rows[dt].sqdist_f32, counted_sqdist_f32_##dt);                                            \
-    SWAP_IF(rows[dt].axpy, counted_axpy_##dt);                                                        \
+#define SWAP_ROWS(dt)                                                                                                  \
+    SWAP_IF(rows[dt].store, counted_store_##dt);                                                                       \
+    SWAP_IF(rows[dt].load, counted_load_##dt);                                                                         \
+    SWAP_IF(rows[dt].dot_f32, counted_dot_f32_##dt);                                                                   \
+    SWAP_IF(rows[dt].dot_f64, counted_dot_f64_##dt);                                                                   \
+    SWAP_IF(rows[dt].dot_rows, counted_dot_rows_##dt);                                                                 \
+    SWAP_IF(rows[dt].sqdist_f32, counted_sqdist_f32_##dt);                                                             \
+    SWAP_IF(rows[dt].axpy, counted_axpy_##dt);                                                                         \
     SWAP_IF(rows[dt].absmax, counted_absmax_##dt);
     SWAP_ROWS(0)
     SWAP_ROWS(1)
@@ -459,7 +480,8 @@ static int methods_on_every_table(void)
                     identical++;
                 } else {
                     printf("  %s %s %s: updates call %zu replaced kernel entries (rounding-dependent choices): "
-                           "invariants only\n", t->name, kvc_method_name(m), kvc_dtype_name((kvc_dtype)dt), calls);
+                           "invariants only\n",
+                           t->name, kvc_method_name(m), kvc_dtype_name((kvc_dtype)dt), calls);
                     rounding++;
                 }
                 if (qb == KVC_OK)
@@ -474,7 +496,8 @@ static int methods_on_every_table(void)
         return KVC_TEST_SKIP;
     }
     printf("%zu (table, method, dtype) runs with byte-identical caches, %zu with rounding-dependent choices "
-           "(invariants checked)\n", identical, rounding);
+           "(invariants checked)\n",
+           identical, rounding);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* Conformance of every method and storage type, in static memory: the same
  * program runs on the host and as Cortex-M firmware under QEMU (label mcu),
- * and tests/mcu/compare_host.cmake requires the same output from both.
+ * and tests/mcu/run_firmware.cmake requires the same output from both.
  *
  * For each method of the registry x each implemented storage type, one stream
  * at stories260K's shape (head dim 8, two query heads per kv head) takes 240
@@ -109,8 +109,8 @@ static int run_one(kvc_method m, kvc_dtype t)
         out_digest = fnv(out_digest, out, sizeof out);
         kvc_stream_stats stats;
         if (kvc_stream_get_stats(st, &stats) != KVC_OK || stats.peak_elements > plan->worst_elements) {
-            printf("FAIL %s %s: peak %lu elements > worst case %lu\n", mname, tname,
-                   (unsigned long)stats.peak_elements, (unsigned long)plan->worst_elements);
+            printf("FAIL %s %s: peak %lu elements > worst case %lu\n", mname, tname, (unsigned long)stats.peak_elements,
+                   (unsigned long)plan->worst_elements);
             return 1;
         }
     }

@@ -11,7 +11,7 @@
 
 /* every configuration's arena fits (checked: a larger one fails, never skips) */
 #define ARENA_CAP (48u * 1024u)
-#define WORK_CAP (16u * 1024u)
+#define WORK_CAP  (16u * 1024u)
 static _Alignas(64) unsigned char g_arena[ARENA_CAP];
 static _Alignas(64) unsigned char g_work[WORK_CAP];
 

@@ -11,8 +11,10 @@ static const char *kvc_test_smollm2_path(void)
     const char *path = getenv("KVC_SMOLLM2");
     if (path && *path) return path;
     const char *cache = getenv("KVC_CACHE"), *home = getenv("HOME");
-    if (cache && *cache) snprintf(buf, sizeof buf, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
-    else snprintf(buf, sizeof buf, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    if (cache && *cache)
+        snprintf(buf, sizeof buf, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+    else
+        snprintf(buf, sizeof buf, "%s/.cache/kvcompress/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
     return buf;
 }
 

@@ -25,9 +25,9 @@
 #include "ppl.h"
 #include "smollm2_path.h"
 
-#define GPL3_PATH "/usr/share/common-licenses/GPL-3"
+#define GPL3_PATH  "/usr/share/common-licenses/GPL-3"
 #define TEXT_BYTES 4400 /* ~970 SmolLM2 tokens */
-#define SEED 1u
+#define SEED       1u
 
 /* The head of the GPL-3 text, written beside the test binary; NULL (skip) without it. */
 static const char *text_or_skip(void)
@@ -65,8 +65,8 @@ static int every_method_stays_in_the_value_box(void)
     if (!model) return KVC_TEST_SKIP;
     const char *text = text_or_skip();
     if (!text) return KVC_TEST_SKIP;
-    printf("SmolLM2, %s (first %d bytes), budget 51 (exact: all), sink 6, window 6, seed %u\n", GPL3_PATH,
-           TEXT_BYTES, SEED);
+    printf("SmolLM2, %s (first %d bytes), budget 51 (exact: all), sink 6, window 6, seed %u\n", GPL3_PATH, TEXT_BYTES,
+           SEED);
     printf("%-18s %10s %12s %12s %12s\n", "method", "tokens", "perplexity", "out_of_box", "box_excess");
     int bad = 0;
     for (size_t i = 0; i < kvc_method_count(); i++) {

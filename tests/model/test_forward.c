@@ -72,8 +72,8 @@ static int gemm_within_summation_bound(void)
                         mag += fabs((double)x[t * ldx + j] * (double)w[o * cols + j]);
                     }
                     const double err = fabs((double)y[t * ldy + o] - ref), bound = gamma * mag;
-                    CHECK_MSG(err <= bound, "%s %zux%zu n=%zu: |err| %.3g > bound %.3g at (%zu,%zu)", impls[im],
-                              rows, cols, n, err, bound, t, o);
+                    CHECK_MSG(err <= bound, "%s %zux%zu n=%zu: |err| %.3g > bound %.3g at (%zu,%zu)", impls[im], rows,
+                              cols, n, err, bound, t, o);
                     if (bound > 0 && err / bound > worst) worst = err / bound;
                 }
                 for (size_t o = rows; o < ldy; o++) CHECK(y[t * ldy + o] == -7.0f);
@@ -258,7 +258,11 @@ static int threads_match_one_thread(void)
     for (int run = 0; run < 2; run++) {
         CHECK(kvc_l2c_set_threads(run ? 3 : 1) == 0);
         void *arena = tu_arena(bytes);
-        r[run] = (l0_rec){NULL, m.cfg.n_heads, m.cfg.n_kv_heads, hs, N,
+        r[run] = (l0_rec){NULL,
+                          m.cfg.n_heads,
+                          m.cfg.n_kv_heads,
+                          hs,
+                          N,
                           malloc((size_t)N * m.cfg.n_heads * hs * sizeof(float)),
                           malloc((size_t)N * m.cfg.n_kv_heads * hs * sizeof(float))};
         CHECK(arena && r[run].out && r[run].v && kvc_cache_init(arena, bytes, &cc, &r[run].c) == KVC_OK);
@@ -279,18 +283,21 @@ static int threads_match_one_thread(void)
             const int g = h / G;
             double vmax = 0.0;
             for (int j = 0; j <= p; j++)
-                for (int c = 0; c < hs; c++) vmax = fmax(vmax, fabs(r[0].v[((size_t)j * m.cfg.n_kv_heads + g) * hs + c]));
+                for (int c = 0; c < hs; c++)
+                    vmax = fmax(vmax, fabs(r[0].v[((size_t)j * m.cfg.n_kv_heads + g) * hs + c]));
             for (int c = 0; c < hs; c++) {
                 const size_t i = ((size_t)p * m.cfg.n_heads + h) * hs + c;
                 const double z = r[0].out[i], e = fabs((double)r[1].out[i] - z);
                 const double bound = 4.0 * (p + 1 + 16) * u * vmax + 4.0 * u * fabs(z) + 1e-6 * vmax;
                 differing += e > 0.0;
                 if (bound > 0 && e / bound > worst) worst = e / bound;
-                CHECK_MSG(e <= bound, "pos %d head %d ch %d: %.9g vs %.9g (bound %.3g)", p, h, c, r[1].out[i], z, bound);
+                CHECK_MSG(e <= bound, "pos %d head %d ch %d: %.9g vs %.9g (bound %.3g)", p, h, c, r[1].out[i], z,
+                          bound);
             }
         }
     printf("layer 0, %d positions: 3 threads (split-K) vs 1 within the bound (%d outputs differ at all; largest "
-           "error / bound %.3g)\n", N, differing, worst);
+           "error / bound %.3g)\n",
+           N, differing, worst);
     CHECK(differing > 0 || N < 16); /* the split really ran (it regroups sums) */
     for (int run = 0; run < 2; run++) free(r[run].out), free(r[run].v);
     kvc_l2c_model_free(&m);
@@ -306,7 +313,8 @@ static void random_blocks(uint64_t *s, int type, size_t rows, size_t cols, uint8
         uint8_t *p = blk + b * bb;
         for (size_t i = 0; i < bb; i++) p[i] = (uint8_t)((unif(s) + 1.0f) * 128.0f);
         /* scales: exponent field 0..29 (no inf/NaN), either sign */
-        for (int h = 0; h < (type == KVC_QPANEL_Q4_1 ? 2 : 1); h++) p[2 * h + 1] = (uint8_t)(p[2 * h + 1] % 0x78 | (p[2 * h + 1] & 0x80));
+        for (int h = 0; h < (type == KVC_QPANEL_Q4_1 ? 2 : 1); h++)
+            p[2 * h + 1] = (uint8_t)(p[2 * h + 1] % 0x78 | (p[2 * h + 1] & 0x80));
     }
 }
 
@@ -319,10 +327,13 @@ static int quantised_panels_match_f32(void)
     size_t compared = 0;
     for (int type = KVC_QPANEL_Q4_1; type <= KVC_QPANEL_Q8_0; type++)
         for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
-            const size_t rows = shapes[sh][0], cols = shapes[sh][1], n = shapes[sh][2], bb = type == KVC_QPANEL_Q4_1 ? 20 : 34;
+            const size_t rows = shapes[sh][0], cols = shapes[sh][1], n = shapes[sh][2],
+                         bb = type == KVC_QPANEL_Q4_1 ? 20 : 34;
             uint8_t *blk = malloc(rows * cols / 32 * bb), *qp = malloc(kvc_qpanel_bytes(type, rows, cols));
-            float *w = malloc(rows * cols * sizeof(float)), *pk = malloc(kvc_gemm_packed_floats(rows, cols) * sizeof(float));
-            float *x = malloc(n * cols * sizeof(float)), *ya = malloc(n * rows * sizeof(float)), *yb = malloc(n * rows * sizeof(float));
+            float *w = malloc(rows * cols * sizeof(float)),
+                  *pk = malloc(kvc_gemm_packed_floats(rows, cols) * sizeof(float));
+            float *x = malloc(n * cols * sizeof(float)), *ya = malloc(n * rows * sizeof(float)),
+                  *yb = malloc(n * rows * sizeof(float));
             const uint8_t **rp = malloc(rows * sizeof *rp);
             CHECK(blk && qp && w && pk && x && ya && yb && rp);
             random_blocks(&s, type, rows, cols, blk);
@@ -349,7 +360,8 @@ static int quantised_panels_match_f32(void)
             }
             free(blk), free(qp), free(w), free(pk), free(x), free(ya), free(yb), free(rp);
         }
-    if (kvc_gemm_select("avx512") != 0 && kvc_gemm_select("avx2") != 0) kvc_gemm_select("scalar"); /* the default again */
+    if (kvc_gemm_select("avx512") != 0 && kvc_gemm_select("avx2") != 0)
+        kvc_gemm_select("scalar"); /* the default again */
     printf("%zu (type, shape, implementation) products: quantised panels == f32 panels, bit for bit\n", compared);
 
     /* SmolLM2: logits of a few tokens with the quantised and with the f32 weights */

@@ -277,9 +277,10 @@ static int loaders_reject_bad_files(void)
         CHECK(err[0] != 0 && m.data == NULL);
         printf("checkpoint of %zu bytes: %s\n", lens[i], err);
     }
-    const int32_t bad_hdrs[][7] = {{0, 172, 5, 8, 4, 512, 512}, {64, 172, 5, 8, 3, 512, 512}, {64, 172, 5, 7, 7, 512, 512},
-                                   {64, 172, -5, 8, 4, 512, 512}, {64, 172, 5, 8, 4, INT32_MIN, 512},
-                                   {65536, 262144, 256, 1024, 1024, 1000000, 1048576}};
+    const int32_t bad_hdrs[][7] = {
+        {0, 172, 5, 8, 4, 512, 512},        {64, 172, 5, 8, 3, 512, 512},
+        {64, 172, 5, 7, 7, 512, 512},       {64, 172, -5, 8, 4, 512, 512},
+        {64, 172, 5, 8, 4, INT32_MIN, 512}, {65536, 262144, 256, 1024, 1024, 1000000, 1048576}};
     for (size_t i = 0; i < sizeof bad_hdrs / sizeof bad_hdrs[0]; i++) {
         memcpy(buf, bad_hdrs[i], 28);
         CHECK(kvc_l2c_model_parse(buf, good, &m, err, sizeof err) == KVC_E_FORMAT);
@@ -445,7 +446,9 @@ static int tokenizer_merges_equal_reference(void)
             const size_t len = kvc_rng_below(&r, 300);
             for (size_t i = 0; i < len; i++) {
                 const uint32_t kind = kvc_rng_below(&r, 10);
-                text[i] = kind < 6 ? (char)('a' + kvc_rng_below(&r, 6)) : kind < 8 ? ' ' : (char)(1 + kvc_rng_below(&r, 255));
+                text[i] = kind < 6   ? (char)('a' + kvc_rng_below(&r, 6))
+                          : kind < 8 ? ' '
+                                     : (char)(1 + kvc_rng_below(&r, 255));
             }
             text[len] = 0;
             x = text;

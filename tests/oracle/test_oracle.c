@@ -138,7 +138,8 @@ static int run_suite_case(kvc_method m)
               r.failure.lo, r.failure.hi, r.claim->delta);
     if (!r.slope_met)
         printf("slope %.3f [%.3f, %.3f] is slower than the predicted %g (+%g): reported, not asserted, for this "
-               "method (see its claim)\n", r.slope, r.slope_lo, r.slope_hi, r.claim->exponent, r.slope_tol);
+               "method (see its claim)\n",
+               r.slope, r.slope_lo, r.slope_hi, r.claim->exponent, r.slope_tol);
     CHECK_MSG(r.pass_slope, "slope %.3f [%.3f, %.3f] slower than predicted %g + %g", r.slope, r.slope_lo, r.slope_hi,
               r.claim->exponent, r.slope_tol);
     CHECK_MSG(r.pass_unbiased, "unbiasedness z num %.2f den %.2f limit %.2f", r.unbiased.max_abs_z_num,

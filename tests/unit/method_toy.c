@@ -75,7 +75,8 @@ static void toy_update(void *st, const kvc_method_ctx *cx, const float *k, const
 static size_t toy_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const toy_state *s = (const toy_state *)st;
-    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, p->dtype, NULL), V = kvc_rows_at(s, s->off_v, s->dv, p->dtype, NULL);
+    const kvc_rows K = kvc_rows_at(s, s->off_k, s->d, p->dtype, NULL),
+                   V = kvc_rows_at(s, s->off_v, s->dv, p->dtype, NULL);
     return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
@@ -112,10 +113,25 @@ static void toy_prefill_queries(void *st, const kvc_method_ctx *cx, const float 
     s->prefill_rows += n_rows;
 }
 
-const kvc_method_ops kvc_method_ops_toy = {
-    KVC_METHOD_TOY, 0, NULL, toy_plan,
-    toy_arena_size, toy_init, NULL, toy_update, toy_view, toy_elements, NULL, toy_check, NULL, 0, 1, toy_observe,
-    toy_prefill_queries, NULL, NULL};
+const kvc_method_ops kvc_method_ops_toy = {KVC_METHOD_TOY,
+                                           0,
+                                           NULL,
+                                           toy_plan,
+                                           toy_arena_size,
+                                           toy_init,
+                                           NULL,
+                                           toy_update,
+                                           toy_view,
+                                           toy_elements,
+                                           NULL,
+                                           toy_check,
+                                           NULL,
+                                           0,
+                                           1,
+                                           toy_observe,
+                                           toy_prefill_queries,
+                                           NULL,
+                                           NULL};
 
 int toy_get(const kvc_stream *st, toy_info *out)
 {

@@ -11,8 +11,7 @@
 
 #define SEED 20261122u
 
-static kvc_view one_segment(const float *k, const float *v, const float *w, size_t n, size_t d, size_t dv,
-                            float beta)
+static kvc_view one_segment(const float *k, const float *v, const float *w, size_t n, size_t d, size_t dv, float beta)
 {
     kvc_view view;
     memset(&view, 0, sizeof view);
@@ -48,7 +47,7 @@ static int attend_weights_one_is_softmax(void)
     float z[48];
     double ex[48];
     kvc_view view = one_segment(k, v, NULL, n, d, dv, 0.125f);
-    CHECK(kvc_attend(NULL, &view, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     kvc_exact_attention_f64(q, k, v, n, d, dv, 0.125, ex, NULL);
     double rel = rel_diff_fd(z, ex, dv);
     printf("relative difference %.3e (bound %.3e)\n", rel, 2.0 * FLT_EPSILON);
@@ -74,19 +73,20 @@ static int attend_weight_two_equals_duplicate(void)
     w[7] = 2.0f;
     kvc_view dup = one_segment(k, v, NULL, n + 1, d, dv, 0.25f);
     kvc_view wv = one_segment(k, v, w, n, d, dv, 0.25f);
-    CHECK(kvc_attend(NULL, &dup, q, 1, z_dup) == KVC_OK);
-    CHECK(kvc_attend(NULL, &wv, q, 1, z_w) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &dup, q, 1, z_dup) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &wv, q, 1, z_w) == KVC_OK);
     for (size_t c = 0; c < dv; c++)
-        CHECK_MSG(fabsf(z_dup[c] - z_w[c]) <= 4 * FLT_EPSILON * (fabsf(z_dup[c]) + 1e-3f), "c=%zu %g %g", c,
-                  z_dup[c], z_w[c]);
+        CHECK_MSG(fabsf(z_dup[c] - z_w[c]) <= 4 * FLT_EPSILON * (fabsf(z_dup[c]) + 1e-3f), "c=%zu %g %g", c, z_dup[c],
+                  z_w[c]);
     /* scale 2 on every entry changes nothing (it cancels in the ratio) */
     kvc_view sc = one_segment(k, v, NULL, n, d, dv, 0.25f);
     sc.seg[0].scale = 2.0;
     kvc_view plain = one_segment(k, v, NULL, n, d, dv, 0.25f);
     float z_plain[16];
-    CHECK(kvc_attend(NULL, &sc, q, 1, z_scale) == KVC_OK);
-    CHECK(kvc_attend(NULL, &plain, q, 1, z_plain) == KVC_OK);
-    for (size_t c = 0; c < dv; c++) CHECK(fabsf(z_scale[c] - z_plain[c]) <= 4 * FLT_EPSILON * (fabsf(z_plain[c]) + 1e-3f));
+    CHECK(kvc_attend(kvc_kernels_ref(), &sc, q, 1, z_scale) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &plain, q, 1, z_plain) == KVC_OK);
+    for (size_t c = 0; c < dv; c++)
+        CHECK(fabsf(z_scale[c] - z_plain[c]) <= 4 * FLT_EPSILON * (fabsf(z_plain[c]) + 1e-3f));
     free(k), free(v), free(q);
     return 0;
 }
@@ -106,8 +106,8 @@ static int attend_segments_split_invariant(void)
     split.seg[0].n = 100;
     split.seg[1] = (kvc_segment){k + 100 * d, v + 100 * dv, NULL, 1.0, 1, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
     split.seg[2] = (kvc_segment){k + 101 * d, v + 101 * dv, NULL, 1.0, 200, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
-    CHECK(kvc_attend(NULL, &whole, q, 1, z1) == KVC_OK);
-    CHECK(kvc_attend(NULL, &split, q, 1, z2) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &whole, q, 1, z1) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &split, q, 1, z2) == KVC_OK);
     for (size_t c = 0; c < dv; c++) CHECK(fabsf(z1[c] - z2[c]) <= 4 * FLT_EPSILON * (fabsf(z1[c]) + 1e-3f));
     free(k), free(v), free(q);
     return 0;
@@ -130,7 +130,7 @@ static int attend_separate_num_den(void)
     view.d = d, view.dv = dv, view.beta = 0.5f, view.n_seg = 2;
     view.seg[0] = (kvc_segment){kn, vn, a, 1.5, nn, KVC_SET_NUM, KVC_DTYPE_F32, NULL, NULL};
     view.seg[1] = (kvc_segment){kd, NULL, b, 0.75, nd, KVC_SET_DEN, KVC_DTYPE_F32, NULL, NULL};
-    CHECK(kvc_attend(NULL, &view, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     double num[8] = {0}, den = 0;
     for (size_t i = 0; i < nn; i++) {
         double s = 0.5 * kvc_k_dot_f32__ref(q, kn + i * d, d), p = 1.5 * a[i] * exp(s);
@@ -155,7 +155,7 @@ static int attend_huge_weights_and_scores(void)
     float w[3] = {1e30f, 1e30f, 1.0f};
     float q[4] = {4, 0, 0, 0}, z[2];
     kvc_view view = one_segment(k, v, w, 3, d, dv, 1.0f);
-    CHECK(kvc_attend(NULL, &view, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     /* scores 1000, 996, 0: p ~ [1, e^-4, ~0] */
     double e4 = exp(-4.0), p0 = 1.0 / (1.0 + e4), p1 = e4 / (1.0 + e4);
     printf("z = (%g, %g), expected (%g, %g)\n", z[0], z[1], p0, p1);
@@ -174,9 +174,9 @@ static int attend_multi_query_matches_single(void)
     float *k = tu_normal(&r, n, d, 1.0), *v = tu_normal(&r, n, dv, 1.0), *q = tu_normal(&r, nq, d, 1.0);
     float zb[6 * 16], z1[16];
     kvc_view view = one_segment(k, v, NULL, n, d, dv, 0.25f);
-    CHECK(kvc_attend(NULL, &view, q, nq, zb) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, nq, zb) == KVC_OK);
     for (size_t h = 0; h < nq; h++) {
-        CHECK(kvc_attend(NULL, &view, q + h * d, 1, z1) == KVC_OK);
+        CHECK(kvc_attend(kvc_kernels_ref(), &view, q + h * d, 1, z1) == KVC_OK);
         CHECK(memcmp(z1, zb + h * dv, dv * sizeof(float)) == 0);
     }
     free(k), free(v), free(q);
@@ -187,25 +187,25 @@ static int attend_rejects_malformed_views(void)
 {
     float k[4] = {1, 2, 3, 4}, v[4] = {1, 1, 1, 1}, q[2] = {1, 1}, z[2];
     kvc_view good = one_segment(k, v, NULL, 2, 2, 2, 1.0f), bad;
-    CHECK(kvc_attend(NULL, &good, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &good, q, 1, z) == KVC_OK);
     bad = good, bad.d = 0;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.dv = KVC_MAX_HEAD_DIM + 1;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.n_seg = KVC_VIEW_MAX_SEGMENTS + 1;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.seg[0].role = 0;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.seg[0].keys = NULL;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.seg[0].values = NULL;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.beta = NAN;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
     bad = good, bad.seg[0].scale = 0.0;
-    CHECK(kvc_attend(NULL, &bad, q, 1, z) == KVC_E_ARG);
-    CHECK(kvc_attend(NULL, &good, q, 0, z) == KVC_E_ARG);
-    CHECK(kvc_attend(NULL, &good, NULL, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &bad, q, 1, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &good, q, 0, z) == KVC_E_ARG);
+    CHECK(kvc_attend(kvc_kernels_ref(), &good, NULL, 1, z) == KVC_E_ARG);
     kvc_kernels broken = *kvc_kernels_ref();
     broken.version = 999;
     CHECK(kvc_attend(&broken, &good, q, 1, z) == KVC_E_BACKEND);
@@ -217,11 +217,11 @@ static int attend_empty_denominator_is_zero(void)
 {
     float k[4] = {1, 2, 3, 4}, v[4] = {1, 1, 1, 1}, q[2] = {1, 1}, z[2] = {7, 7}, w[2] = {0, 0};
     kvc_view view = one_segment(k, v, w, 2, 2, 2, 1.0f);
-    CHECK(kvc_attend(NULL, &view, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     CHECK(z[0] == 0.0f && z[1] == 0.0f);
     view.n_seg = 0;
     z[0] = z[1] = 7;
-    CHECK(kvc_attend(NULL, &view, q, 1, z) == KVC_OK);
+    CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     CHECK(z[0] == 0.0f && z[1] == 0.0f);
     return 0;
 }

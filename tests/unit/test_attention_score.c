@@ -20,9 +20,9 @@
 #include "kvc_testutil.h"
 #include "held_tokens.h"
 
-#define D ((size_t)8)
-#define NQ ((size_t)2)
-#define N_TOK ((size_t)400)
+#define D       ((size_t)8)
+#define NQ      ((size_t)2)
+#define N_TOK   ((size_t)400)
 #define CAP_MAX 64
 
 typedef struct replay {
@@ -160,6 +160,7 @@ static int attend_observed_is_attend_then_observe(void)
     return 0;
 }
 
-static const kvc_test_case cases[] = {{"h2o_and_tova_follow_their_rule", h2o_and_tova_follow_their_rule},
-                                      {"attend_observed_is_attend_then_observe", attend_observed_is_attend_then_observe}};
+static const kvc_test_case cases[] = {
+    {"h2o_and_tova_follow_their_rule", h2o_and_tova_follow_their_rule},
+    {"attend_observed_is_attend_then_observe", attend_observed_is_attend_then_observe}};
 KVC_TEST_MAIN(cases)

@@ -99,7 +99,8 @@ static int bounded_million_tokens(void)
     uint64_t peak = 0;
     for (uint32_t j = 0; j < 1000000; j++) {
         float k[4], v[4];
-        for (int i = 0; i < 4; i++) k[i] = (float)kvc_rng_normal(&r), v[i] = (float)(kvc_rng_normal(&r) * (1 + (j % 7)));
+        for (int i = 0; i < 4; i++)
+            k[i] = (float)kvc_rng_normal(&r), v[i] = (float)(kvc_rng_normal(&r) * (1 + (j % 7)));
         CHECK(kvc_stream_append(st, NULL, k, v) == KVC_OK);
         kvc_stream_stats s;
         kvc_stream_get_stats(st, &s);
@@ -137,7 +138,8 @@ static int halving_balance_error(void)
             k[i * d + c] = (float)(0.3 * kvc_rng_normal(&r) + ((i % 4) == c % 4 ? 1.5 : 0.0));
             kn += (double)k[i * d + c] * k[i * d + c];
         }
-        for (size_t c = 0; c < dv; c++) v[i * dv + c] = (float)(kvc_rng_normal(&r) + 1.0), vn += (double)v[i * dv + c] * v[i * dv + c];
+        for (size_t c = 0; c < dv; c++)
+            v[i * dv + c] = (float)(kvc_rng_normal(&r) + 1.0), vn += (double)v[i * dv + c] * v[i * dv + c];
         if (kn > kmax) kmax = kn;
         if (vn > vmax) vmax = vn;
     }
@@ -148,8 +150,8 @@ static int halving_balance_error(void)
     size_t below = 0, queries = 0;
     for (int mode = 0; mode < 2; mode++) { /* 0: practical walk, 1: random halving (gamma -> 0) */
         for (int rep = 0; rep < 50; rep++) {
-            kvc_balance_io io = {f32_rows(k, d), f32_rows(v, dv), d, dv, 0, S, 0, 0, beta, 0.0, KVC_BALANCE_PRACTICAL, mode ? 1e-300 : 4.0, 0.01,
-                                 scratch, keep, &r, 0};
+            kvc_balance_io io = {f32_rows(k, d),        f32_rows(v, dv),     d,    dv,      0,    S,  0, 0, beta, 0.0,
+                                 KVC_BALANCE_PRACTICAL, mode ? 1e-300 : 4.0, 0.01, scratch, keep, &r, 0};
             CHECK(kvc_balance_select(&io) == S / 2);
             for (size_t i = 0; i < S / 2; i++) CHECK(keep[2 * i] + keep[2 * i + 1] == 1);
             for (int qq = 0; qq < 20; qq++) {
@@ -175,8 +177,8 @@ static int halving_balance_error(void)
         }
     }
     printf("Thm 3.3 expression (constant 1): %zu/%zu queries below\n", below, queries);
-    printf("mean balance error: walk %.2f, random halving %.2f, ratio %.3f (must be < 0.8)\n", mean_err[0],
-           mean_err[1], mean_err[0] / mean_err[1]);
+    printf("mean balance error: walk %.2f, random halving %.2f, ratio %.3f (must be < 0.8)\n", mean_err[0], mean_err[1],
+           mean_err[0] / mean_err[1]);
     CHECK(below >= queries * 99 / 100);
     CHECK(mean_err[0] < 0.8 * mean_err[1]);
     free(k), free(v);
@@ -199,7 +201,9 @@ static int each_point_kept_half_the_time(void)
     double scratch[4 + 64], count[32] = {0};
     uint8_t keep[32];
     for (size_t rep = 0; rep < reps; rep++) {
-        kvc_balance_io io = {f32_rows(k, d), f32_rows(v, dv), d, dv, 0, S, 0, 0, 0.5, 0.0, KVC_BALANCE_PRACTICAL, 4.0, 0.01, scratch, keep, &r, 0};
+        kvc_balance_io io = {
+            f32_rows(k, d), f32_rows(v, dv), d,    dv, 0, S, 0, 0, 0.5, 0.0, KVC_BALANCE_PRACTICAL, 4.0,
+            0.01,           scratch,         keep, &r, 0};
         kvc_balance_select(&io);
         for (size_t i = 0; i < S; i++) count[i] += keep[i];
     }
@@ -234,7 +238,8 @@ static int window_slides_merge_unbiased(void)
         for (uint32_t j = 0; j < n; j++) {
             float k[4], v[4];
             double scale = pow(2.0, (double)j / 60.0); /* ten octaves over the stream */
-            for (int i = 0; i < 4; i++) k[i] = (float)kvc_rng_normal(&r), v[i] = (float)(scale * (1.0 + 0.1 * kvc_rng_normal(&r)));
+            for (int i = 0; i < 4; i++)
+                k[i] = (float)kvc_rng_normal(&r), v[i] = (float)(scale * (1.0 + 0.1 * kvc_rng_normal(&r)));
             CHECK(kvc_stream_append(st, NULL, k, v) == KVC_OK);
         }
         double w = 0;
@@ -251,8 +256,8 @@ static int window_slides_merge_unbiased(void)
     }
     const double mean = sum / seeds, sd = sqrt((sum2 - seeds * mean * mean) / (seeds - 1));
     const double z = (mean - (n - 1)) / (sd / sqrt((double)seeds));
-    printf("numerator weight: mean %.2f over seeds (sd %.2f), tokens %u, z = %.2f; live buckets at the end %u\n",
-           mean, sd, n - 1, z, slid_buckets);
+    printf("numerator weight: mean %.2f over seeds (sd %.2f), tokens %u, z = %.2f; live buckets at the end %u\n", mean,
+           sd, n - 1, z, slid_buckets);
     CHECK(fabs(z) <= 4.4);
     CHECK(sd > 0); /* merges happened (thinning makes the weight random) */
     return 0;

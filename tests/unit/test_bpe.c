@@ -92,7 +92,8 @@ static int every_byte_or_refused(void)
         if (!memchr(kvc_gw_smollm2_missing_bytes, b, sizeof kvc_gw_smollm2_missing_bytes)) rest[n++] = (char)b;
     CHECK(round_trip(gaps, rest, n, &bad, &same) > 0 && same);
     printf("256 byte values round trip; the 21 SmolLM2 gaps are refused at their offset; the other %zu bytes round "
-           "trip there\n", n);
+           "trip there\n",
+           n);
     kvc_bpe_free(full), kvc_bpe_free(gaps);
     return 0;
 }

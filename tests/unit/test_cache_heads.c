@@ -14,9 +14,9 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 
-#define L 2u
-#define H 3u
-#define G 2u /* query heads per kv head */
+#define L  2u
+#define H  3u
+#define G  2u /* query heads per kv head */
 #define HD 8u
 
 static kvc_cache_config config(void)
@@ -33,9 +33,9 @@ static kvc_cache_config config(void)
  * two of them with protected spans. */
 static void table(kvc_cache_head *t)
 {
-    const kvc_cache_head rows[L * H] = {
-        {KVC_METHOD_SINK_WINDOW, 24, 4, 0, 0}, {KVC_METHOD_EXACT, 300, 0, 0, 0}, {KVC_METHOD_UNIFORM, 48, 4, 8, 6},
-        {KVC_METHOD_KEYDIFF, 40, 4, 8, 0},     {KVC_METHOD_H2O, 56, 4, 8, 8},    {KVC_METHOD_SUBGEN, 96, 4, 8, 0}};
+    const kvc_cache_head rows[L * H] = {{KVC_METHOD_SINK_WINDOW, 24, 4, 0, 0}, {KVC_METHOD_EXACT, 300, 0, 0, 0},
+                                        {KVC_METHOD_UNIFORM, 48, 4, 8, 6},     {KVC_METHOD_KEYDIFF, 40, 4, 8, 0},
+                                        {KVC_METHOD_H2O, 56, 4, 8, 8},         {KVC_METHOD_SUBGEN, 96, 4, 8, 0}};
     memcpy(t, rows, sizeof rows);
 }
 
@@ -161,7 +161,8 @@ static int snapshot_carries_the_table(void)
     printf("seed 4\n");
     float *k = tu_normal(&r, 100, H * HD, 1.0), *v = tu_normal(&r, 100, H * HD, 1.0);
     for (size_t j = 0; j < 100; j++)
-        for (uint32_t l = 0; l < L; l++) CHECK(kvc_cache_append(cache, NULL, l, k + j * H * HD, v + j * H * HD) == KVC_OK);
+        for (uint32_t l = 0; l < L; l++)
+            CHECK(kvc_cache_append(cache, NULL, l, k + j * H * HD, v + j * H * HD) == KVC_OK);
     memcpy(b, a, bytes);
     CHECK(kvc_cache_validate(b, bytes) == KVC_OK);
     CHECK(kvc_cache_validate(b, 192 + 8) == KVC_E_ARENA); /* the tables are not all there */

@@ -23,7 +23,7 @@
 #include "methods.h"
 #include "ref/rows_typed.h"
 
-#define D ((size_t)16)
+#define D  ((size_t)16)
 #define NQ ((size_t)2)
 
 static const kvc_row_kernels *rk(unsigned t) { return &kvc_kernels_ref()->rows[t]; }
@@ -113,7 +113,8 @@ static int row_kernels_round_trip(void)
     /* the trusted rounding contract: half away from zero, clamped to [-127, 127] */
     static const double in[] = {0.5, -0.5, 1.49999, 126.5, 127.4, 1e30, -1e30, -126.5, 0.0, -0.49};
     static const int want_q[] = {1, -1, 1, 127, 127, 127, -127, -127, 0, 0};
-    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) CHECK_MSG(kvc_round_clamp127(in[i]) == want_q[i], "%g", in[i]);
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        CHECK_MSG(kvc_round_clamp127(in[i]) == want_q[i], "%g", in[i]);
     static const double in15[] = {0.5, -0.5, 32766.5, 32767.4, 1e30, -1e30, -32766.5, 0.0, -0.49, 0.0 / 0.0};
     static const int want15[] = {1, -1, 32767, 32767, 32767, -32767, -32767, 0, 0, 32767};
     for (size_t i = 0; i < sizeof in15 / sizeof in15[0]; i++)
@@ -174,8 +175,11 @@ static int check_bound(const kvc_view *vf, const kvc_view *vq, const float *q, c
             const double e = w * exp(sf - M);
             if (f->role & KVC_SET_DEN) den += e;
             if (f->role & KVC_SET_NUM) {
-                if (g->dtype == KVC_DTYPE_F32) memcpy(vq_row, g->values + i * D, sizeof vq_row);
-                else rk(g->dtype)->load((const unsigned char *)g->values_q + i * (size_t)kvc_row_bytes(g->dtype, D), vq_row, D);
+                if (g->dtype == KVC_DTYPE_F32)
+                    memcpy(vq_row, g->values + i * D, sizeof vq_row);
+                else
+                    rk(g->dtype)->load((const unsigned char *)g->values_q + i * (size_t)kvc_row_bytes(g->dtype, D),
+                                       vq_row, D);
                 for (size_t c = 0; c < D; c++) {
                     A[c] += e * fabs((double)f->values[i * D + c]);
                     Dv[c] += e * fabs((double)vq_row[c] - f->values[i * D + c]);
@@ -251,23 +255,24 @@ static int every_method_every_dtype(void)
                 kvc_view vf, vq;
                 CHECK(kvc_stream_view(sf, &vf) == KVC_OK && kvc_stream_view(sq, &vq) == KVC_OK);
                 if (ops->choices_read_values) continue;
-                CHECK_MSG(same_structure(&vf, &vq), "%s %s token %zu: entries or weights differ", ops->name,
-                          kvc_dtype_name((kvc_dtype)t), j);
+                CHECK_MSG(same_structure(&vf, &vq), "%s %s token %zu: entries or weights differ",
+                          kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), j);
                 if (rf != KVC_OK || rq != KVC_OK) continue;
                 for (size_t h = 0; h < NQ; h++)
-                    CHECK_MSG(check_bound(&vf, &vq, q + (j * NQ + h) * D, zf + h * D, zq + h * D, &worst), "%s %s token %zu",
-                              ops->name, kvc_dtype_name((kvc_dtype)t), j);
+                    CHECK_MSG(check_bound(&vf, &vq, q + (j * NQ + h) * D, zf + h * D, zq + h * D, &worst),
+                              "%s %s token %zu", kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), j);
                 bounded++;
             }
             CHECK(kvc_stream_validate(sq, bq) == KVC_OK);
             CHECK(memcmp(sq, sq2, bq) == 0); /* deterministic */
             if (ops->choices_read_values)
-                printf("%-18s %-5s arena %6zu B (f32 %6zu): valid, deterministic, finite (choices read values)\n", ops->name,
-                       kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf));
+                printf("%-18s %-5s arena %6zu B (f32 %6zu): valid, deterministic, finite (choices read values)\n",
+                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf));
             else
                 printf("%-18s %-5s arena %6zu B (f32 %6zu): same entries and weights; %zu queries within the bound "
                        "(largest error / bound %.3f)\n",
-                       ops->name, kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf), bounded * NQ, worst);
+                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf),
+                       bounded * NQ, worst);
             free(sf), free(sq), free(sq2);
         }
     }

@@ -122,7 +122,8 @@ static int kh_beats_random_halving(void)
         double m_theory = 0, m_const = 0, m_rand = 0;
         const int reps = S > 256 ? 3 : 10;
         for (int rep = 0; rep < reps; rep++) {
-            kvc_kh_io io = kh_io(k, v, d, dv, S, kvc_kh_theory_L(0.5, 1, 4, S), kvc_kh_key(1, 9, 0, 0, 0, rep), scratch, keep);
+            kvc_kh_io io =
+                kh_io(k, v, d, dv, S, kvc_kh_theory_L(0.5, 1, 4, S), kvc_kh_key(1, 9, 0, 0, 0, rep), scratch, keep);
             kvc_kh_select(&io);
             m_theory += mmd2(k, v, d, dv, S, keep) / reps;
             io = kh_io(k, v, d, dv, S, 1.0, kvc_kh_key(1, 9, 0, 0, 0, rep), scratch, keep);
@@ -177,7 +178,8 @@ static int express_invariants(void)
             CHECK(x.updates == i);
             /* |C| = (1+j)s, plus, in round 0 (k = 1), the current block's raw
                points, which go straight into C with C's weight (t = 1) */
-            if (x.updates > s && x.h > 0) CHECK_MSG(x.c_count == (1 + x.j) * s, "|C| %u, j %u at %u", x.c_count, x.j, i);
+            if (x.updates > s && x.h > 0)
+                CHECK_MSG(x.c_count == (1 + x.j) * s, "|C| %u, j %u at %u", x.c_count, x.j, i);
             if (x.updates > s && x.h == 0) CHECK(x.c_count >= (1 + x.j) * s && x.c_count < (2 + x.j) * s);
             uint32_t exposed = x.c_count;
             for (uint32_t l = 0; l < x.h; l++) {
@@ -186,8 +188,9 @@ static int express_invariants(void)
             }
             CHECK(exposed <= 6 * s - 2 * s / x.k - 1);
             if (exposed > maxc) maxc = exposed;
-            if (x.t <= c) CHECK_MSG(x.weight_sum == (double)x.updates, "weights %.17g vs n %llu", x.weight_sum,
-                                    (unsigned long long)x.updates);
+            if (x.t <= c)
+                CHECK_MSG(x.weight_sum == (double)x.updates, "weights %.17g vs n %llu", x.weight_sum,
+                          (unsigned long long)x.updates);
         }
         printf("s=%u c=%u: largest exposed cache %u (6s - 2s/c - 1 = %u)\n", s, c, maxc, expect_max[ci]);
         CHECK(maxc == expect_max[ci]);
@@ -247,7 +250,18 @@ static size_t oe_halve(oe_ctx *o, uint32_t *ids, size_t n, double L, uint64_t ke
         memcpy(o->kb + i * o->d, o->K + (size_t)ids[i] * o->d, o->d * sizeof(float));
         memcpy(o->vb + i * o->d, o->V + (size_t)ids[i] * o->d, o->d * sizeof(float));
     }
-    kvc_kh_io io = {f32_rows(o->kb, o->d), f32_rows(o->vb, o->d), o->d, o->d, 0, n, 1.0 / sqrt((double)o->d), 1, L, key, o->scratch, o->keep};
+    kvc_kh_io io = {f32_rows(o->kb, o->d),
+                    f32_rows(o->vb, o->d),
+                    o->d,
+                    o->d,
+                    0,
+                    n,
+                    1.0 / sqrt((double)o->d),
+                    1,
+                    L,
+                    key,
+                    o->scratch,
+                    o->keep};
     kvc_kh_select(&io);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
@@ -273,7 +287,8 @@ static void oe(oe_ctx *o, uint32_t n, uint32_t *out)
         /* Offline-Subsample: one token per stratum of q */
         uint32_t m = 0;
         for (uint32_t st = 0; st < k * s; st++) {
-            uint32_t iota = q > 1 ? (uint32_t)(kvc_rng_at(kvc_kh_key(o->seed, TAG_SUB, round, b - 1, 0, st), 0) % q) : 0;
+            uint32_t iota =
+                q > 1 ? (uint32_t)(kvc_rng_at(kvc_kh_key(o->seed, TAG_SUB, round, b - 1, 0, st), 0) % q) : 0;
             blk[m++] = b * t * s + st * q + iota;
         }
         /* Offline-Compress2: halve groups of G = 4s^2/|X| until s points remain */
@@ -309,8 +324,15 @@ static int offline_equals_streaming(void)
         kvc_rng r;
         kvc_rng_seed(&r, 606);
         float *K = tu_normal(&r, nmax + 1, d, 1.0), *V = tu_normal(&r, nmax + 1, d, 1.0);
-        oe_ctx o = {K, V, d, s, c, 11, malloc(4 * (size_t)s * 16 * d * sizeof(float)),
-                    malloc(4 * (size_t)s * 16 * d * sizeof(float)), malloc(kvc_kh_scratch_doubles(d, 64 * s) * sizeof(double)),
+        oe_ctx o = {K,
+                    V,
+                    d,
+                    s,
+                    c,
+                    11,
+                    malloc(4 * (size_t)s * 16 * d * sizeof(float)),
+                    malloc(4 * (size_t)s * 16 * d * sizeof(float)),
+                    malloc(kvc_kh_scratch_doubles(d, 64 * s) * sizeof(double)),
                     malloc(64 * s)};
         kvc_stream_config cfg = bare(d, s, c, 11);
         kvc_stream *st = tu_stream(&cfg);

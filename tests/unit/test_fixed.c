@@ -121,8 +121,8 @@ static int matches_double_attention(void)
                 err_num += a * (fabs(vd[j * dv + c]) + fabs(want));
             }
             const double bound = !(den > 0.0) ? 0.0
-                                        : err_num / (den - a_sum > 0 ? den - a_sum : 1e-300) + 0x1p-14 * vmax +
-                                              0x1p-22 * fabs(want);
+                                              : err_num / (den - a_sum > 0 ? den - a_sum : 1e-300) + 0x1p-14 * vmax +
+                                                    0x1p-22 * fabs(want);
             const double got = bits_float(out[c]), err = fabs(got - want);
             if (bound > 0 && err / bound > worst) worst = err / bound;
             CHECK_MSG(isfinite(got) && err <= bound, "trial %d d %zu dv %zu n %zu ch %zu: %.9g vs %.9g (bound %.3g)",
@@ -174,8 +174,8 @@ static int helpers_at_their_edges(void)
     CHECK(bits_float(kvc_fx_quotient_bits(3, 4, 0)) == 0.75f);
     CHECK(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) == -(float)(4.0 / 3.0) ||
           fabs(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) + 4.0 / 3.0) <= 0x1p-22);
-    CHECK(kvc_fx_quotient_bits(1, 1, -1000) == 0u);                   /* flushed */
-    CHECK(kvc_fx_quotient_bits(1, 1, 1000) == 0x7F7FFFFFu);           /* the largest finite */
+    CHECK(kvc_fx_quotient_bits(1, 1, -1000) == 0u);         /* flushed */
+    CHECK(kvc_fx_quotient_bits(1, 1, 1000) == 0x7F7FFFFFu); /* the largest finite */
     uint32_t out[4] = {1, 1, 1, 1};
     const int8_t q[4] = {1, 2, 3, 4};
     CHECK(kvc_fx_attend_rows(NULL, 8, NULL, 8, 0, NULL, 4, 4, q, float_bits(1.0f), float_bits(0.5f), NULL, out) == 0);

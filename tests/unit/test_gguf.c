@@ -89,8 +89,10 @@ static wbuf build(void)
     for (int t = 0; t < 5; t++) {
         put_str(&w, names[t]);
         put_u32(&w, t == 0 ? 2 : 1);
-        if (t == 0) put_u64(&w, 4), put_u64(&w, 2);
-        else put_u64(&w, elems[t]);
+        if (t == 0)
+            put_u64(&w, 4), put_u64(&w, 2);
+        else
+            put_u64(&w, elems[t]);
         put_u32(&w, types[t]);
         put_u64(&w, off);
         off += (tensor_bytes[t] + 31) / 32 * 32;
@@ -163,7 +165,8 @@ static int gguf_parse_and_lookups(void)
     CHECK(kvc_gguf_dequantize(&g, kvc_gguf_tensor_find(&g, "t.q4_0"), out) == KVC_OK);
     for (int i = 0; i < 16; i++) CHECK(out[i] == 2.0f * (float)(i - 8) && out[16 + i] == 2.0f * (float)(15 - i - 8));
     CHECK(kvc_gguf_dequantize(&g, kvc_gguf_tensor_find(&g, "t.q4_1"), out) == KVC_OK);
-    for (int i = 0; i < 16; i++) CHECK(out[i] == 0.5f * (float)i - 1.0f && out[16 + i] == 0.5f * (float)(15 - i) - 1.0f);
+    for (int i = 0; i < 16; i++)
+        CHECK(out[i] == 0.5f * (float)i - 1.0f && out[16 + i] == 0.5f * (float)(15 - i) - 1.0f);
     kvc_gguf_free(&g);
     free(w.p);
     return 0;
@@ -184,9 +187,16 @@ static int gguf_hostile_inputs(void)
         rejected++;
     }
     printf("all %zu truncations rejected\n", rejected);
-    struct { size_t at; uint64_t val; int width; const char *what; } bad[] = {
-        {0, 0x12345678, 4, "magic"}, {4, 4, 4, "version"}, {8, 1ull << 60, 8, "tensor count"},
-        {16, 1ull << 60, 8, "kv count"}, {24, 1ull << 62, 8, "first key length"}};
+    struct {
+        size_t at;
+        uint64_t val;
+        int width;
+        const char *what;
+    } bad[] = {{0, 0x12345678, 4, "magic"},
+               {4, 4, 4, "version"},
+               {8, 1ull << 60, 8, "tensor count"},
+               {16, 1ull << 60, 8, "kv count"},
+               {24, 1ull << 62, 8, "first key length"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t *c = malloc(w.n);
         memcpy(c, w.p, w.n);

@@ -14,8 +14,7 @@
 #include "kvc_testutil.h"
 #include "toy_method.h"
 
-
-#define D ((size_t)8)
+#define D  ((size_t)8)
 #define NQ ((size_t)2)
 
 static kvc_stream_config config_of(kvc_method m, kvc_dtype t, uint32_t budget, size_t n)
@@ -56,7 +55,8 @@ static int batch_of_one_is_attend(void)
             for (size_t j = 0; j < n; j++) {
                 CHECK(kvc_stream_append(st, NULL, k + j * D, v + j * D) == KVC_OK);
                 const kvc_status r1 = kvc_stream_attend(st, NULL, q + j * NQ * D, NQ, a);
-                const kvc_status r2 = kvc_stream_attend_batch(st, NULL, q + j * NQ * D, 1, NQ, b, NULL, work, sizeof work);
+                const kvc_status r2 =
+                    kvc_stream_attend_batch(st, NULL, q + j * NQ * D, 1, NQ, b, NULL, work, sizeof work);
                 CHECK_MSG(r1 == r2 && memcmp(a, b, sizeof a) == 0, "%s %s token %zu", kvc_method_name(m),
                           kvc_dtype_name((kvc_dtype)t), j);
             }
@@ -87,10 +87,12 @@ static int batch_is_causal(void)
             CHECK(kvc_stream_append(st, NULL, k + j * D, v + j * D) == KVC_OK);
             CHECK(kvc_stream_attend(st, NULL, q + j * NQ * D, NQ, one + j * NQ * D) == KVC_OK);
         }
-        CHECK(kvc_stream_attend_batch(st, NULL, q, n, NQ, all, NULL, work, n * NQ * (D + 3) * sizeof(double)) == KVC_OK);
+        CHECK(kvc_stream_attend_batch(st, NULL, q, n, NQ, all, NULL, work, n * NQ * (D + 3) * sizeof(double)) ==
+              KVC_OK);
         CHECK_MSG(memcmp(one, all, n * NQ * D * sizeof(float)) == 0, "%s", kvc_method_name(m));
         /* more positions than the stream holds exactly, a short workspace */
-        CHECK(kvc_stream_attend_batch(st, NULL, q, n + 1, NQ, all, NULL, work, (n + 1) * NQ * (D + 3) * 8) == KVC_E_ARG);
+        CHECK(kvc_stream_attend_batch(st, NULL, q, n + 1, NQ, all, NULL, work, (n + 1) * NQ * (D + 3) * 8) ==
+              KVC_E_ARG);
         CHECK(kvc_stream_attend_batch(st, NULL, q, n, NQ, all, NULL, work, n * NQ * (D + 3) * 8 - 8) == KVC_E_ARG);
         free(st);
     }
@@ -130,7 +132,7 @@ static int mass_is_attention(void)
         /* P*NQ sums of E terms each rounded once: tolerance E * eps per query */
         const double tol = (double)(P * NQ) * (double)E * 2.3e-16 * 4.0;
         CHECK_MSG(fabs(den_sum - (double)(P * NQ)) <= tol, "%s: %.17g", kvc_method_name(m), den_sum);
-        if (m == KVC_METHOD_EXACT) { /* brute force: position p sees tokens 0 .. n-P+p */
+        if (m == KVC_METHOD_EXACT) {               /* brute force: position p sees tokens 0 .. n-P+p */
             const double beta = (double)view.beta; /* the float the kernel uses */
             double worst = 0.0;
             /* each entry's probability, recomputed from the token its key row came from */

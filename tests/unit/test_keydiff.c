@@ -77,7 +77,8 @@ static int follows_its_rule_and_keeps_distinct_keys(void)
     /* every distinctive key that left the window is held */
     size_t distinct = 0;
     for (size_t i = 0; i < n_held; i++) distinct += held[i] % 50 == 25;
-    printf("after every append the slots match the replay; %zu of %zu held keys are the distinctive ones (%zu left the window)\n",
+    printf("after every append the slots match the replay; %zu of %zu held keys are the distinctive ones (%zu left the "
+           "window)\n",
            distinct, n_held, (n - window - 1 - 25 + 49) / 50);
     CHECK(distinct == (n - window - 1 - 25 + 49) / 50);
     free(k), free(v), free(st);

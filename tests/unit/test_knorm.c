@@ -55,7 +55,8 @@ static int keeps_lowest_key_norms(void)
         qsort(left, n_left, sizeof(double), cmp_double);
         for (size_t i = 0; i < want; i++) kept[i] = norm_of(m->keys + i * d, d);
         qsort(kept, want, sizeof(double), cmp_double);
-        for (size_t i = 0; i < want; i++) CHECK_MSG(kept[i] == left[i], "token %zu: kept norm %g, want %g", j, kept[i], left[i]);
+        for (size_t i = 0; i < want; i++)
+            CHECK_MSG(kept[i] == left[i], "token %zu: kept norm %g, want %g", j, kept[i], left[i]);
         /* each kept key comes with its own value */
         for (size_t i = 0; i < want; i++) {
             size_t src = n;

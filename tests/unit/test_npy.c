@@ -96,8 +96,7 @@ static long read_file(const char *path, uint8_t *buf, size_t cap)
  * v1, 4 otherwise), the header text, then the data. When pad is set the text
  * is padded with spaces and a '\n' to a 64-byte boundary like numpy does;
  * otherwise it is used as is. Returns the length. */
-static size_t mk(uint8_t *out, size_t cap, unsigned major, const char *text, int pad, const void *data,
-                 size_t dlen)
+static size_t mk(uint8_t *out, size_t cap, unsigned major, const char *text, int pad, const void *data, size_t dlen)
 {
     size_t pre = major == 1 ? 10 : 12;
     size_t tl = strlen(text);
@@ -218,9 +217,17 @@ static int roundtrip_f16(void)
     int exact[N];
     for (int i = 0; i < N; i++) {
         if (i % 2 == 0) { /* exactly representable */
-            static const float ex[] = {0.0f, -0.0f, 1.0f, -2.5f, 0.125f, 65504.0f, -65504.0f,
-                                       5.9604644775390625e-8f /* 2^-24 */, 6.103515625e-5f /* 2^-14 */,
-                                       1025.0f, 3.140625f};
+            static const float ex[] = {0.0f,
+                                       -0.0f,
+                                       1.0f,
+                                       -2.5f,
+                                       0.125f,
+                                       65504.0f,
+                                       -65504.0f,
+                                       5.9604644775390625e-8f /* 2^-24 */,
+                                       6.103515625e-5f /* 2^-14 */,
+                                       1025.0f,
+                                       3.140625f};
             src[i] = ex[(i / 2) % (int)(sizeof ex / sizeof ex[0])];
             exact[i] = 1;
         } else {
@@ -280,20 +287,20 @@ static int half_special_values(void)
     CHECK(kvc_float_to_half(-0.0f) == 0x8000);
     CHECK(kvc_float_to_half(0x1p-24f) == 0x0001);
     CHECK(kvc_float_to_half(-0x1p-24f) == 0x8001);
-    CHECK(kvc_float_to_half(0x1p-25f) == 0x0000);          /* tie -> even (0) */
-    CHECK(kvc_float_to_half(0x1.000002p-25f) == 0x0001);   /* just above the tie */
-    CHECK(kvc_float_to_half(3.0f * 0x1p-25f) == 0x0002);   /* 1.5 ulp: tie -> even (2) */
-    CHECK(kvc_float_to_half(5.0f * 0x1p-25f) == 0x0002);   /* 2.5 ulp: tie -> even (2) */
+    CHECK(kvc_float_to_half(0x1p-25f) == 0x0000);        /* tie -> even (0) */
+    CHECK(kvc_float_to_half(0x1.000002p-25f) == 0x0001); /* just above the tie */
+    CHECK(kvc_float_to_half(3.0f * 0x1p-25f) == 0x0002); /* 1.5 ulp: tie -> even (2) */
+    CHECK(kvc_float_to_half(5.0f * 0x1p-25f) == 0x0002); /* 2.5 ulp: tie -> even (2) */
     CHECK(kvc_float_to_half(0x1p-14f) == 0x0400);
-    CHECK(kvc_float_to_half(0x1.ff8p-15f) == 0x03ff);      /* 1023 * 2^-24: largest subnormal */
-    CHECK(kvc_float_to_half(0x1.ffcp-15f) == 0x0400);      /* 1023.5 * 2^-24: tie, up to normal */
+    CHECK(kvc_float_to_half(0x1.ff8p-15f) == 0x03ff); /* 1023 * 2^-24: largest subnormal */
+    CHECK(kvc_float_to_half(0x1.ffcp-15f) == 0x0400); /* 1023.5 * 2^-24: tie, up to normal */
     CHECK(kvc_float_to_half(1.0f) == 0x3c00);
-    CHECK(kvc_float_to_half(1.0f + 0x1p-11f) == 0x3c00);   /* tie -> even */
+    CHECK(kvc_float_to_half(1.0f + 0x1p-11f) == 0x3c00);        /* tie -> even */
     CHECK(kvc_float_to_half(1.0f + 3.0f * 0x1p-11f) == 0x3c02); /* tie -> even (up) */
     CHECK(kvc_float_to_half(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01);
     CHECK(kvc_float_to_half(65504.0f) == 0x7bff);
     CHECK(kvc_float_to_half(65519.99f) == 0x7bff);
-    CHECK(kvc_float_to_half(65520.0f) == 0x7c00);          /* tie -> even is inf */
+    CHECK(kvc_float_to_half(65520.0f) == 0x7c00); /* tie -> even is inf */
     CHECK(kvc_float_to_half(-65520.0f) == 0xfc00);
     CHECK(kvc_float_to_half(1e10f) == 0x7c00);
     CHECK(kvc_float_to_half(INFINITY) == 0x7c00);
@@ -357,8 +364,7 @@ static int parse_big_endian(void)
     uint8_t data[64], buf[256];
     const float v[6] = {1.0f, -2.5f, 0x1p-130f, 1e30f, -0.0f, 3.25f};
     for (int i = 0; i < 6; i++) put_f32(data + 4 * i, v[i], 1);
-    size_t n = mk(buf, sizeof buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 1,
-                  data, 24);
+    size_t n = mk(buf, sizeof buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 1, data, 24);
     kvc_npy_array a;
     char err[256];
     kvc_status st = kvc_npy_parse(buf, n, &a, err, sizeof err);
@@ -405,8 +411,7 @@ static int parse_versions_and_spellings(void)
         {3, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", 3, 2, 3, 4},
         {1, "{'shape': (24,), 'fortran_order': False, 'descr': '<f4'}", 1, 24, 0, 0},
         {1, "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2,12)}", 2, 2, 12, 0},
-        {1, "  {\n 'fortran_order' :\tFalse ,\r\n 'descr' : '<f4' , 'shape' : ( 2 , 3 , 4 , ) , }  ", 3, 2, 3,
-         4},
+        {1, "  {\n 'fortran_order' :\tFalse ,\r\n 'descr' : '<f4' , 'shape' : ( 2 , 3 , 4 , ) , }  ", 3, 2, 3, 4},
         {2, "{'descr': '<f4', 'fortran_order': False, 'shape': (3L, 8L), }", 2, 3, 8, 0},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0024,), }", 1, 24, 0, 0},
     };
@@ -481,8 +486,7 @@ static int hostile_inputs(void)
         {"descr_i4", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 12, "descr"},
         {"descr_native", 1, "{'descr': '=f4', 'fortran_order': False, 'shape': (3,), }", 12, "descr"},
         {"descr_u1", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", 3, "descr"},
-        {"descr_struct", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", 12,
-         "structured"},
+        {"descr_struct", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", 12, "structured"},
         {"descr_escape", 1, "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (3,), }", 12, "escape"},
         {"shape_empty", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, "shape"},
         {"shape_4d", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 3), }", 12, "dimensions"},
@@ -493,37 +497,29 @@ static int hostile_inputs(void)
         {"shape_huge", 1,
          "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4611686018427387904), }", 16,
          "limit"},
-        {"shape_digits", 1,
-         "{'descr': '<f4', 'fortran_order': False, 'shape': (999999999999999999999999999999999,), }", 16,
-         "limit"},
-        {"shape_product", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536), }", 16,
-         "elements"},
-        {"shape_product3", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2048, 2048, 513), }", 16,
-         "elements"},
+        {"shape_digits", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (999999999999999999999999999999999,), }",
+         16, "limit"},
+        {"shape_product", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536), }", 16, "elements"},
+        {"shape_product3", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2048, 2048, 513), }", 16, "elements"},
         {"shape_max_no_data", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2147483648,), }", 16,
          "truncated data"},
         {"shape_float", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3.0,), }", 12, "shape"},
         {"shape_unterminated", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,", 12, "shape"},
         {"missing_shape", 1, "{'descr': '<f4', 'fortran_order': False, }", 12, "missing key 'shape'"},
         {"missing_all", 1, "{}", 0, "missing"},
-        {"unknown_key", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1, }", 12,
-         "unexpected key"},
+        {"unknown_key", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1, }", 12, "unexpected key"},
         {"duplicate_key", 1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 12,
          "duplicate"},
-        {"unterminated_dict", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), ", 12,
-         "unterminated dict"},
+        {"unterminated_dict", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), ", 12, "unterminated dict"},
         {"unterminated_string", 1, "{'descr': '<f4, 'fortran_order': False, 'shape': (3,), }", 12, NULL},
         {"not_a_dict", 1, "['descr', '<f4']", 12, "not a dict"},
-        {"text_after_dict", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), } x", 12,
-         "after the dict"},
+        {"text_after_dict", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), } x", 12, "after the dict"},
         {"double_comma", 1, "{'descr': '<f4',, 'fortran_order': False, 'shape': (3,), }", 12, NULL},
         {"missing_colon", 1, "{'descr' '<f4', 'fortran_order': False, 'shape': (3,), }", 12, "':'"},
-        {"non_ascii", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), '\xc3\xa9': 1}", 12,
-         "non-ASCII"},
+        {"non_ascii", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), '\xc3\xa9': 1}", 12, "non-ASCII"},
         {"truncated_data", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 47,
          "truncated data: expected 48 bytes, found 47"},
-        {"trailing_bytes", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 13,
-         "trailing bytes"},
+        {"trailing_bytes", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 13, "trailing bytes"},
         {"odd_f16_data", 3, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", 7, "trailing bytes"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -533,8 +529,7 @@ static int hostile_inputs(void)
 
     /* byte-level damage on a valid file */
     uint8_t good[256];
-    size_t gn = mk(good, sizeof good, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 1, data,
-                   12);
+    size_t gn = mk(good, sizeof good, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 1, data, 12);
     CHECK(gn == 128 + 12);
     {
         kvc_npy_array a;
@@ -618,8 +613,7 @@ static int save_header_layout(void)
         size_t total = 10 + hdr;
         size_t dl = strlen(cases[c].dict);
         int ok = n > 10 && memcmp(raw, "\x93NUMPY\x01\x00", 8) == 0 && total % 64 == 0 &&
-                 (size_t)n == total + count * es && raw[total - 1] == '\n' &&
-                 memcmp(raw + 10, cases[c].dict, dl) == 0;
+                 (size_t)n == total + count * es && raw[total - 1] == '\n' && memcmp(raw + 10, cases[c].dict, dl) == 0;
         for (size_t k = 10 + dl; ok && k < total - 1; k++) ok = raw[k] == ' ';
         if (!ok) {
             fprintf(stderr, "case %zu: bad layout (file %ld bytes, header %zu): %.*s\n", c, n, total,
@@ -712,8 +706,8 @@ static int load_from_pipe(void)
         v[i] = (float)i * 0.125f - 7.0f;
         put_f32(data + 4 * i, v[i], 0);
     }
-    size_t n = mk(img, sizeof img, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 50), }", 1,
-                  data, sizeof data);
+    size_t n =
+        mk(img, sizeof img, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 50), }", 1, data, sizeof data);
     CHECK(n == sizeof img);
     int fds[2];
     if (pipe(fds) != 0) {

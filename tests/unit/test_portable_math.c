@@ -44,8 +44,8 @@ static int exp_log_cos_close_to_libm(void)
             wca = fabs(got - want);
         }
     }
-    printf("largest error: exp %.2f ulp, log %.2f ulp, cos %.2f ulp (|cos| >= 2^-10), %.2e absolute near zeros\n",
-           we, wl, wc, wca);
+    printf("largest error: exp %.2f ulp, log %.2f ulp, cos %.2f ulp (|cos| >= 2^-10), %.2e absolute near zeros\n", we,
+           wl, wc, wca);
     CHECK(we <= 2.0);
     CHECK(wl <= 3.0);
     CHECK(wc <= 2.0);
@@ -63,7 +63,7 @@ static int special_values(void)
     CHECK(kvc_pm_log(1.0) == 0.0 && kvc_pm_log(0.0) == -INFINITY && kvc_pm_log(INFINITY) == INFINITY);
     CHECK(isnan(kvc_pm_log(-1.0)) && isnan(kvc_pm_log(NAN)));
     CHECK(kvc_pm_log(0x1p-1074) == log(0x1p-1074)); /* the smallest subnormal */
-    for (int k = -1074; k <= 1023; k++) /* exact powers of two: k ln 2 to the ulp */
+    for (int k = -1074; k <= 1023; k++)             /* exact powers of two: k ln 2 to the ulp */
         CHECK(ulps(kvc_pm_log(ldexp(1.0, k)), (double)k * 0.69314718055994530942) <= 1.0);
     CHECK(kvc_pm_cos(0.0) == 1.0 && isnan(kvc_pm_cos(NAN)) && isnan(kvc_pm_cos(INFINITY)));
     CHECK(isnan(kvc_pm_cos(2e6)));

@@ -55,15 +55,16 @@ static int macros_equal_size_functions(void)
                 for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)
                     for (size_t s = 0; s < sizeof sinks / sizeof sinks[0]; s++)
                         for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
-                            kvc_stream_config c = kvc_stream_config_default(m, dims[a], dims[(a + 3) % 7],
-                                                                            budgets[b], 1);
+                            kvc_stream_config c =
+                                kvc_stream_config_default(m, dims[a], dims[(a + 3) % 7], budgets[b], 1);
                             c.dtype = (kvc_dtype)t, c.n_sink = sinks[s], c.n_window = windows[w];
                             const size_t want = kvc_stream_arena_size(&c);
                             if (want == 0) continue; /* an invalid configuration: the macro does not check */
                             compared++;
-                            CHECK_MSG(macro_bytes(&c) == want, "%s %s d %u dv %u budget %u sink %u window %u: %llu vs %zu",
-                                      kvc_method_name(m), kvc_dtype_name((kvc_dtype)t), c.d, c.dv, c.budget,
-                                      c.n_sink, c.n_window, (unsigned long long)macro_bytes(&c), want);
+                            CHECK_MSG(macro_bytes(&c) == want,
+                                      "%s %s d %u dv %u budget %u sink %u window %u: %llu vs %zu", kvc_method_name(m),
+                                      kvc_dtype_name((kvc_dtype)t), c.d, c.dv, c.budget, c.n_sink, c.n_window,
+                                      (unsigned long long)macro_bytes(&c), want);
                             /* a cache of 3 layers x 2 kv-heads of that stream */
                             if (b < 4 && s == 2 && w == 2) {
                                 kvc_cache_config cc;

@@ -18,9 +18,9 @@
 #include "kvc_testutil.h"
 #include "held_tokens.h"
 
-#define D ((size_t)8)
+#define D     ((size_t)8)
 #define N_TOK ((size_t)400)
-#define ROWS 32u
+#define ROWS  32u
 
 static double raw_score(const float *q, size_t n_rows, const float *k, double beta)
 {
@@ -41,8 +41,9 @@ static int replay(uint64_t seed, size_t n_given)
     kvc_rng r;
     kvc_rng_seed(&r, seed);
     float *k = tu_normal(&r, N_TOK, D, 1.0), *v = tu_normal(&r, N_TOK, D, 1.0), *q = tu_normal(&r, 40, D, 0.3);
-    for (size_t i = 0; i < 40; i++) q[i * D] += 1.5f;              /* the queries look along +e0 */
-    for (size_t j = 0; j < N_TOK; j++) if (j % 29 == 10) k[j * D] += 4.0f; /* and these keys point there */
+    for (size_t i = 0; i < 40; i++) q[i * D] += 1.5f; /* the queries look along +e0 */
+    for (size_t j = 0; j < N_TOK; j++)
+        if (j % 29 == 10) k[j * D] += 4.0f; /* and these keys point there */
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SNAPKV, D, D, budget, seed);
     cfg.n_sink = sink, cfg.n_window = window;
     kvc_stream *st = tu_stream(&cfg);

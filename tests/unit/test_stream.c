@@ -13,7 +13,7 @@
 #include "internal/kvc_internal.h"
 
 /* every method of the registry, never a hand-kept list */
-#define N_METHODS ((int)kvc_method_count())
+#define N_METHODS         ((int)kvc_method_count())
 #define all_methods_at(m) kvc_method_at((size_t)(m))
 
 /* Default configuration of method m; prefill methods get a prompt of 1024 tokens
@@ -158,7 +158,8 @@ static int uniform_reservoir_is_uniform(void)
         kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_UNIFORM, d, d, (uint32_t)cap + 1, seed);
         cfg.n_sink = 0, cfg.n_window = 0;
         kvc_stream *st = tu_stream(&cfg);
-        for (size_t j = 0; j < n_method + 1; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * d, s.v + j * d) == KVC_OK);
+        for (size_t j = 0; j < n_method + 1; j++)
+            CHECK(kvc_stream_append(st, NULL, s.k + j * d, s.v + j * d) == KVC_OK);
         kvc_uniform_info info;
         CHECK(kvc_uniform_reservoir(st, &info) == KVC_OK);
         CHECK(info.seen == n_method && info.kept == cap);
@@ -308,7 +309,8 @@ static int determinism_and_snapshot(void)
             CHECK(memcmp(a, o, bytes) != 0);
             free(o);
         }
-        printf("%s: identical bytes for equal seeds, snapshot evolves identically\n", kvc_method_name(all_methods_at(m)));
+        printf("%s: identical bytes for equal seeds, snapshot evolves identically\n",
+               kvc_method_name(all_methods_at(m)));
         free(a), free(b), free(c);
     }
     free_data(&s);
@@ -347,15 +349,18 @@ static int worst_case_reached_never_exceeded(void)
                kvc_method_name(all_methods_at(m)), (unsigned long long)plan.worst_elements,
                (unsigned long long)stats.peak_elements, (unsigned long long)plan.budget_elements,
                (unsigned long long)plan.arena_bytes);
-        const int tree = all_methods_at(m) == KVC_METHOD_BALANCEKV || all_methods_at(m) == KVC_METHOD_BALANCEKV_PREFILL ||
+        const int tree = all_methods_at(m) == KVC_METHOD_BALANCEKV ||
+                         all_methods_at(m) == KVC_METHOD_BALANCEKV_PREFILL ||
                          all_methods_at(m) == KVC_METHOD_EXPRESS_PREFILL;
         /* the trees' worst case includes the moment inside an update when level
            0 holds a full batch (and, for prefill, an exact tail this prompt never
            reaches), so at rest they stay strictly below it */
-        if (tree) CHECK(stats.peak_elements < plan.worst_elements);
+        if (tree)
+            CHECK(stats.peak_elements < plan.worst_elements);
         else if (all_methods_at(m) == KVC_METHOD_EXPRESS)
             CHECK(stats.peak_elements <= plan.worst_elements); /* reached: test_express.express_invariants */
-        else CHECK(stats.peak_elements == plan.worst_elements);
+        else
+            CHECK(stats.peak_elements == plan.worst_elements);
         if (all_methods_at(m) != KVC_METHOD_SUBGEN && all_methods_at(m) != KVC_METHOD_BALANCEKV &&
             all_methods_at(m) != KVC_METHOD_EXPRESS)
             CHECK(plan.worst_elements == plan.budget_elements);
@@ -453,7 +458,6 @@ static int param_descriptors_set_and_bound(void)
     return 0;
 }
 
-
 /* Every method's output is a convex combination of values it holds (SubGen and
  * BalanceKV through their self-normalised default), so it lies in the box of
  * the values seen, per coordinate, up to rounding: gamma_{n+1} = (n+1) u / (1 -
@@ -467,7 +471,8 @@ static int box_violations(const kvc_stream_config *cfg, const stream_data *s, do
 {
     kvc_stream *st = tu_stream(cfg);
     if (!st) return -1;
-    float *out = malloc(s->dv * sizeof(float)), *lo = malloc(s->dv * sizeof(float)), *hi = malloc(s->dv * sizeof(float));
+    float *out = malloc(s->dv * sizeof(float)), *lo = malloc(s->dv * sizeof(float)),
+          *hi = malloc(s->dv * sizeof(float));
     int bad = 0;
     double vmax = 0.0;
     *worst = 0.0;
@@ -516,7 +521,9 @@ static int outputs_stay_in_value_box(void)
             c.n_sink = 8, c.n_window = 8, c.prefix_len = (uint32_t)n;
             double worst;
             const int v = box_violations(&c, &s, &worst);
-            if (seed == 1) printf("  %-18s outside the box: %d coordinates (worst distance / width %.2e)\n", kvc_method_name(m), v, worst);
+            if (seed == 1)
+                printf("  %-18s outside the box: %d coordinates (worst distance / width %.2e)\n", kvc_method_name(m), v,
+                       worst);
             if (v != 0) bad = 1;
             if (seed == 1 && (m == KVC_METHOD_SUBGEN || m == KVC_METHOD_BALANCEKV)) {
                 c.subgen.estimator = c.balancekv.estimator = KVC_ESTIMATOR_PAPER;
@@ -548,8 +555,9 @@ static int budget_for_bytes_is_largest(void)
             for (uint32_t b = 1; b <= 1200; b++) {
                 c.budget = b;
                 const uint64_t a = kvc_stream_arena_size(&c);
-                CHECK_MSG(a == 0 ? prev == 0 : a >= prev, "%s %s: arena %llu at budget %u after %llu", kvc_method_name(m),
-                          kvc_dtype_name(types[ti]), (unsigned long long)a, b, (unsigned long long)prev);
+                CHECK_MSG(a == 0 ? prev == 0 : a >= prev, "%s %s: arena %llu at budget %u after %llu",
+                          kvc_method_name(m), kvc_dtype_name(types[ti]), (unsigned long long)a, b,
+                          (unsigned long long)prev);
                 if (a) prev = a;
             }
             /* 25% of an f16 exact cache of 4096 tokens, and a size below every arena */
@@ -620,7 +628,8 @@ static int protected_spans_keep_needles(void)
         for (size_t i = 0; i < g->n; i++) {
             const size_t tok = (size_t)g->values[i * d + 1];
             CHECK(g->weights == NULL && g->role == KVC_SET_BOTH && g->values[i * d + 1] == (float)tok);
-            CHECK_MSG(tok + radius >= needle && tok < needle + 5 + radius, "%s kept token %zu", kvc_method_name(m), tok);
+            CHECK_MSG(tok + radius >= needle && tok < needle + 5 + radius, "%s kept token %zu", kvc_method_name(m),
+                      tok);
             seen[tok + radius - needle] = 1;
         }
         for (size_t t = 0; t <= 2 * radius; t++)
@@ -644,7 +653,8 @@ static int protected_spans_keep_needles(void)
     CHECK(kvc_stream_arena_size(&c) == 0);
     c.n_protect = 100 - 32 - 32 - 2;
     kvc_stream_plan p;
-    CHECK(kvc_stream_plan_make(&c, &p) == KVC_OK && p.method_tokens == 1 && p.n_protect == 34 && p.protect_radius == 25);
+    CHECK(kvc_stream_plan_make(&c, &p) == KVC_OK && p.method_tokens == 1 && p.n_protect == 34 &&
+          p.protect_radius == 25);
     free(k), free(v);
     return 0;
 }

@@ -32,7 +32,8 @@ static float *clustered_keys(kvc_rng *r, size_t n, size_t d, size_t n_clusters, 
     for (size_t j = 0; j < n; j++) {
         size_t c = kvc_rng_below(r, (uint32_t)n_clusters);
         if (label) label[j] = (int)c;
-        for (size_t i = 0; i < d; i++) k[j * d + i] = (float)(0.3 * kvc_rng_normal(r)) + (i == c % d ? 100.0f * (float)(1 + c / d) : 0.0f);
+        for (size_t i = 0; i < d; i++)
+            k[j * d + i] = (float)(0.3 * kvc_rng_normal(r)) + (i == c % d ? 100.0f * (float)(1 + c / d) : 0.0f);
     }
     return k;
 }
@@ -231,8 +232,8 @@ static int lemma2_invariants_every_update(void)
                 members++;
                 CHECK_MSG(sqrt(dist2(&sh, ci.rep_token, tok)) <= radius, "(3) step %zu", j);
             }
-            CHECK_MSG(ci.count == members, "(2) step %zu cluster %u: %llu vs %llu", j, i,
-                      (unsigned long long)ci.count, (unsigned long long)members);
+            CHECK_MSG(ci.count == members, "(2) step %zu cluster %u: %llu vs %llu", j, i, (unsigned long long)ci.count,
+                      (unsigned long long)members);
             total += ci.count;
             for (uint32_t s = 0; s < t; s++) {
                 CHECK(sh.owner[ci.sample_tokens[s]] == (int)ci.rep_token); /* (5) */
@@ -249,8 +250,8 @@ static int lemma2_invariants_every_update(void)
     }
     kvc_stream_stats stats;
     kvc_stream_get_stats(st, &stats);
-    printf("after %zu tokens: clusters=%u doublings=%u merges=%u delta=%.3f\n", n, stats.clusters,
-           stats.doublings, stats.merges, stats.delta);
+    printf("after %zu tokens: clusters=%u doublings=%u merges=%u delta=%.3f\n", n, stats.clusters, stats.doublings,
+           stats.merges, stats.delta);
     CHECK(stats.doublings > 0 && stats.merges > 0);
     free(sh.owner), free(st), free(k), free(v);
     return 0;
@@ -269,7 +270,7 @@ static int numerator_and_tau_unbiased(void)
     float *k = clustered_keys(&r, n, d, 10, NULL), *v = tu_normal(&r, n, d, 1.0), *q = tu_normal(&r, 1, d, 0.02);
     for (size_t i = 0; i < n * d; i++) v[i] += 0.5f;
     const double beta = 1.0 / sqrt((double)d);
-    double exact[9] = {0}; /* numerator (8), tau */
+    double exact[9] = {0};               /* numerator (8), tau */
     for (size_t j = 0; j + 1 < n; j++) { /* tokens 0..n-2 entered the method */
         double e = exp(beta * kvc_k_dot_f32__ref(q, k + j * d, d));
         for (size_t c = 0; c < d; c++) exact[c] += e * v[j * d + c];

@@ -25,10 +25,10 @@
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 
-#define HD 16u
-#define STEPS 96u
+#define HD      16u
+#define STEPS   96u
 #define THREADS 4u
-#define LAYERS 4u
+#define LAYERS  4u
 
 /* The token stream every pattern appends: fixed pseudo-random keys/values. */
 static float g_k[STEPS][HD], g_v[STEPS][HD], g_q[STEPS][2 * HD];
@@ -190,8 +190,10 @@ static int run_layers(kvc_method m, int threaded, float out[LAYERS][2 * HD], uin
         a[l].c = c, a[l].kern = kvc_kernels_best(), a[l].layer = l;
         a[l].work_cap = 1u << 20;
         a[l].work = aligned_alloc(64, a[l].work_cap);
-        if (threaded) CHECK(pthread_create(&th[l], NULL, layer_thread, &a[l]) == 0);
-        else layer_thread(&a[l]);
+        if (threaded)
+            CHECK(pthread_create(&th[l], NULL, layer_thread, &a[l]) == 0);
+        else
+            layer_thread(&a[l]);
     }
     for (uint32_t l = 0; threaded && l < LAYERS; l++) pthread_join(th[l], NULL);
     for (uint32_t l = 0; l < LAYERS; l++) {
@@ -381,8 +383,10 @@ int main(int argc, char **argv)
 {
     make_data();
     printf("seed 2027\n");
-    static const kvc_test_case cases[] = {
-        {"readers", readers}, {"layers", layers}, {"streams", streams}, {"locked_writer", locked_writer},
-        {"two_writers_unlocked", two_writers_unlocked}};
+    static const kvc_test_case cases[] = {{"readers", readers},
+                                          {"layers", layers},
+                                          {"streams", streams},
+                                          {"locked_writer", locked_writer},
+                                          {"two_writers_unlocked", two_writers_unlocked}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -112,8 +112,10 @@ static int exercise(unsigned char *a, size_t bytes, const filled *f, outcome *o)
         }
     }
     free(before);
-    if (all_ok) o->silent++;
-    else o->status++;
+    if (all_ok)
+        o->silent++;
+    else
+        o->status++;
     return all_ok;
 }
 
@@ -218,8 +220,12 @@ static int validate_and_checksum(void)
         unfill(&f);
     }
     /* a cache: its table, and each stream's (layer, head) identity */
-    kvc_cache_config cc = {.n_layers = 3, .n_heads = 4, .n_kv_heads = 2, .head_dim = D,
-                           .stream = small_cfg(KVC_METHOD_UNIFORM, 64, 3), .policy = KVC_BUDGET_PYRAMID};
+    kvc_cache_config cc = {.n_layers = 3,
+                           .n_heads = 4,
+                           .n_kv_heads = 2,
+                           .head_dim = D,
+                           .stream = small_cfg(KVC_METHOD_UNIFORM, 64, 3),
+                           .policy = KVC_BUDGET_PYRAMID};
     const size_t bytes = kvc_cache_arena_size(&cc);
     unsigned char *a = tu_arena(bytes), *b = tu_arena(bytes);
     kvc_cache *c;
@@ -316,8 +322,7 @@ static int arena_within_budget_bytes(void)
                     c.prefix_len = prompts[p];
                     const size_t bytes = kvc_stream_arena_size(&c);
                     if (bytes == 0) continue; /* budget too small for the method */
-                    const double ratio =
-                        (double)bytes / ((double)budgets[b] * (2.0 * dims[a]) * sizeof(float));
+                    const double ratio = (double)bytes / ((double)budgets[b] * (2.0 * dims[a]) * sizeof(float));
                     if (ratio > worst_ratio) worst_ratio = ratio;
                     CHECK_MSG(ratio <= 4.0, "%s d=%u budget %u prompt %u: arena %zu B = %.2fx the budget bytes",
                               kvc_method_name((kvc_method)m), dims[a], budgets[b], prompts[p], bytes, ratio);
@@ -367,8 +372,8 @@ static int output_scales_with_values(void)
                     const double err = fabs((double)zb[c] / scales[si] - (double)za[c]);
                     if (err / tol > worst) worst = err / tol;
                     CHECK_MSG(err <= tol, "%s scale %g token %zu: %g vs %g (tolerance %g)",
-                              kvc_method_name((kvc_method)m), scales[si], j, (double)zb[c] / scales[si],
-                              (double)za[c], tol);
+                              kvc_method_name((kvc_method)m), scales[si], j, (double)zb[c] / scales[si], (double)za[c],
+                              tol);
                 }
             }
             kvc_stream_stats sa, sb;

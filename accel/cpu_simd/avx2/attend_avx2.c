@@ -9,7 +9,7 @@
 #include <immintrin.h>
 
 #define KVC_INLINE static inline __attribute__((always_inline))
-#define VW 8
+#define VW         8
 typedef __m256 vf;
 
 KVC_INLINE vf v_zero(void) { return _mm256_setzero_ps(); }
@@ -60,8 +60,8 @@ KVC_INLINE vf v_exp(vf x)
     const __m256 lo = _mm256_set1_ps(KVC_EXP_LO);
     const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_max_ps(x, lo);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KVC_EXP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 n =
+        _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KVC_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KVC_EXP_LN2_HI), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KVC_EXP_LN2_LO), r);
     __m256 y = _mm256_set1_ps(KVC_EXP_P0);

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 
 #define KVC_INLINE static inline __attribute__((always_inline))
-#define VW 16
+#define VW         16
 typedef __m512 vf;
 
 KVC_INLINE vf v_zero(void) { return _mm512_setzero_ps(); }

@@ -146,7 +146,8 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
 /* acc += sum_j p_j row_j over the nb rows of a block, eight (then four, then
  * one) vectors of channels at a time held in registers (read and written once
  * per block). */
-KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb, size_t dv)
+KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigned char *V, size_t vs, size_t nb,
+                           size_t dv)
 {
     float ps[BLK];
     for (size_t j = 0; j < nb; j++) ps[j] = t == KVC_DTYPE_I8 ? p[j] * row_scale(t, V + j * vs) : p[j];
@@ -162,7 +163,8 @@ KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigne
         for (size_t i = 0; i < 8; i++) v_store(acc + c + i * VW, a[i]);
     }
     for (; c + 4 * VW <= dv; c += 4 * VW) {
-        vf a0 = v_load(acc + c), a1 = v_load(acc + c + VW), a2 = v_load(acc + c + 2 * VW), a3 = v_load(acc + c + 3 * VW);
+        vf a0 = v_load(acc + c), a1 = v_load(acc + c + VW), a2 = v_load(acc + c + 2 * VW),
+           a3 = v_load(acc + c + 3 * VW);
         for (size_t j = 0; j < nb; j++) {
             const unsigned char *v = V + j * vs;
             const vf pv = v_set1(ps[j]);
@@ -213,7 +215,8 @@ KVC_INLINE void axpy_block_q3(unsigned t, float *acc0, float *acc1, float *acc2,
         vf a0 = v_load(acc0 + c), a1 = v_load(acc1 + c), a2 = v_load(acc2 + c);
         for (size_t j = 0; j < nb; j++) {
             const vf r = v_row(t, V + j * vs, c);
-            a0 = v_fma(v_set1(ps[0][j]), r, a0), a1 = v_fma(v_set1(ps[1][j]), r, a1), a2 = v_fma(v_set1(ps[2][j]), r, a2);
+            a0 = v_fma(v_set1(ps[0][j]), r, a0), a1 = v_fma(v_set1(ps[1][j]), r, a1),
+            a2 = v_fma(v_set1(ps[2][j]), r, a2);
         }
         v_store(acc0 + c, a0), v_store(acc1 + c, a1), v_store(acc2 + c, a2);
     }
@@ -316,8 +319,8 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             }
             if (!in_num) continue;
             if (nqg == 3 && live[0] && live[1] && live[2]) {
-                axpy_block_q3(t, st + q0 * W + 3, st + (q0 + 1) * W + 3, st + (q0 + 2) * W + 3,
-                              (const float(*)[BLK])pj, V + j0 * vs, vs, nb, dv);
+                axpy_block_q3(t, st + q0 * W + 3, st + (q0 + 1) * W + 3, st + (q0 + 2) * W + 3, (const float(*)[BLK])pj,
+                              V + j0 * vs, vs, nb, dv);
             } else {
                 for (size_t x = 0; x < nqg; x++)
                     if (live[x]) axpy_block(t, st + (q0 + x) * W + 3, pj[x], V + j0 * vs, vs, nb, dv);
@@ -389,8 +392,10 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
         sub.keys = kf, sub.values = in_num ? vfl : NULL, sub.keys_q = NULL, sub.values_q = NULL;
         sub.weights = seg->weights ? seg->weights + j0 : NULL;
         sub.n = nb;
-        if (mass) segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0);
-        else segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
+        if (mass)
+            segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0);
+        else
+            segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
     }
 }
 
@@ -400,8 +405,8 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     /* what this kernel does not do, and malformed calls, go to the reference
        (which checks and refuses the latter) */
     const kvc_kernels *ref = kvc_kernels_ref();
-    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL ||
-        work == NULL || view->n_seg > KVC_VIEW_MAX_SEGMENTS || b->causal_segs > view->n_seg || b->n_pos < 1 ||
+    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL || work == NULL ||
+        view->n_seg > KVC_VIEW_MAX_SEGMENTS || b->causal_segs > view->n_seg || b->n_pos < 1 ||
         b->n_pos > KVC_MAX_BATCH_POSITIONS || b->n_q < 1 || b->n_q > KVC_MAX_QUERY_HEADS || view->d < 1 ||
         view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM ||
         ((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(b->n_pos, b->n_q, view->dv))
@@ -453,8 +458,12 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
             const kvc_segment *seg = &view->seg[s];
             const int causal = s < b->causal_segs;
             switch (seg->dtype) {
-            case KVC_DTYPE_F32: segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
-            case KVC_DTYPE_F16: segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            case KVC_DTYPE_F32:
+                segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                break;
+            case KVC_DTYPE_F16:
+                segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                break;
             case KVC_DTYPE_I4:
             case KVC_DTYPE_Q15:
                 dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
@@ -464,7 +473,8 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
             e += seg->n;
         }
     }
-    if (b->state != NULL) /* split-K: widen the state to doubles (last query first: the f32 one is read before overwritten) */
+    if (b->state !=
+        NULL) /* split-K: widen the state to doubles (last query first: the f32 one is read before overwritten) */
         for (size_t qi = Q; qi-- > 0;) {
             const float *q_st = st + qi * W;
             double *o = b->state + qi * KVC_ATTEND_STATE(view->dv);
@@ -502,7 +512,8 @@ KVC_INLINE double lanes_sum(const double *acc)
     return s;
 }
 
-KVC_INLINE double dot_rows_simd(unsigned t, const unsigned char *a, const unsigned char *b, const double *mu, size_t dim)
+KVC_INLINE double dot_rows_simd(unsigned t, const unsigned char *a, const unsigned char *b, const double *mu,
+                                size_t dim)
 {
     double acc[VW];
     float fa[VW], fb[VW];
@@ -557,12 +568,12 @@ KVC_INLINE double sqdist_simd(unsigned t, const unsigned char *row, const float 
     return lanes_sum(acc);
 }
 
-#define KVC_SIMD_ROW_KERNELS(ty, T)                                                                              \
-    static double ty##_dot_rows(const void *a, const void *b, const double *mu, size_t dim)                      \
-    {                                                                                                            \
-        return dot_rows_simd(T, (const unsigned char *)a, (const unsigned char *)b, mu, dim);                    \
-    }                                                                                                            \
-    static double ty##_dot_f64(const void *r, const double *x, size_t dim) { return dot_f64_simd(T, r, x, dim); } \
+#define KVC_SIMD_ROW_KERNELS(ty, T)                                                                                    \
+    static double ty##_dot_rows(const void *a, const void *b, const double *mu, size_t dim)                            \
+    {                                                                                                                  \
+        return dot_rows_simd(T, (const unsigned char *)a, (const unsigned char *)b, mu, dim);                          \
+    }                                                                                                                  \
+    static double ty##_dot_f64(const void *r, const double *x, size_t dim) { return dot_f64_simd(T, r, x, dim); }      \
     static double ty##_sqdist(const void *r, const float *x, size_t dim) { return sqdist_simd(T, r, x, dim); }
 KVC_SIMD_ROW_KERNELS(f32, KVC_DTYPE_F32)
 KVC_SIMD_ROW_KERNELS(f16, KVC_DTYPE_F16)
@@ -573,11 +584,16 @@ static double f16_dot(const void *row, const float *x, size_t dim) { return dot_
 static double i8_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_I8, row, x, dim); }
 
 /* This ISA's entries of the kernel table (kernels.c assembles the table). */
-#define KVC_SIMD_ENTRIES(isa, needs_bits)                                                               \
-    const kvc_simd_entries kvc_simd_entries_##isa = {                                                  \
-        #isa, (needs_bits), KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS,          \
-        attend_f32_simd, attend_batch_simd, {f32_dot, f16_dot, i8_dot, NULL},                         \
-        {f32_dot_f64, f16_dot_f64, i8_dot_f64, NULL}, {f32_dot_rows, f16_dot_rows, i8_dot_rows, NULL},   \
-        {f32_sqdist, f16_sqdist, i8_sqdist, NULL}}
+#define KVC_SIMD_ENTRIES(isa, needs_bits)                                                                              \
+    const kvc_simd_entries kvc_simd_entries_##isa = {#isa,                                                             \
+                                                     (needs_bits),                                                     \
+                                                     KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH |          \
+                                                         KVC_CAP_MASS,                                                 \
+                                                     attend_f32_simd,                                                  \
+                                                     attend_batch_simd,                                                \
+                                                     {f32_dot, f16_dot, i8_dot, NULL},                                 \
+                                                     {f32_dot_f64, f16_dot_f64, i8_dot_f64, NULL},                     \
+                                                     {f32_dot_rows, f16_dot_rows, i8_dot_rows, NULL},                  \
+                                                     {f32_sqdist, f16_sqdist, i8_sqdist, NULL}}
 
 #endif /* KVC_ATTEND_SIMD_H */

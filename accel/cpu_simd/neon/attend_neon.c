@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define KVC_INLINE static inline __attribute__((always_inline))
-#define VW 4
+#define VW         4
 typedef float32x4_t vf;
 
 KVC_INLINE vf v_zero(void) { return vdupq_n_f32(0.0f); }
@@ -26,7 +26,8 @@ KVC_INLINE vf v_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
 KVC_INLINE vf v_row(unsigned t, const unsigned char *row, size_t c)
 {
     if (t == KVC_DTYPE_F32) return vld1q_f32((const float *)(const void *)row + c);
-    if (t == KVC_DTYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(row + 2 * c))));
+    if (t == KVC_DTYPE_F16)
+        return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(row + 2 * c))));
     int32_t w; /* 4 int8 elements */
     memcpy(&w, row + 4 + c, 4);
     const int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w)));
@@ -37,7 +38,10 @@ KVC_INLINE float v_hsum(vf v) { return vaddvq_f32(v); }
 KVC_INLINE float v_hmax(vf v) { return vmaxvq_f32(v); }
 
 /* the four horizontal sums by pairwise adds */
-KVC_INLINE void v_hsum4(vf a0, vf a1, vf a2, vf a3, float *o) { vst1q_f32(o, vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3))); }
+KVC_INLINE void v_hsum4(vf a0, vf a1, vf a2, vf a3, float *o)
+{
+    vst1q_f32(o, vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3)));
+}
 
 /* e^x for x <= 0 (or -inf: 0), the evaluation of ../common/exp_poly.h on 4 lanes. */
 KVC_INLINE vf v_exp(vf x)

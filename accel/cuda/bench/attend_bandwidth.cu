@@ -22,7 +22,8 @@
 #include "kvc/kvc_cuda.h"
 #include "kvc_cuda_compat.h"
 
-namespace {
+namespace
+{
 
 constexpr size_t kD = 128;
 size_t kQ = 8; // query heads per kv head (GQA group), per run
@@ -106,8 +107,10 @@ kvc_view make_view(unsigned t, size_t n, const rows &r)
     v.d = v.dv = kD, v.beta = (float)(1.0 / std::sqrt((double)kD)), v.n_seg = 1;
     kvc_segment &g = v.seg[0];
     g.n = n, g.role = KVC_SET_BOTH, g.scale = 1.0, g.dtype = t;
-    if (t == KVC_DTYPE_F32) g.keys = reinterpret_cast<const float *>(r.k), g.values = reinterpret_cast<const float *>(r.v);
-    else g.keys_q = r.k, g.values_q = r.v;
+    if (t == KVC_DTYPE_F32)
+        g.keys = reinterpret_cast<const float *>(r.k), g.values = reinterpret_cast<const float *>(r.v);
+    else
+        g.keys_q = r.k, g.values_q = r.v;
     return v;
 }
 
@@ -124,7 +127,8 @@ double check_against_reference(unsigned t, size_t n, const rows &r, const float 
     std::vector<float> out_ref(kQ * kD);
     std::vector<double> work(kvc_attend_work_bytes(1, kQ, kD) / sizeof(double) + 1);
     const kvc_attend_batch b = {q_host, 1, kQ, 0, out_ref.data(), nullptr, nullptr};
-    if (kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &hv, &b, work.data(), work.size() * sizeof(double)) != KVC_OK)
+    if (kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &hv, &b, work.data(), work.size() * sizeof(double)) !=
+        KVC_OK)
         return INFINITY;
     // the score term: beta (d + 3) u max_i sum_c |k_ic q_c| (twice: x and the max), the sums: (n + blocks + 16) u
     const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
@@ -200,58 +204,63 @@ int main(int argc, char **argv)
     CK(cudaEventElapsedTime(&ms, e0, e1));
     const double read_bw = (double)read_bytes * reps / (ms * 1e-3);
     CK(cudaFree(buf));
-    std::printf("read kernel: %.3f TB/s (%.1f%% of nominal)\n", read_bw / 1e12, nominal > 0 ? 100.0 * read_bw / nominal : 0.0);
-    std::printf("bw,type,query_heads,n,bytes,us_per_call,TB_per_s,of_nominal,of_read_kernel,blocks,tiles_per_block,err_over_tol\n");
-  for (size_t group : groups) {
-    kQ = group;
+    std::printf("read kernel: %.3f TB/s (%.1f%% of nominal)\n", read_bw / 1e12,
+                nominal > 0 ? 100.0 * read_bw / nominal : 0.0);
+    std::printf("bw,type,query_heads,n,bytes,us_per_call,TB_per_s,of_nominal,of_read_kernel,blocks,tiles_per_block,err_"
+                "over_tol\n");
+    for (size_t group : groups) {
+        kQ = group;
 
-    std::vector<float> qh(kQ * kD);
-    for (size_t i = 0; i < qh.size(); i++) qh[i] = (float)std::sin(0.7 * (double)i + 0.3);
-    float *qd = nullptr, *od = nullptr;
-    CK(cudaMalloc(&qd, qh.size() * sizeof(float)));
-    CK(cudaMalloc(&od, kQ * kD * sizeof(float)));
-    CK(cudaMemcpy(qd, qh.data(), qh.size() * sizeof(float), cudaMemcpyHostToDevice));
-    const unsigned types[] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_F32};
-    for (unsigned t : types) {
-        for (size_t n : ns) {
-            const size_t row_bytes = 2 * (size_t)kvc_row_bytes(t, kD);
-            if ((double)n * row_bytes > 0.6 * (double)prop.totalGlobalMem) continue;
-            rows r = make_rows(t, n, 1234 + n);
-            const kvc_view v = make_view(t, n, r);
-            const size_t sb = kvc_cuda_attend_device_scratch_bytes(&v, 1, kQ, 0);
-            void *scratch = nullptr;
-            CK(cudaMalloc(&scratch, sb));
-            for (int w = 0; w < 3; w++)
-                if (kvc_cuda_attend_device(&v, qd, 1, kQ, 0, od, 0, scratch, sb, nullptr) != KVC_OK) return 1;
-            CK(cudaEventRecord(e0));
-            for (int i = 0; i < reps; i++) kvc_cuda_attend_device(&v, qd, 1, kQ, 0, od, 0, scratch, sb, nullptr);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            const double sec = ms * 1e-3 / reps, bw = (double)n * row_bytes / sec;
-            // the plan kvc_cuda_attend_device used (the host entry point reports it)
-            kvc_cuda_attend_info info;
-            std::vector<float> out(kQ * kD);
-            const kvc_attend_batch b = {qh.data(), 1, kQ, 0, out.data(), nullptr, nullptr};
-            if (kvc_cuda_attend(&v, &b, 0, nullptr, &info) != KVC_OK) return 1;
-            std::vector<float> out_dev(kQ * kD);
-            CK(cudaMemcpy(out_dev.data(), od, out_dev.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            const bool same = !std::memcmp(out.data(), out_dev.data(), out.size() * sizeof(float));
-            double err = -1;
-            if (n == 1048576 || (ns.size() == 1)) err = check_against_reference(t, n, r, qh.data(), out_dev.data(), info.n_blocks);
-            std::printf("bw,%s,%zu,%zu,%zu,%.1f,%.3f,%.3f,%.3f,%u,%u,%.3g%s\n",
-                        t == KVC_DTYPE_F16 ? "f16" : t == KVC_DTYPE_I8 ? "i8" : "f32", kQ, n, n * row_bytes, sec * 1e6,
-                        bw / 1e12, nominal > 0 ? bw / nominal : 0.0, bw / read_bw, info.n_blocks, info.tiles_per_block,
-                        err, same ? "" : ",DEVICE_AND_HOST_ENTRY_DIFFER");
-            std::fflush(stdout);
-            CK(cudaFree(scratch));
-            CK(cudaFree(r.k));
-            CK(cudaFree(r.v));
+        std::vector<float> qh(kQ * kD);
+        for (size_t i = 0; i < qh.size(); i++) qh[i] = (float)std::sin(0.7 * (double)i + 0.3);
+        float *qd = nullptr, *od = nullptr;
+        CK(cudaMalloc(&qd, qh.size() * sizeof(float)));
+        CK(cudaMalloc(&od, kQ * kD * sizeof(float)));
+        CK(cudaMemcpy(qd, qh.data(), qh.size() * sizeof(float), cudaMemcpyHostToDevice));
+        const unsigned types[] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_F32};
+        for (unsigned t : types) {
+            for (size_t n : ns) {
+                const size_t row_bytes = 2 * (size_t)kvc_row_bytes(t, kD);
+                if ((double)n * row_bytes > 0.6 * (double)prop.totalGlobalMem) continue;
+                rows r = make_rows(t, n, 1234 + n);
+                const kvc_view v = make_view(t, n, r);
+                const size_t sb = kvc_cuda_attend_device_scratch_bytes(&v, 1, kQ, 0);
+                void *scratch = nullptr;
+                CK(cudaMalloc(&scratch, sb));
+                for (int w = 0; w < 3; w++)
+                    if (kvc_cuda_attend_device(&v, qd, 1, kQ, 0, od, 0, scratch, sb, nullptr) != KVC_OK) return 1;
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < reps; i++) kvc_cuda_attend_device(&v, qd, 1, kQ, 0, od, 0, scratch, sb, nullptr);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                const double sec = ms * 1e-3 / reps, bw = (double)n * row_bytes / sec;
+                // the plan kvc_cuda_attend_device used (the host entry point reports it)
+                kvc_cuda_attend_info info;
+                std::vector<float> out(kQ * kD);
+                const kvc_attend_batch b = {qh.data(), 1, kQ, 0, out.data(), nullptr, nullptr};
+                if (kvc_cuda_attend(&v, &b, 0, nullptr, &info) != KVC_OK) return 1;
+                std::vector<float> out_dev(kQ * kD);
+                CK(cudaMemcpy(out_dev.data(), od, out_dev.size() * sizeof(float), cudaMemcpyDeviceToHost));
+                const bool same = !std::memcmp(out.data(), out_dev.data(), out.size() * sizeof(float));
+                double err = -1;
+                if (n == 1048576 || (ns.size() == 1))
+                    err = check_against_reference(t, n, r, qh.data(), out_dev.data(), info.n_blocks);
+                std::printf("bw,%s,%zu,%zu,%zu,%.1f,%.3f,%.3f,%.3f,%u,%u,%.3g%s\n",
+                            t == KVC_DTYPE_F16  ? "f16"
+                            : t == KVC_DTYPE_I8 ? "i8"
+                                                : "f32",
+                            kQ, n, n * row_bytes, sec * 1e6, bw / 1e12, nominal > 0 ? bw / nominal : 0.0, bw / read_bw,
+                            info.n_blocks, info.tiles_per_block, err, same ? "" : ",DEVICE_AND_HOST_ENTRY_DIFFER");
+                std::fflush(stdout);
+                CK(cudaFree(scratch));
+                CK(cudaFree(r.k));
+                CK(cudaFree(r.v));
+            }
         }
+        CK(cudaFree(qd));
+        CK(cudaFree(od));
     }
-    CK(cudaFree(qd));
-    CK(cudaFree(od));
-  }
     kvc_cuda_release();
     return 0;
 }

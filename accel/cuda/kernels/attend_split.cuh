@@ -41,7 +41,8 @@
 #define KVC_BUG 0
 #endif
 
-namespace kvc_cuda {
+namespace kvc_cuda
+{
 
 constexpr int kThreads = 128; // 4 warps
 // tuning (measured on an H100, see README.md): blocks per multiprocessor the
@@ -76,10 +77,10 @@ constexpr int kKeyUnroll = KVC_CUDA_KEY_UNROLL;
 #define KVC_CUDA_GROUPED_MAX_Q 2
 #endif
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 128;      // entries per tile
-constexpr int kMaxQ = 8;        // query rows per launch (the host loops over groups)
-constexpr int kMaxDim = 256;    // KVC_MAX_HEAD_DIM
-constexpr int kMaxSeg = 8;      // KVC_VIEW_MAX_SEGMENTS
+constexpr int kTile = 128;   // entries per tile
+constexpr int kMaxQ = 8;     // query rows per launch (the host loops over groups)
+constexpr int kMaxDim = 256; // KVC_MAX_HEAD_DIM
+constexpr int kMaxSeg = 8;   // KVC_VIEW_MAX_SEGMENTS
 constexpr unsigned kFull = 0xffffffffu;
 
 // storage types (the values of kvc_dtype)
@@ -92,11 +93,11 @@ struct seg_desc {
     const float *w;             // per-entry weights, or null for all 1
     float ln_scale;             // ln of the segment's scale
     uint32_t n, role, dtype;
-    uint32_t kstride, vstride;  // row bytes
-    uint32_t block0;            // first block of the segment in the grid
-    int32_t causal0;            // index of its first entry in the causal block, -1: not causal
-    uint32_t entry0;            // index of its first entry in the view (mass)
-    uint32_t kvec, vvec;        // 1: rows aligned for chunk loads (key_chunk<DT>, 4 value columns)
+    uint32_t kstride, vstride; // row bytes
+    uint32_t block0;           // first block of the segment in the grid
+    int32_t causal0;           // index of its first entry in the causal block, -1: not causal
+    uint32_t entry0;           // index of its first entry in the view (mass)
+    uint32_t kvec, vvec;       // 1: rows aligned for chunk loads (key_chunk<DT>, 4 value columns)
 };
 
 struct attend_args {
@@ -191,7 +192,8 @@ template <int DT> __device__ __forceinline__ void load_key_chunk(const unsigned 
 {
     if (DT == DT_F16) {
         const uint4 u = __ldg(reinterpret_cast<const uint4 *>(row) + c / 8u);
-        halves_to_floats(u.x, x), halves_to_floats(u.y, x + 2), halves_to_floats(u.z, x + 4), halves_to_floats(u.w, x + 6);
+        halves_to_floats(u.x, x), halves_to_floats(u.y, x + 2), halves_to_floats(u.z, x + 4),
+            halves_to_floats(u.w, x + 6);
     } else {
         load_value4<DT>(row, c, x);
     }
@@ -262,14 +264,14 @@ __device__ __forceinline__ unsigned score_tile(const attend_args &a, const seg_d
 // every query row.
 template <int DT>
 __device__ __forceinline__ void grouped_chunk(const attend_args &a, const unsigned char *const (&row)[2],
-                                              const bool (&inc)[2], uint32_t c, const float *qs,
-                                              float (&dot)[2][kMaxQ])
+                                              const bool (&inc)[2], uint32_t c, const float *qs, float (&dot)[2][kMaxQ])
 {
     constexpr int V = key_chunk<DT>::n;
     float x[2][V];
 #pragma unroll
     for (int u = 0; u < 2; u++) {
-        if (inc[u]) load_key_chunk<DT>(row[u], c * V, x[u]);
+        if (inc[u])
+            load_key_chunk<DT>(row[u], c * V, x[u]);
         else
 #pragma unroll
             for (int e = 0; e < V; e++) x[u][e] = 0.0f;
@@ -367,8 +369,10 @@ struct value_split {
 template <bool VVEC> __device__ __forceinline__ value_split split_values(uint32_t dv)
 {
     value_split v;
-    if (VVEC) v.per = dv / 4u;                                 // dv % 4 == 0, so per <= 64
-    else v.per = dv <= kThreads / 2 ? dv : (uint32_t)kThreads; // dv > 64: one group, two columns each
+    if (VVEC)
+        v.per = dv / 4u; // dv % 4 == 0, so per <= 64
+    else
+        v.per = dv <= kThreads / 2 ? dv : (uint32_t)kThreads; // dv > 64: one group, two columns each
     v.groups = kThreads / v.per;
     v.span = ((kTile + v.groups - 1) / v.groups + 3u) / 4u * 4u;
     v.g = threadIdx.x / v.per, v.col0 = threadIdx.x % v.per;
@@ -435,7 +439,7 @@ struct split_smem {
     float *m_run, *den_run, *alpha; // kMaxQ each
     unsigned *n_included;
     float *acc_s; // kMaxQ * 4 * kThreads: each thread's numerators between tiles, [(q * 4 + e) * kThreads + t]
-    float *sc; // dynamic: kMaxQ * max(kTile, dv): scores, then weights p, then the groups' sums
+    float *sc;    // dynamic: kMaxQ * max(kTile, dv): scores, then weights p, then the groups' sums
 };
 
 template <int DT, bool KVEC, bool VVEC, int UNROLL>
@@ -491,7 +495,8 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
             }
             tmax = warp_max(tmax);
             const float m_old = m_run[qi], m_new = fmaxf(m_old, tmax);
-            const float al = m_new == -INFINITY || m_old == m_new ? 1.0f : (m_old == -INFINITY ? 0.0f : expf(m_old - m_new));
+            const float al =
+                m_new == -INFINITY || m_old == m_new ? 1.0f : (m_old == -INFINITY ? 0.0f : expf(m_old - m_new));
             float sum = 0.0f;
 #pragma unroll
             for (int k = 0; k < kTile / 32; k++) {
@@ -544,10 +549,14 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
 template <int DT, int UNROLL>
 __device__ void split_vec(const attend_args &a, const seg_desc &g, uint32_t blk, const split_smem &sm)
 {
-    if (g.kvec && g.vvec) split_body<DT, true, true, UNROLL>(a, g, blk, sm);
-    else if (g.kvec) split_body<DT, true, false, UNROLL>(a, g, blk, sm);
-    else if (g.vvec) split_body<DT, false, true, UNROLL>(a, g, blk, sm);
-    else split_body<DT, false, false, UNROLL>(a, g, blk, sm);
+    if (g.kvec && g.vvec)
+        split_body<DT, true, true, UNROLL>(a, g, blk, sm);
+    else if (g.kvec)
+        split_body<DT, true, false, UNROLL>(a, g, blk, sm);
+    else if (g.vvec)
+        split_body<DT, false, true, UNROLL>(a, g, blk, sm);
+    else
+        split_body<DT, false, false, UNROLL>(a, g, blk, sm);
 }
 
 // MIN_BLOCKS, UNROLL: KVC_CUDA_MIN_BLOCKS and 1, or the wide configuration
@@ -566,9 +575,12 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) split_kernel(const atten
     const seg_desc &g = a.seg[s];
     const uint32_t blk = blockIdx.x - g.block0;
     // block-uniform: one segment, one storage type, one alignment
-    if (g.dtype == DT_F32) split_vec<DT_F32, UNROLL>(a, g, blk, sm);
-    else if (g.dtype == DT_F16) split_vec<DT_F16, UNROLL>(a, g, blk, sm);
-    else split_vec<DT_I8, UNROLL>(a, g, blk, sm);
+    if (g.dtype == DT_F32)
+        split_vec<DT_F32, UNROLL>(a, g, blk, sm);
+    else if (g.dtype == DT_F16)
+        split_vec<DT_F16, UNROLL>(a, g, blk, sm);
+    else
+        split_vec<DT_I8, UNROLL>(a, g, blk, sm);
 }
 
 // A block-wide reduction (max or sum) of one value per thread; every thread
@@ -667,8 +679,10 @@ __device__ __forceinline__ void mass_body(const attend_args &a, const seg_desc &
 
 template <int DT> __device__ void mass_vec(const attend_args &a, const seg_desc &g, uint32_t blk, float *qs, float *sc)
 {
-    if (g.kvec) mass_body<DT, true>(a, g, blk, qs, sc);
-    else mass_body<DT, false>(a, g, blk, qs, sc);
+    if (g.kvec)
+        mass_body<DT, true>(a, g, blk, qs, sc);
+    else
+        mass_body<DT, false>(a, g, blk, qs, sc);
 }
 
 __global__ void __launch_bounds__(kThreads, KVC_CUDA_MIN_BLOCKS) mass_kernel(const attend_args a)
@@ -678,9 +692,12 @@ __global__ void __launch_bounds__(kThreads, KVC_CUDA_MIN_BLOCKS) mass_kernel(con
     const uint32_t s = block_segment(a);
     const seg_desc &g = a.seg[s];
     const uint32_t blk = blockIdx.x - g.block0;
-    if (g.dtype == DT_F32) mass_vec<DT_F32>(a, g, blk, qs, sc);
-    else if (g.dtype == DT_F16) mass_vec<DT_F16>(a, g, blk, qs, sc);
-    else mass_vec<DT_I8>(a, g, blk, qs, sc);
+    if (g.dtype == DT_F32)
+        mass_vec<DT_F32>(a, g, blk, qs, sc);
+    else if (g.dtype == DT_F16)
+        mass_vec<DT_F16>(a, g, blk, qs, sc);
+    else
+        mass_vec<DT_I8>(a, g, blk, qs, sc);
 }
 
 } // namespace kvc_cuda

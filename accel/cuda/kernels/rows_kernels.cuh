@@ -13,7 +13,8 @@
 
 #include "attend_split.cuh"
 
-namespace kvc_cuda {
+namespace kvc_cuda
+{
 
 struct store_args {
     const float *x;     // n rows of dim floats
@@ -77,9 +78,12 @@ __global__ void __launch_bounds__(kThreads) pair_gram_kernel(const gram_args a)
     if (j >= a.nb) return; // warp-uniform
     const unsigned char *ra = a.a + (size_t)i * a.stride, *rb = a.b + (size_t)j * a.stride;
     float s;
-    if (a.dtype == DT_F32) s = pair_dot<DT_F32>(a, ra, rb);
-    else if (a.dtype == DT_F16) s = pair_dot<DT_F16>(a, ra, rb);
-    else s = pair_dot<DT_I8>(a, ra, rb);
+    if (a.dtype == DT_F32)
+        s = pair_dot<DT_F32>(a, ra, rb);
+    else if (a.dtype == DT_F16)
+        s = pair_dot<DT_F16>(a, ra, rb);
+    else
+        s = pair_dot<DT_I8>(a, ra, rb);
     if (threadIdx.x % 32u == 0) a.g[(size_t)i * a.nb + j] = s;
 }
 

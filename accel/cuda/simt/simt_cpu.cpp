@@ -40,9 +40,11 @@
 #define SIMT_NO_TSAN
 #endif
 
-namespace simt {
+namespace simt
+{
 
-namespace {
+namespace
+{
 
 constexpr size_t kStackBytes = 64u * 1024u;
 constexpr unsigned kWarp = 32u;
@@ -52,7 +54,7 @@ enum state { READY, AT_BARRIER, AT_WARP, DONE };
 struct fiber {
     ucontext_t ctx;
     unsigned char *stack = nullptr; // kStackBytes from the launching thread's pool
-    unsigned linear = 0; // threadIdx.x + blockDim.x (threadIdx.y + blockDim.y threadIdx.z)
+    unsigned linear = 0;            // threadIdx.x + blockDim.x (threadIdx.y + blockDim.y threadIdx.z)
     uint3 idx{};
     state st = READY;
     const char *file = nullptr; // where it waits
@@ -86,8 +88,8 @@ struct block_run {
 #endif
 #ifdef SIMT_TSAN
     void *sched_tsan = nullptr;
-    char barrier_sync = 0;   // the addresses TSan's edges use: barriers,
-    char warp_sync[32] = {}; // warp operations (one per warp),
+    char barrier_sync = 0;             // the addresses TSan's edges use: barriers,
+    char warp_sync[32] = {};           // warp operations (one per warp),
     char start_sync = 0, end_sync = 0; // a block's start and end
 #endif
 };
@@ -185,8 +187,8 @@ int shuffle_source(const fiber &f, unsigned lane)
 
 const char *op_name(warp_op_kind op)
 {
-    static const char *const names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                        "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+    static const char *const names[] = {"__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                        "__ballot_sync", "__any_sync",     "__all_sync",       "__syncwarp"};
     return names[op];
 }
 
@@ -202,8 +204,9 @@ SIMT_NO_TSAN int resolve_warps(block_run &r)
             bool all_here = true;
             for (unsigned j = 0; j < kWarp; j++) {
                 if (!(lead.mask >> j & 1u)) continue;
-                if (w0 + j >= n) fail("%s at %s:%d names lane %u, which this block does not have", op_name(lead.op),
-                                      lead.file, lead.line, j);
+                if (w0 + j >= n)
+                    fail("%s at %s:%d names lane %u, which this block does not have", op_name(lead.op), lead.file,
+                         lead.line, j);
                 const fiber &o = r.threads[w0 + j];
                 if (o.st == DONE)
                     fail("%s at %s:%d waits for lane %u of warp %u, which has exited", op_name(lead.op), lead.file,
@@ -233,8 +236,8 @@ SIMT_NO_TSAN int resolve_warps(block_run &r)
                 default: {
                     const int s = shuffle_source(o, j);
                     if (s >= 0 && !(lead.mask >> s & 1u))
-                        fail("%s at %s:%d: lane %u reads lane %d, outside the mask %08x", op_name(o.op), o.file,
-                             o.line, j, s, lead.mask);
+                        fail("%s at %s:%d: lane %u reads lane %d, outside the mask %08x", op_name(o.op), o.file, o.line,
+                             j, s, lead.mask);
                     o.result = s < 0 ? o.value : r.threads[w0 + (unsigned)s].value;
                 }
                 }
@@ -282,7 +285,8 @@ SIMT_NO_TSAN void run_block(block_run &r)
             const fiber *first = nullptr;
             for (const fiber &f : r.threads) {
                 if (f.st != AT_BARRIER) continue;
-                if (first == nullptr) first = &f;
+                if (first == nullptr)
+                    first = &f;
                 else if (f.file != first->file || f.line != first->line)
                     fail("divergent __syncthreads in block (%u,%u,%u): thread %u waits at %s:%d, thread %u at %s:%d",
                          r.bidx.x, r.bidx.y, r.bidx.z, first->linear, first->file, first->line, f.linear, f.file,
@@ -352,7 +356,8 @@ SIMT_NO_TSAN void syncthreads(const char *file, int line)
 #endif
 }
 
-SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line)
+SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file,
+                              int line)
 {
     fiber &f = me();
     const unsigned lane = f.linear % kWarp;
@@ -361,7 +366,8 @@ SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, in
              lane, f.linear / kWarp, mask);
     if (width < 1 || width > 32 || (width & (width - 1)) != 0)
         fail("%s at %s:%d: width %d is not a power of two in 1..32", op_name(op), file, line, width);
-    f.st = AT_WARP, f.op = op, f.mask = mask, f.value = value, f.arg = arg, f.width = width, f.file = file, f.line = line;
+    f.st = AT_WARP, f.op = op, f.mask = mask, f.value = value, f.arg = arg, f.width = width, f.file = file,
+    f.line = line;
 #ifdef SIMT_TSAN
     char *sync = &g_run->warp_sync[f.linear / kWarp];
     __tsan_release(sync);
@@ -373,7 +379,8 @@ SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, in
     return f.result;
 }
 
-SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line)
+SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file,
+                         int line)
 {
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (nt == 0 || nt > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||

@@ -39,7 +39,8 @@
 #include <cuda_runtime_api.h> // the host API (cudaMalloc, ...), defined in simt_cpu.cpp
 #include <vector_types.h>     // dim3, uint3 and the qualifier macros (empty on the host)
 
-namespace simt {
+namespace simt
+{
 
 [[noreturn]] void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -85,22 +86,30 @@ template <typename T> inline T shfl(warp_op_kind op, unsigned mask, T v, int arg
 
 // ---- the CUDA spellings ----
 #define threadIdx (::simt::thread_idx())
-#define blockIdx (::simt::block_idx())
-#define blockDim (::simt::block_dim())
-#define gridDim (::simt::grid_dim())
-#define warpSize 32
+#define blockIdx  (::simt::block_idx())
+#define blockDim  (::simt::block_dim())
+#define gridDim   (::simt::grid_dim())
+#define warpSize  32
 #undef __launch_bounds__
 #define __launch_bounds__(...) // occupancy hints mean nothing here
 #undef __shared__
 #define __shared__ static thread_local
 
 #define __syncthreads() ::simt::syncthreads(__FILE__, __LINE__)
-#define __syncwarp(...) ::simt::warp_op(::simt::OP_SYNCWARP, (__VA_ARGS__ + 0u) ? (__VA_ARGS__ + 0u) : 0xffffffffu, 0, 0, 32, __FILE__, __LINE__)
-#define __shfl_sync(m, v, lane, ...) ::simt::shfl(::simt::OP_SHFL, (m), (v), (lane), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
-#define __shfl_up_sync(m, v, d, ...) ::simt::shfl(::simt::OP_SHFL_UP, (m), (v), (int)(d), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
-#define __shfl_down_sync(m, v, d, ...) ::simt::shfl(::simt::OP_SHFL_DOWN, (m), (v), (int)(d), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
-#define __shfl_xor_sync(m, v, x, ...) ::simt::shfl(::simt::OP_SHFL_XOR, (m), (v), (x), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
-#define __ballot_sync(m, p) ((unsigned)::simt::warp_op(::simt::OP_BALLOT, (m), (p) ? 1u : 0u, 0, 32, __FILE__, __LINE__))
+#define __syncwarp(...)                                                                                                \
+    ::simt::warp_op(::simt::OP_SYNCWARP, (__VA_ARGS__ + 0u) ? (__VA_ARGS__ + 0u) : 0xffffffffu, 0, 0, 32, __FILE__,    \
+                    __LINE__)
+#define __shfl_sync(m, v, lane, ...)                                                                                   \
+    ::simt::shfl(::simt::OP_SHFL, (m), (v), (lane), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
+#define __shfl_up_sync(m, v, d, ...)                                                                                   \
+    ::simt::shfl(::simt::OP_SHFL_UP, (m), (v), (int)(d), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
+#define __shfl_down_sync(m, v, d, ...)                                                                                 \
+    ::simt::shfl(::simt::OP_SHFL_DOWN, (m), (v), (int)(d), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__,       \
+                 __LINE__)
+#define __shfl_xor_sync(m, v, x, ...)                                                                                  \
+    ::simt::shfl(::simt::OP_SHFL_XOR, (m), (v), (x), (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, __FILE__, __LINE__)
+#define __ballot_sync(m, p)                                                                                            \
+    ((unsigned)::simt::warp_op(::simt::OP_BALLOT, (m), (p) ? 1u : 0u, 0, 32, __FILE__, __LINE__))
 #define __any_sync(m, p) ((int)::simt::warp_op(::simt::OP_ANY, (m), (p) ? 1u : 0u, 0, 32, __FILE__, __LINE__))
 #define __all_sync(m, p) ((int)::simt::warp_op(::simt::OP_ALL, (m), (p) ? 1u : 0u, 0, 32, __FILE__, __LINE__))
 

@@ -112,15 +112,14 @@ __global__ void half_warp_shuffle(int *p)
 __global__ void deadlock(int *p)
 {
     int v = (int)threadIdx.x;
-    if (threadIdx.x == 0) v = __shfl_sync(0x3u, v, 1);
-    else __syncthreads();
+    if (threadIdx.x == 0)
+        v = __shfl_sync(0x3u, v, 1);
+    else
+        __syncthreads();
     p[threadIdx.x] = v;
 }
 
-__global__ void mask_without_caller(int *p)
-{
-    p[threadIdx.x] = __shfl_sync(0x1u, (int)threadIdx.x, 0);
-}
+__global__ void mask_without_caller(int *p) { p[threadIdx.x] = __shfl_sync(0x1u, (int)threadIdx.x, 0); }
 
 __global__ void nothing(int *p) { p[0] = 0; }
 
@@ -200,13 +199,20 @@ int main(int argc, char **argv)
     int *p = nullptr;
     cudaMalloc((void **)&p, 1024 * sizeof(int));
     int rc = 0;
-    if (!std::strcmp(what, "good")) rc = run_good();
-    else if (!std::strcmp(what, "divergent_barrier")) KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
-    else if (!std::strcmp(what, "half_warp_shuffle")) KVC_LAUNCH(half_warp_shuffle, 1, 64, 0, 0, p);
-    else if (!std::strcmp(what, "deadlock")) KVC_LAUNCH(deadlock, 1, 32, 0, 0, p);
-    else if (!std::strcmp(what, "mask_without_caller")) KVC_LAUNCH(mask_without_caller, 1, 32, 0, 0, p);
-    else if (!std::strcmp(what, "bad_launch")) KVC_LAUNCH(nothing, 1, 2048, 0, 0, p);
-    else if (!std::strcmp(what, "race_without_barrier")) KVC_LAUNCH(race_without_barrier, 1, 64, 0, 0, p);
+    if (!std::strcmp(what, "good"))
+        rc = run_good();
+    else if (!std::strcmp(what, "divergent_barrier"))
+        KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
+    else if (!std::strcmp(what, "half_warp_shuffle"))
+        KVC_LAUNCH(half_warp_shuffle, 1, 64, 0, 0, p);
+    else if (!std::strcmp(what, "deadlock"))
+        KVC_LAUNCH(deadlock, 1, 32, 0, 0, p);
+    else if (!std::strcmp(what, "mask_without_caller"))
+        KVC_LAUNCH(mask_without_caller, 1, 32, 0, 0, p);
+    else if (!std::strcmp(what, "bad_launch"))
+        KVC_LAUNCH(nothing, 1, 2048, 0, 0, p);
+    else if (!std::strcmp(what, "race_without_barrier"))
+        KVC_LAUNCH(race_without_barrier, 1, 64, 0, 0, p);
     else {
         std::printf("unknown case %s\n", what);
         rc = 2;

@@ -29,7 +29,8 @@
 #include "kvc/kvc_cuda.h"
 #include "kvc_cuda_compat.h"
 
-namespace {
+namespace
+{
 
 constexpr double kU = 5.9604644775390625e-08; // 2^-24, f32 unit roundoff
 const uint64_t kSeed = 20261124u;
@@ -87,7 +88,7 @@ const char *type_name(unsigned t) { return t == KVC_DTYPE_F32 ? "f32" : t == KVC
 struct seg_spec {
     size_t n;
     unsigned role;
-    int weights;        // 0: none; 1: random in (0, 2]; 2: random with runs of zeros; 3: all zero
+    int weights; // 0: none; 1: random in (0, 2]; 2: random with runs of zeros; 3: all zero
     double scale;
     size_t zero_from, zero_to; // weights 2: entries [from, to) get 0
 };
@@ -164,8 +165,10 @@ void fill_view(kvc_view &v, unsigned t, size_t d, size_t dv, const std::vector<b
             if (w != nullptr) w = to_device(b.w), owned->push_back(const_cast<float *>(w));
         }
         if (b.n == 0) k = nullptr, vv = nullptr;
-        if (t == KVC_DTYPE_F32) g.keys = static_cast<const float *>(k), g.values = static_cast<const float *>(vv);
-        else g.keys_q = k, g.values_q = vv;
+        if (t == KVC_DTYPE_F32)
+            g.keys = static_cast<const float *>(k), g.values = static_cast<const float *>(vv);
+        else
+            g.keys_q = k, g.values_q = vv;
         g.weights = w;
     }
 }
@@ -179,8 +182,8 @@ void fill_view(kvc_view &v, unsigned t, size_t d, size_t dv, const std::vector<b
 // and out = sum_N p v / sum_D p moves by at most
 //   tol = (2 eta_max + 2 (n + n_blocks + 16) u) * (sum_N p |v|_max / sum_D p) + (one rounding of out).
 struct query_bound {
-    double rel;      // 2 eta_max + 2 (n + n_blocks + 16) u
-    double num_abs;  // sum_N p |v|_max / sum_D p  (the scale of out)
+    double rel;     // 2 eta_max + 2 (n + n_blocks + 16) u
+    double num_abs; // sum_N p |v|_max / sum_D p  (the scale of out)
     double dx_max;
     size_t visible;
 };
@@ -199,15 +202,20 @@ std::vector<query_bound> attend_bounds(const kvc_view &v, const kvc_attend_batch
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q = b.q + qi * v.d;
         const size_t pos = qi / b.n_q;
-        struct ent { double x, dx, vmax; unsigned role; };
+        struct ent {
+            double x, dx, vmax;
+            unsigned role;
+        };
         std::vector<ent> es;
         size_t ec = 0;
         for (size_t s = 0; s < v.n_seg; s++) {
             const kvc_segment &g = v.seg[s];
             const kvc_row_kernels &rk = ref->rows[g.dtype];
             const size_t kb = (size_t)kvc_row_bytes(g.dtype, v.d), vb = (size_t)kvc_row_bytes(g.dtype, v.dv);
-            const unsigned char *K = g.dtype == KVC_DTYPE_F32 ? (const unsigned char *)g.keys : (const unsigned char *)g.keys_q;
-            const unsigned char *V = g.dtype == KVC_DTYPE_F32 ? (const unsigned char *)g.values : (const unsigned char *)g.values_q;
+            const unsigned char *K =
+                g.dtype == KVC_DTYPE_F32 ? (const unsigned char *)g.keys : (const unsigned char *)g.keys_q;
+            const unsigned char *V =
+                g.dtype == KVC_DTYPE_F32 ? (const unsigned char *)g.values : (const unsigned char *)g.values_q;
             for (size_t i = 0; i < g.n; i++) {
                 const bool causal = s < b.causal_segs;
                 const size_t c = causal ? ec++ : 0;
@@ -216,7 +224,8 @@ std::vector<query_bound> attend_bounds(const kvc_view &v, const kvc_attend_batch
                 if (!(w > 0.0)) continue;
                 rk.load(K + i * kb, row.data(), v.d);
                 double dot = 0, sabs = 0;
-                for (size_t cc = 0; cc < v.d; cc++) dot += (double)row[cc] * q[cc], sabs += std::fabs((double)row[cc] * q[cc]);
+                for (size_t cc = 0; cc < v.d; cc++)
+                    dot += (double)row[cc] * q[cc], sabs += std::fabs((double)row[cc] * q[cc]);
                 const double x = std::log(g.scale) + std::log(w) + (double)v.beta * dot;
                 const double dx = (double)v.beta * ((double)v.d + 3.0) * kU * sabs +
                                   3.0 * kU * (std::fabs(std::log(w)) + std::fabs(std::log(g.scale)) + std::fabs(x));
@@ -270,14 +279,20 @@ void run_attend_case(const shape &sh, unsigned t, rng &r, case_result &res)
     std::vector<double> mass_ref(E, 0.25), mass_gpu(E, 0.25); // added to what is there
     std::vector<double> st_ref(Q * KVC_ATTEND_STATE(sh.dv)), st_gpu(Q * KVC_ATTEND_STATE(sh.dv), NAN);
     std::vector<double> work(kvc_attend_work_bytes(sh.n_pos, sh.n_q, sh.dv) / sizeof(double) + 1);
-    kvc_attend_batch br = {q.data(), sh.n_pos, sh.n_q, sh.causal_segs, out_ref.data(),
-                           sh.mass ? mass_ref.data() : nullptr, sh.state ? st_ref.data() : nullptr};
-    const kvc_status rc_ref = kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vp.host, &br, work.data(),
-                                                              work.size() * sizeof(double));
+    kvc_attend_batch br = {q.data(),
+                           sh.n_pos,
+                           sh.n_q,
+                           sh.causal_segs,
+                           out_ref.data(),
+                           sh.mass ? mass_ref.data() : nullptr,
+                           sh.state ? st_ref.data() : nullptr};
+    const kvc_status rc_ref =
+        kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &vp.host, &br, work.data(), work.size() * sizeof(double));
     CHECK(rc_ref == KVC_OK, "%s %s: reference says %d", sh.name, type_name(t), (int)rc_ref);
 
     kvc_attend_batch bg = br;
-    bg.out = out_gpu.data(), bg.mass = sh.mass ? mass_gpu.data() : nullptr, bg.state = sh.state ? st_gpu.data() : nullptr;
+    bg.out = out_gpu.data(), bg.mass = sh.mass ? mass_gpu.data() : nullptr,
+    bg.state = sh.state ? st_gpu.data() : nullptr;
     kvc_cuda_attend_info info;
     const kvc_status rc = kvc_cuda_attend(&vp.dev, &bg, sh.tiles_per_block, nullptr, &info);
     CHECK(rc == KVC_OK, "%s %s: kvc_cuda_attend says %d", sh.name, type_name(t), (int)rc);
@@ -373,12 +388,36 @@ std::vector<shape> attend_shapes(bool matrix)
         {"one-block-4096", 64, 64, 2, 1, 0, {{4096, B, 0, 1.0, 0, 0}}, 32, false, false},
         // f32: split_kernel's wide configuration (all rows f32, <= 2 query rows, d % 32 == 0)
         {"grouped-auto-5000", 128, 128, 2, 1, 0, {{5000, B, 1, 1.0, 0, 0}}, 0, true, true},
-        {"empty-splits", 64, 64, 3, 1, 0,
-         {{0, B, 0, 1.0, 0, 0}, {1500, B, 2, 1.0, 200, 700}, {130, B, 3, 1.0, 0, 0}}, 1, true, true},
-        {"subgen-like-N-D", 32, 48, 4, 1, 0,
-         {{700, N, 1, 3.5, 0, 0}, {300, D, 1, 0.25, 0, 0}, {40, B, 0, 1.0, 0, 0}}, 1, true, true},
-        {"causal-5pos-x-2heads", 64, 64, 2, 5, 3,
-         {{4, B, 0, 1.0, 0, 0}, {200, B, 0, 1.0, 0, 0}, {9, B, 0, 1.0, 0, 0}, {333, B, 1, 2.0, 0, 0}}, 1, true, true},
+        {"empty-splits",
+         64,
+         64,
+         3,
+         1,
+         0,
+         {{0, B, 0, 1.0, 0, 0}, {1500, B, 2, 1.0, 200, 700}, {130, B, 3, 1.0, 0, 0}},
+         1,
+         true,
+         true},
+        {"subgen-like-N-D",
+         32,
+         48,
+         4,
+         1,
+         0,
+         {{700, N, 1, 3.5, 0, 0}, {300, D, 1, 0.25, 0, 0}, {40, B, 0, 1.0, 0, 0}},
+         1,
+         true,
+         true},
+        {"causal-5pos-x-2heads",
+         64,
+         64,
+         2,
+         5,
+         3,
+         {{4, B, 0, 1.0, 0, 0}, {200, B, 0, 1.0, 0, 0}, {9, B, 0, 1.0, 0, 0}, {333, B, 1, 2.0, 0, 0}},
+         1,
+         true,
+         true},
         {"causal-12pos-x-1head", 40, 24, 1, 12, 1, {{12, B, 0, 1.0, 0, 0}}, 0, true, true},
         {"odd-dims-33x17", 33, 17, 3, 1, 0, {{129, B, 1, 1.0, 0, 0}}, 1, true, false},
         {"dv1-d1", 1, 1, 5, 1, 0, {{257, B, 0, 1.0, 0, 0}}, 1, true, true},
@@ -396,7 +435,7 @@ void run_store_case(unsigned t, size_t n, size_t dim, rng &r)
     for (size_t i = 0; i < n; i++)
         for (size_t c = 0; c < dim; c++) {
             double v = r.normal() * std::exp(4.0 * r.uniform() - 2.0);
-            if (i == 0) v = 0.0;                                             // an all-zero row
+            if (i == 0) v = 0.0;                                            // an all-zero row
             if (i == 1) v = (c % 2 ? -1.0 : 1.0) * (double)(c % 255) / 2.0; // exact halves of the scale
             x[i * dim + c] = (float)v;
         }
@@ -426,8 +465,10 @@ void run_store_case(unsigned t, size_t n, size_t dim, rng &r)
             if (a == b) continue;
             const double tq = c < dim ? (double)x[i * dim + c] / (double)scale : 0.0;
             const double frac = std::fabs(tq) - std::floor(std::fabs(tq));
-            if (std::abs(a - b) == 1 && std::fabs(frac - 0.5) <= 2.0 * kU * std::fabs(tq)) near_ties++;
-            else bad++;
+            if (std::abs(a - b) == 1 && std::fabs(frac - 0.5) <= 2.0 * kU * std::fabs(tq))
+                near_ties++;
+            else
+                bad++;
         }
     }
     CHECK(bad == 0, "store %s dim %zu: %zu rows differ beyond a near-tie code", type_name(t), dim, bad);
@@ -477,8 +518,8 @@ void run_gram_case(unsigned t, size_t na, size_t nb, size_t dim, bool with_mu, r
             CHECK(e <= tol, "gram %s (%zu,%zu): %.9g vs %.9g", type_name(t), i, j, (double)g[i * nb + j], want);
             worst = std::fmax(worst, e / tol);
         }
-    std::printf("  gram   %-3s %zux%zu dim=%zu mu=%s: err/tol %.3g\n", type_name(t), na, nb, dim, with_mu ? "yes" : "no",
-                worst);
+    std::printf("  gram   %-3s %zux%zu dim=%zu mu=%s: err/tol %.3g\n", type_name(t), na, nb, dim,
+                with_mu ? "yes" : "no", worst);
     cudaFree(ad), cudaFree(bd), cudaFree(mud), cudaFree(gd);
 }
 
@@ -519,7 +560,8 @@ void run_table_case(unsigned t, rng &r, int steps)
             worst = std::fmax(worst, e / tol);
         }
     }
-    std::printf("  table  %-3s h2o stream, %d steps, budget 64 on the cuda table: err/tol %.3g\n", type_name(t), steps, worst);
+    std::printf("  table  %-3s h2o stream, %d steps, budget 64 on the cuda table: err/tol %.3g\n", type_name(t), steps,
+                worst);
     kvc_cuda_free_shared(arena);
 }
 

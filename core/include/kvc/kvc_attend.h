@@ -34,8 +34,7 @@ extern "C" {
  *         (output zeroed) when a result is not a finite float, which only a
  *         view whose numerator and denominator sets differ can produce.
  */
-kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q,
-                      float *out);
+kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out);
 
 /**
  * @brief Split-K: merge the states of @p n_parts attends over disjoint parts

@@ -23,11 +23,11 @@ extern "C" {
 
 /** How the per-(layer, head) budget is spread over layers. */
 typedef enum kvc_budget_policy {
-    KVC_BUDGET_UNIFORM = 0, /**< every layer gets `budget` */
-    KVC_BUDGET_PYRAMID = 1, /**< PyramidKV: linear from (1+r)*budget at layer 0 to
+    KVC_BUDGET_UNIFORM = 0,            /**< every layer gets `budget` */
+    KVC_BUDGET_PYRAMID = 1,            /**< PyramidKV: linear from (1+r)*budget at layer 0 to
                                  (1-r)*budget at the last layer, r = pyramid_ratio;
                                  the total is at most n_layers * budget */
-    KVC_BUDGET_HEADS = 2,   /**< head-wise: every (layer, kv head) its own method,
+    KVC_BUDGET_HEADS = 2,              /**< head-wise: every (layer, kv head) its own method,
                                  budget, sinks, window and protected slots, from a table given to
                                  kvc_cache_init_heads (kept in the arena); the
                                  streams are sized for their own budgets (ragged,
@@ -49,7 +49,7 @@ typedef struct kvc_cache_head {
 
 /** Largest number of layers / kv-heads a cache accepts. */
 #define KVC_CACHE_MAX_LAYERS 256u
-#define KVC_CACHE_MAX_HEADS 256u
+#define KVC_CACHE_MAX_HEADS  256u
 
 /** Cache configuration (plain data). */
 typedef struct kvc_cache_config {
@@ -122,8 +122,7 @@ uint32_t kvc_cache_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
  *        >= kvc_cache_arena_size bytes).
  * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED or KVC_E_ARENA.
  */
-kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg,
-                          kvc_cache **out);
+kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, kvc_cache **out);
 
 /**
  * @brief Append one token's keys and values for @p layer.
@@ -131,15 +130,13 @@ kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_confi
  * @return KVC_OK, or the first failing stream's status; on error no stream of
  *         the layer changed (every input is checked before any append).
  */
-kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k,
-                            const float *v);
+kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v);
 
 /**
  * @brief Attend all query heads of @p layer.
  * @param q    n_heads x head_dim floats.  @param out  n_heads x head_dim floats.
  */
-kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer,
-                            const float *q, float *out);
+kvc_status kvc_cache_attend(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out);
 
 /** @brief Workspace bytes kvc_cache_attend_observed needs now for @p layer (the largest of its
  *         streams'; ask before each call, the views grow); 0 for a bad handle or layer. */
@@ -153,8 +150,8 @@ size_t kvc_cache_attend_observed_work_bytes(const kvc_cache *c, uint32_t layer);
  * @return KVC_OK or the first failing stream's status (earlier heads have
  *         observed: a failure here means a corrupted cache or bad input).
  */
-kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q,
-                                     float *out, void *work, size_t work_bytes);
+kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out,
+                                     void *work, size_t work_bytes);
 
 /**
  * @brief Query-aware methods (SnapKV): the prompt's last queries of @p layer,

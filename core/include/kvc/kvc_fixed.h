@@ -35,7 +35,7 @@ extern "C" {
 
 /** Bytes of the workspace kvc_fx_attend_rows needs for n rows (two int32 each:
  *  the score and the value row's decoded scale). */
-#define KVC_FX_WORK_BYTES(n) ((size_t)(n) * 2u * sizeof(int32_t))
+#define KVC_FX_WORK_BYTES(n) ((size_t)(n)*2u * sizeof(int32_t))
 
 /**
  * @brief A non-negative binary32 scale as m 2^e, m in [2^15, 2^16) (its 16

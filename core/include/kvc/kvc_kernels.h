@@ -53,9 +53,9 @@ static inline double kvc_element_bytes(unsigned t, uint64_t dim)
 
 /** CPU features a backend may need (kvc_cpu_features()). */
 enum {
-    KVC_CPU_AVX2 = 1u << 0,    /**< x86 AVX2 + FMA */
-    KVC_CPU_AVX512 = 1u << 1,  /**< x86 AVX-512F */
-    KVC_CPU_NEON = 1u << 2     /**< Arm Advanced SIMD */
+    KVC_CPU_AVX2 = 1u << 0,   /**< x86 AVX2 + FMA */
+    KVC_CPU_AVX512 = 1u << 1, /**< x86 AVX-512F */
+    KVC_CPU_NEON = 1u << 2    /**< Arm Advanced SIMD */
 };
 
 /** The scalar reference kernels (ground truth). Never NULL. Pass it
@@ -96,9 +96,9 @@ int kvc_kernels_support(const kvc_kernels *kern, unsigned t);
 
 /** Which set(s) of the weighted query a segment belongs to (bit mask). */
 enum {
-    KVC_SET_NUM = 1u,  /**< numerator set N (needs values) */
-    KVC_SET_DEN = 2u,  /**< denominator set D (values may be NULL) */
-    KVC_SET_BOTH = 3u  /**< same entry, same weight, in N and in D */
+    KVC_SET_NUM = 1u, /**< numerator set N (needs values) */
+    KVC_SET_DEN = 2u, /**< denominator set D (values may be NULL) */
+    KVC_SET_BOTH = 3u /**< same entry, same weight, in N and in D */
 };
 
 /** One block of cache entries with a common role. Pointers are transient:
@@ -155,24 +155,23 @@ typedef struct kvc_view {
  * @param out   n_q rows of view->dv floats; all-zero rows where the denominator is 0.
  * @return KVC_OK, or KVC_E_ARG for out-of-range dimensions / NULL pointers.
  */
-typedef kvc_status (*kvc_attend_fn)(const kvc_view *view, const float *q, size_t n_q,
-                                    float *out);
+typedef kvc_status (*kvc_attend_fn)(const kvc_view *view, const float *q, size_t n_q, float *out);
 
 /** A batched attend request: n_pos positions x n_q query heads of one
  *  kv-head group against one view, any storage type. */
 typedef struct kvc_attend_batch {
-    const float *q;      /**< n_pos * n_q rows of d floats: position-major, then head */
-    size_t n_pos;        /**< 1 .. KVC_MAX_BATCH_POSITIONS */
-    size_t n_q;          /**< 1 .. KVC_MAX_QUERY_HEADS */
+    const float *q; /**< n_pos * n_q rows of d floats: position-major, then head */
+    size_t n_pos;   /**< 1 .. KVC_MAX_BATCH_POSITIONS */
+    size_t n_q;     /**< 1 .. KVC_MAX_QUERY_HEADS */
     /** Causal mask: the first `causal_segs` segments hold their entries in
      *  token order, the last of them being the n_pos positions themselves;
      *  position p does not see the last n_pos-1-p of those entries. 0: no mask. */
     size_t causal_segs;
-    float *out;          /**< n_pos * n_q rows of dv floats */
-    double *mass;        /**< NULL, or one double per entry of the view (segment order):
+    float *out;    /**< n_pos * n_q rows of dv floats */
+    double *mass;  /**< NULL, or one double per entry of the view (segment order):
                               receives the sum over queries of the attention each
                               entry got, w_i e^{s_i} / sum_D (added to what is there) */
-    double *state;       /**< NULL, or KVC_ATTEND_STATE(dv) doubles per query: the
+    double *state; /**< NULL, or KVC_ATTEND_STATE(dv) doubles per query: the
                               unnormalised online-softmax state {m, den, acc[dv]}
                               (m = -inf: no entry seen), for split-K (kvc_attend_merge) */
 } kvc_attend_batch;
@@ -246,12 +245,12 @@ enum {
 
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */
 typedef struct kvc_kernels {
-    uint32_t version;   /**< KVC_KERNELS_VERSION */
-    uint32_t caps;      /**< KVC_CAP_* bits */
-    uint32_t needs;     /**< KVC_CPU_* bits this table requires */
-    const char *name;   /**< "ref", "avx2", "cuda", ... */
-    kvc_attend_fn attend_f32;         /**< one position, f32 views (the proved kernel in ref) */
-    kvc_attend_batch_fn attend_batch; /**< any storage type, batched, causal, optional mass */
+    uint32_t version;                      /**< KVC_KERNELS_VERSION */
+    uint32_t caps;                         /**< KVC_CAP_* bits */
+    uint32_t needs;                        /**< KVC_CPU_* bits this table requires */
+    const char *name;                      /**< "ref", "avx2", "cuda", ... */
+    kvc_attend_fn attend_f32;              /**< one position, f32 views (the proved kernel in ref) */
+    kvc_attend_batch_fn attend_batch;      /**< any storage type, batched, causal, optional mass */
     kvc_row_kernels rows[KVC_DTYPE_COUNT]; /**< per storage type; all-NULL = not supported */
     /** <a, b> over n floats, accumulated in double. */
     double (*dot_f32)(const float *a, const float *b, size_t n);

@@ -26,28 +26,28 @@
 #define KVC_EXTRA_METHODS(X)
 #endif
 
-#define KVC_METHOD_LIST(X)                                                                                       \
-    X(exact, EXACT, 1, "exact", "no_press", "every token; refuses (KVC_E_CAPACITY) when the budget is full")      \
-    X(sink_window, SINK_WINDOW, 2, "sink-window", "streaming_llm",                                               \
-      "StreamingLLM: the first n_sink tokens and a FIFO of the most recent")                                    \
-    X(uniform, UNIFORM, 3, "uniform", "random",                                                                  \
-      "sinks, window, and a uniform reservoir of the rest (weight seen/kept)")                                   \
-    X(subgen, SUBGEN, 4, "subgen", "", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)") \
-    X(balancekv, BALANCEKV, 5, "balancekv", "",                                                                  \
-      "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree")         \
-    X(balancekv_prefill, BALANCEKV_PREFILL, 6, "balancekv-prefill", "",                                          \
-      "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail")   \
-    X(express, EXPRESS, 7, "express", "", "Thinformer Express: kernel halving, streaming Compress2 and Subsample") \
-    X(express_prefill, EXPRESS_PREFILL, 8, "express-prefill", "",                                                \
-      "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail")            \
-    X(knorm, KNORM, 9, "knorm", "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)")      \
-    X(keydiff, KEYDIFF, 10, "keydiff", "keydiff",                                                                \
-      "KeyDiff: evict the key most similar (cosine) to the sum of the normalised keys held (weight 1)")          \
-    X(h2o, H2O, 11, "h2o", "observed_attention",                                                                 \
-      "H2O: evict the lowest accumulated attention (observed queries); weight 1")                                \
-    X(tova, TOVA, 12, "tova", "tova", "TOVA: evict the lowest attention of the last observed query; weight 1")    \
-    X(snapkv, SNAPKV, 13, "snapkv", "snapkv",                                                                    \
-      "SnapKV: keep the tokens the prompt's last queries (given first) attend to most, pooled; weight 1")        \
+#define KVC_METHOD_LIST(X)                                                                                             \
+    X(exact, EXACT, 1, "exact", "no_press", "every token; refuses (KVC_E_CAPACITY) when the budget is full")           \
+    X(sink_window, SINK_WINDOW, 2, "sink-window", "streaming_llm",                                                     \
+      "StreamingLLM: the first n_sink tokens and a FIFO of the most recent")                                           \
+    X(uniform, UNIFORM, 3, "uniform", "random",                                                                        \
+      "sinks, window, and a uniform reservoir of the rest (weight seen/kept)")                                         \
+    X(subgen, SUBGEN, 4, "subgen", "", "SubGen: key clusters (denominator) + a value-norm reservoir (numerator)")      \
+    X(balancekv, BALANCEKV, 5, "balancekv", "",                                                                        \
+      "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree")                \
+    X(balancekv_prefill, BALANCEKV_PREFILL, 6, "balancekv-prefill", "",                                                \
+      "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail")         \
+    X(express, EXPRESS, 7, "express", "", "Thinformer Express: kernel halving, streaming Compress2 and Subsample")     \
+    X(express_prefill, EXPRESS_PREFILL, 8, "express-prefill", "",                                                      \
+      "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail")                  \
+    X(knorm, KNORM, 9, "knorm", "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)")           \
+    X(keydiff, KEYDIFF, 10, "keydiff", "keydiff",                                                                      \
+      "KeyDiff: evict the key most similar (cosine) to the sum of the normalised keys held (weight 1)")                \
+    X(h2o, H2O, 11, "h2o", "observed_attention",                                                                       \
+      "H2O: evict the lowest accumulated attention (observed queries); weight 1")                                      \
+    X(tova, TOVA, 12, "tova", "tova", "TOVA: evict the lowest attention of the last observed query; weight 1")         \
+    X(snapkv, SNAPKV, 13, "snapkv", "snapkv",                                                                          \
+      "SnapKV: keep the tokens the prompt's last queries (given first) attend to most, pooled; weight 1")              \
     KVC_EXTRA_METHODS(X)
 
 #endif

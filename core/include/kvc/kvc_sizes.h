@@ -31,94 +31,94 @@
 /** Bytes of one stored row of @p dim elements of type @p t, 0 for a type not stored row by
  *  row (kvc_row_bytes is this; int4: per group of 32 an f16 scale and minimum, then the
  *  nibbles, 2 per byte). */
-#define KVC_ROW_BYTES(t, dim)                                                                                      \
-    ((uint64_t)((t) == KVC_DTYPE_F32   ? 4u * (uint64_t)(dim)                                                      \
-                : (t) == KVC_DTYPE_F16 ? (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                     \
-                : (t) == KVC_DTYPE_I8  ? 4u + ((uint64_t)(dim) + 3u) / 4u * 4u                                     \
-                : (t) == KVC_DTYPE_Q15 ? 4u + (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                \
-                : (t) == KVC_DTYPE_I4  ? 4u * (((uint64_t)(dim) + 31u) / 32u) + (((uint64_t)(dim) + 1u) / 2u + 3u) / 4u * 4u \
-                                       : 0u))
+#define KVC_ROW_BYTES(t, dim)                                                                                          \
+    ((uint64_t)((t) == KVC_DTYPE_F32   ? 4u * (uint64_t)(dim)                                                          \
+                : (t) == KVC_DTYPE_F16 ? (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                         \
+                : (t) == KVC_DTYPE_I8  ? 4u + ((uint64_t)(dim) + 3u) / 4u * 4u                                         \
+                : (t) == KVC_DTYPE_Q15 ? 4u + (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                    \
+                : (t) == KVC_DTYPE_I4                                                                                  \
+                    ? 4u * (((uint64_t)(dim) + 31u) / 32u) + (((uint64_t)(dim) + 1u) / 2u + 3u) / 4u * 4u              \
+                    : 0u))
 
 /** @p x rounded up to KVC_ARENA_ALIGN, as uint64_t. */
 #define KVC_SIZE_ALIGN(x) (((uint64_t)(x) + (KVC_ARENA_ALIGN - 1u)) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN)
 
 /* The fixed-width headers (each checked by a _Static_assert where it is defined). */
-#define KVC_SIZE_STREAM_HEADER 472u  /**< struct kvc_stream */
-#define KVC_SIZE_CACHE_HEADER 192u   /**< struct kvc_cache */
-#define KVC_SIZE_EXACT_STATE 40u     /**< exact's state */
-#define KVC_SIZE_UNIFORM_STATE 64u   /**< uniform's state */
-#define KVC_SIZE_KNORM_STATE 64u     /**< knorm's state */
-#define KVC_SIZE_KEYDIFF_STATE 56u   /**< keydiff's state */
-#define KVC_SIZE_ATTN_STATE 88u      /**< h2o's and tova's state */
-#define KVC_SIZE_SNAPKV_STATE 112u   /**< snapkv's state */
-#define KVC_SIZE_SNAPKV_ROWS 32u     /**< snapkv's observation rows */
+#define KVC_SIZE_STREAM_HEADER 472u /**< struct kvc_stream */
+#define KVC_SIZE_CACHE_HEADER  192u /**< struct kvc_cache */
+#define KVC_SIZE_EXACT_STATE   40u  /**< exact's state */
+#define KVC_SIZE_UNIFORM_STATE 64u  /**< uniform's state */
+#define KVC_SIZE_KNORM_STATE   64u  /**< knorm's state */
+#define KVC_SIZE_KEYDIFF_STATE 56u  /**< keydiff's state */
+#define KVC_SIZE_ATTN_STATE    88u  /**< h2o's and tova's state */
+#define KVC_SIZE_SNAPKV_STATE  112u /**< snapkv's state */
+#define KVC_SIZE_SNAPKV_ROWS   32u  /**< snapkv's observation rows */
 
 /** n rows of dim elements of type t, aligned. */
-#define KVC_SIZE_ROWS(t, n, dim) KVC_SIZE_ALIGN((uint64_t)(n) * KVC_ROW_BYTES(t, dim))
+#define KVC_SIZE_ROWS(t, n, dim) KVC_SIZE_ALIGN((uint64_t)(n)*KVC_ROW_BYTES(t, dim))
 
 /** The stream wrapper: header, sinks, window ring, the pending token (and an
  *  f32 staging row for a quantised type), then @p method_bytes. */
-#define KVC_SIZE_STREAM(t, d, dv, n_sink, n_window, method_bytes)                                                \
-    (KVC_SIZE_ALIGN(KVC_SIZE_STREAM_HEADER) + KVC_SIZE_ROWS(t, n_sink, d) + KVC_SIZE_ROWS(t, n_sink, dv) +       \
-     KVC_SIZE_ROWS(t, n_window, d) + KVC_SIZE_ROWS(t, n_window, dv) + KVC_SIZE_ALIGN(4u * (uint64_t)(d)) +        \
-     KVC_SIZE_ALIGN(4u * ((uint64_t)(dv) + ((t) == KVC_DTYPE_F32 ? 0u : (uint64_t)(d) + (uint64_t)(dv)))) +     \
+#define KVC_SIZE_STREAM(t, d, dv, n_sink, n_window, method_bytes)                                                      \
+    (KVC_SIZE_ALIGN(KVC_SIZE_STREAM_HEADER) + KVC_SIZE_ROWS(t, n_sink, d) + KVC_SIZE_ROWS(t, n_sink, dv) +             \
+     KVC_SIZE_ROWS(t, n_window, d) + KVC_SIZE_ROWS(t, n_window, dv) + KVC_SIZE_ALIGN(4u * (uint64_t)(d)) +             \
+     KVC_SIZE_ALIGN(4u * ((uint64_t)(dv) + ((t) == KVC_DTYPE_F32 ? 0u : (uint64_t)(d) + (uint64_t)(dv)))) +            \
      KVC_SIZE_ALIGN(method_bytes))
 
 /** A method's rows for cap tokens after its state of @p state bytes. */
-#define KVC_SIZE_METHOD_ROWS(state, t, d, dv, cap)                                                                 \
+#define KVC_SIZE_METHOD_ROWS(state, t, d, dv, cap)                                                                     \
     (KVC_SIZE_ALIGN(state) + KVC_SIZE_ROWS(t, cap, d) + KVC_SIZE_ROWS(t, cap, dv))
 
 /** The tokens a non-window method holds: budget - n_sink - n_window - 1 (the current token). */
-#define KVC_SIZE_CAP(budget, n_sink, n_window) ((uint64_t)(budget) - (n_sink) - (n_window) - 1u)
+#define KVC_SIZE_CAP(budget, n_sink, n_window) ((uint64_t)(budget) - (n_sink) - (n_window)-1u)
 
 /** Sink-window: @p budget tokens, @p n_sink of them sinks, the rest the window and the current token. */
-#define KVC_SINK_WINDOW_ARENA_BYTES(t, d, dv, budget, n_sink)                                                      \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, (uint64_t)(budget) - (n_sink) - 1u, 0u)
+#define KVC_SINK_WINDOW_ARENA_BYTES(t, d, dv, budget, n_sink)                                                          \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, (uint64_t)(budget) - (n_sink)-1u, 0u)
 
 /** Exact: keeps budget - n_sink - n_window - 1 tokens beside its sinks and window. */
-#define KVC_EXACT_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                 \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
+#define KVC_EXACT_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                      \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
                     KVC_SIZE_METHOD_ROWS(KVC_SIZE_EXACT_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)))
 
 /** Uniform (reservoir): rows and a token index per held token. */
-#define KVC_UNIFORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                               \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_UNIFORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) + \
+#define KVC_UNIFORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                    \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_UNIFORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +   \
                         KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
 
 /** K-norm: rows, a float norm and a heap slot per held token. */
-#define KVC_KNORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                 \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KNORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) + \
+#define KVC_KNORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                      \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KNORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +     \
                         2u * KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
 
 /** KeyDiff: rows and a float inverse norm per held token. */
-#define KVC_KEYDIFF_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                               \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KEYDIFF_STATE, t, d, dv,                                          \
-                                         KVC_SIZE_CAP(budget, n_sink, n_window)) +                                  \
+#define KVC_KEYDIFF_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                    \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KEYDIFF_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +   \
                         KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
 
 /** H2O and TOVA: rows, a token and a score per held token, and a ring of n_window + 1 of each. */
-#define KVC_H2O_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                   \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_ATTN_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +  \
-                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                          \
+#define KVC_H2O_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                        \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_ATTN_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +      \
+                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                             \
                         2u * KVC_SIZE_ALIGN(8u * ((uint64_t)(n_window) + 1u)))
 /** TOVA has H2O's layout. */
 #define KVC_TOVA_ARENA_BYTES(t, d, dv, budget, n_sink, n_window) KVC_H2O_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)
 
 /** SnapKV: rows, a token and a score per held token, and the observation rows. */
-#define KVC_SNAPKV_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                     \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_SNAPKV_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) + \
-                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                          \
+#define KVC_SNAPKV_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                     \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_SNAPKV_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +    \
+                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                             \
                         KVC_SIZE_ALIGN(4u * KVC_SIZE_SNAPKV_ROWS * (uint64_t)(d)))
 
 /** A cache of n_layers x n_kv_heads streams of @p stream_bytes each (policy
  *  KVC_BUDGET_UNIFORM): the header, the table of offsets, then the streams. */
-#define KVC_CACHE_ARENA_BYTES(n_layers, n_kv_heads, stream_bytes)                                                  \
-    (KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER) + KVC_SIZE_ALIGN(8u * (uint64_t)(n_layers) * (n_kv_heads)) +             \
-     (uint64_t)(n_layers) * (n_kv_heads) * KVC_SIZE_ALIGN(stream_bytes))
+#define KVC_CACHE_ARENA_BYTES(n_layers, n_kv_heads, stream_bytes)                                                      \
+    (KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER) + KVC_SIZE_ALIGN(8u * (uint64_t)(n_layers) * (n_kv_heads)) +                \
+     (uint64_t)(n_layers) * (n_kv_heads)*KVC_SIZE_ALIGN(stream_bytes))
 
 #endif

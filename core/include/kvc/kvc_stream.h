@@ -55,10 +55,10 @@ typedef enum kvc_estimator {
 
 /** SubGen parameters; 0 means "derive from the budget". */
 typedef struct kvc_subgen_params {
-    uint32_t t;       /**< samples per cluster, 0 -> 8; else 1 .. 4096 */
-    uint32_t s;       /**< value-reservoir slots, 0 -> half the method budget */
-    uint32_t m_max;   /**< cluster capacity, 0 -> what the rest of the budget holds */
-    float delta0;     /**< starting cluster radius >= 0; 0 = set at first overflow */
+    uint32_t t;         /**< samples per cluster, 0 -> 8; else 1 .. 4096 */
+    uint32_t s;         /**< value-reservoir slots, 0 -> half the method budget */
+    uint32_t m_max;     /**< cluster capacity, 0 -> what the rest of the budget holds */
+    float delta0;       /**< starting cluster radius >= 0; 0 = set at first overflow */
     uint32_t estimator; /**< kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (cluster samples then also hold values) */
 } kvc_subgen_params;
 
@@ -71,17 +71,17 @@ typedef enum kvc_balance_mode {
 
 /** BalanceKV parameters; 0 means "default / derive from the budget". */
 typedef struct kvc_balancekv_params {
-    uint32_t t;          /**< batch size (even, >= 2); 0 -> largest that fits the budget */
-    uint32_t levels;     /**< T, tree levels above the input level, 1 .. 16; 0 -> 3 */
-    uint32_t b_max;      /**< value-norm buckets kept (a window of exponents), 1 .. 64; 0 -> 8 */
-    uint32_t mode;       /**< kvc_balance_mode; 0 -> KVC_BALANCE_PRACTICAL (streaming and prefill; README) */
-    float gamma;         /**< practical-mode step, > 0; 0 -> 4 */
-    float delta;         /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
-    float rho;           /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
-    float kappa;         /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
+    uint32_t t;           /**< batch size (even, >= 2); 0 -> largest that fits the budget */
+    uint32_t levels;      /**< T, tree levels above the input level, 1 .. 16; 0 -> 3 */
+    uint32_t b_max;       /**< value-norm buckets kept (a window of exponents), 1 .. 64; 0 -> 8 */
+    uint32_t mode;        /**< kvc_balance_mode; 0 -> KVC_BALANCE_PRACTICAL (streaming and prefill; README) */
+    float gamma;          /**< practical-mode step, > 0; 0 -> 4 */
+    float delta;          /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
+    float rho;            /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
+    float kappa;          /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
     uint32_t tail_method; /**< prefill: what holds tokens after the prompt: 0 or KVC_METHOD_EXACT
                                (exact, refuses when full) or KVC_METHOD_UNIFORM (reservoir) */
-    uint32_t estimator;  /**< streaming: kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (no key-only tree:
+    uint32_t estimator;   /**< streaming: kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (no key-only tree:
                               its memory goes to the joint trees, read self-normalised; b_max
                               default 1, kappa default 0.025). Prefill is always self-normalised. */
 } kvc_balancekv_params;
@@ -117,7 +117,7 @@ typedef struct kvc_stream_config {
     kvc_subgen_params subgen;
     kvc_balancekv_params balancekv; /**< also balancekv-prefill: t = block size b (0 -> 256),
                                          levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
-    uint32_t prefix_len; /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
+    uint32_t prefix_len;            /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
     kvc_express_params express;
     /** Needle-preserving spans (README "Protected spans"): tokens of the budget
      *  that keep, exactly and with weight 1, the tokens near a key outlier when
@@ -137,22 +137,22 @@ typedef struct kvc_stream_plan {
     kvc_method method;
     uint32_t d, dv;
     float beta;
-    uint32_t n_sink, n_window; /**< exact regions actually used */
+    uint32_t n_sink, n_window;          /**< exact regions actually used */
     uint32_t n_protect, protect_radius; /**< protected spans (0, 0 when off) */
-    uint32_t method_tokens;    /**< budget left to the method (tokens) */
-    uint32_t capacity;         /**< exact / uniform: token slots of the method */
-    uint32_t t, s, m_max;      /**< SubGen */
-    float delta0;              /**< SubGen */
-    uint32_t subgen_estimator; /**< SubGen: kvc_estimator, resolved */
-    kvc_balancekv_params bkv;  /**< BalanceKV / prefill, every field resolved */
-    uint32_t prefix_method_tokens; /**< prefill: prompt tokens that reach the method */
-    uint32_t tail_capacity;    /**< prefill: exact tokens after the prompt */
-    kvc_express_params xp;     /**< Express, every field resolved */
-    uint32_t dtype;            /**< kvc_dtype of every cached row (also keeps the 64-bit fields 8-aligned) */
-    uint64_t worst_elements;   /**< peak cache elements (floats of k/v vectors), worst case */
-    uint64_t budget_elements;  /**< budget * (d + dv) */
-    uint64_t metadata_bytes;   /**< per-entry weights / counters / ids, worst case */
-    uint64_t arena_bytes;      /**< what kvc_stream_arena_size returns (always <= SIZE_MAX) */
+    uint32_t method_tokens;             /**< budget left to the method (tokens) */
+    uint32_t capacity;                  /**< exact / uniform: token slots of the method */
+    uint32_t t, s, m_max;               /**< SubGen */
+    float delta0;                       /**< SubGen */
+    uint32_t subgen_estimator;          /**< SubGen: kvc_estimator, resolved */
+    kvc_balancekv_params bkv;           /**< BalanceKV / prefill, every field resolved */
+    uint32_t prefix_method_tokens;      /**< prefill: prompt tokens that reach the method */
+    uint32_t tail_capacity;             /**< prefill: exact tokens after the prompt */
+    kvc_express_params xp;              /**< Express, every field resolved */
+    uint32_t dtype;                     /**< kvc_dtype of every cached row (also keeps the 64-bit fields 8-aligned) */
+    uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */
+    uint64_t budget_elements;           /**< budget * (d + dv) */
+    uint64_t metadata_bytes;            /**< per-entry weights / counters / ids, worst case */
+    uint64_t arena_bytes;               /**< what kvc_stream_arena_size returns (always <= SIZE_MAX) */
 } kvc_stream_plan;
 
 /** Opaque stream state; it lives at the start of its arena. */
@@ -203,12 +203,12 @@ typedef enum kvc_param_type {
 /** One tunable parameter of a method, as the command line spells it. Value 0
  *  (or not setting it) always means "derive from the budget / default". */
 typedef struct kvc_param_desc {
-    const char *name;     /**< flag name without "--", e.g. "subgen-t" */
+    const char *name; /**< flag name without "--", e.g. "subgen-t" */
     kvc_param_type type;
-    double min, max;      /**< range of an explicit value (U32, F32) */
-    const char *choices;  /**< CHOICE: the accepted words, "|"-separated; F32 may also accept these */
-    const char *dflt;     /**< what 0 / unset means, in words */
-    const char *help;     /**< one line */
+    double min, max;     /**< range of an explicit value (U32, F32) */
+    const char *choices; /**< CHOICE: the accepted words, "|"-separated; F32 may also accept these */
+    const char *dflt;    /**< what 0 / unset means, in words */
+    const char *help;    /**< one line */
 } kvc_param_desc;
 
 /** Number of parameters of method @p m (0 for an unknown method). */
@@ -228,8 +228,7 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
  * @brief A configuration with the documented defaults (sink 32, window 32,
  *        beta 1/sqrt(d), f32 storage, SubGen parameters derived).
  */
-kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv,
-                                            uint32_t budget, uint64_t seed);
+kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget, uint64_t seed);
 
 #if defined(KVC_ADVANCED)
 /**
@@ -240,7 +239,6 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
  */
 kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *plan);
 #endif
-
 
 /**
  * @brief Why a configuration is rejected, in one sentence.
@@ -276,8 +274,7 @@ uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t byte
  * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED, or KVC_E_ARENA (NULL,
  *         misaligned or too small).
  */
-kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg,
-                           kvc_stream **out);
+kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg, kvc_stream **out);
 
 /**
  * @brief Append the next token (its key and value, post-RoPE).
@@ -286,8 +283,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
  * @return KVC_OK; KVC_E_NONFINITE, KVC_E_ARG (NULL), KVC_E_STATE (bad
  *         handle), KVC_E_CAPACITY (exact is full). On error nothing changed.
  */
-kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k,
-                             const float *v);
+kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v);
 
 /**
  * @brief Attend @p n_q queries (a GQA group) to everything appended so far,
@@ -298,8 +294,7 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
  *         KVC_E_RANGE (out zeroed) when SubGen's or BalanceKV's estimate
  *         overflows a float; KVC_E_CORRUPT / KVC_E_ARENA for a bad arena.
  */
-kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q,
-                             size_t n_q, float *out);
+kvc_status kvc_stream_attend(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q, float *out);
 
 #if defined(KVC_ADVANCED)
 /* ---- advanced tier: batched, split-K and observed attends, the raw view ---- */
@@ -372,8 +367,8 @@ size_t kvc_stream_attend_observed_work_bytes(const kvc_stream *st, size_t n_q);
  * @param work  kvc_stream_attend_observed_work_bytes(st, n_q) bytes, 8-aligned.
  * @return as kvc_stream_attend_batch; on an error nothing was observed.
  */
-kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
-                                      float *out, void *work, size_t work_bytes);
+kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q, float *out,
+                                      void *work, size_t work_bytes);
 
 /**
  * @brief Query-aware methods: the prompt's last queries (SnapKV's observation
@@ -430,23 +425,23 @@ const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st);
 
 /** Live counters of a stream. */
 typedef struct kvc_stream_stats {
-    uint64_t tokens_seen;     /**< appends accepted */
-    uint64_t elements;        /**< cache elements held now */
-    uint64_t peak_elements;   /**< max of elements over the stream's life */
-    uint64_t method_tokens_in;/**< tokens handed to the method so far */
+    uint64_t tokens_seen;      /**< appends accepted */
+    uint64_t elements;         /**< cache elements held now */
+    uint64_t peak_elements;    /**< max of elements over the stream's life */
+    uint64_t method_tokens_in; /**< tokens handed to the method so far */
     /* SubGen only */
-    uint32_t clusters;        /**< live clusters */
-    uint32_t doublings;       /**< radius doublings (bounded-memory rule) */
-    uint32_t merges;          /**< clusters absorbed by merges */
-    double delta;             /**< current radius */
+    uint32_t clusters;  /**< live clusters */
+    uint32_t doublings; /**< radius doublings (bounded-memory rule) */
+    uint32_t merges;    /**< clusters absorbed by merges */
+    double delta;       /**< current radius */
     /* BalanceKV only */
-    uint64_t clip_events;     /**< walk steps whose probability was clipped */
-    uint64_t halvings;        /**< SoftmaxBalance calls */
-    uint64_t dropped;         /**< tokens dropped by erased buckets (rho > 0) */
-    uint32_t buckets;         /**< live numerator buckets */
+    uint64_t clip_events; /**< walk steps whose probability was clipped */
+    uint64_t halvings;    /**< SoftmaxBalance calls */
+    uint64_t dropped;     /**< tokens dropped by erased buckets (rho > 0) */
+    uint32_t buckets;     /**< live numerator buckets */
     /* Express only */
-    uint32_t round;           /**< r: thinning factor t = 4^r */
-    uint32_t protected_tokens;/**< tokens held in the protected spans (n_protect) */
+    uint32_t round;            /**< r: thinning factor t = 4^r */
+    uint32_t protected_tokens; /**< tokens held in the protected spans (n_protect) */
     /* H2O / TOVA: kvc_stream_observe calls the method received; SnapKV: observation rows it holds */
     uint64_t observes;
 } kvc_stream_stats;
@@ -464,8 +459,6 @@ size_t kvc_stream_plan_describe(const kvc_stream_config *cfg, const kvc_stream_p
 
 /** @brief One line of the method's live counters ("subgen: clusters=..."), "" when it has none; returns as above. */
 size_t kvc_stream_stats_describe(kvc_method m, const kvc_stream_stats *stats, char *buf, size_t cap);
-
-
 
 #ifdef __cplusplus
 }

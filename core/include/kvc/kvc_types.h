@@ -56,34 +56,34 @@ const char *kvc_status_str(kvc_status s);
  *  refused with ::KVC_E_UNSUPPORTED (kvc_dtype_implemented). */
 #define KVC_DTYPE_ENUM_ENTRY(NAME, value, name, bits, implemented, doc) KVC_DTYPE_##NAME = value,
 typedef enum kvc_dtype {
-    KVC_DTYPE_LIST(KVC_DTYPE_ENUM_ENTRY)
-    KVC_DTYPE_ENUM_32BIT = 0x7fffffff /**< not a type: keeps the enum 4 bytes under -fshort-enums
+    KVC_DTYPE_LIST(KVC_DTYPE_ENUM_ENTRY) KVC_DTYPE_ENUM_32BIT =
+        0x7fffffff /**< not a type: keeps the enum 4 bytes under -fshort-enums
                                              (arm-none-eabi), so stored configurations have one layout */
 } kvc_dtype;
 #undef KVC_DTYPE_ENUM_ENTRY
 
 /** Number of ::kvc_dtype values (the size of per-type tables). */
 #define KVC_DTYPE_COUNT_ENTRY(NAME, value, name, bits, implemented, doc) +1u
-#define KVC_DTYPE_COUNT (0u KVC_DTYPE_LIST(KVC_DTYPE_COUNT_ENTRY))
+#define KVC_DTYPE_COUNT                                                  (0u KVC_DTYPE_LIST(KVC_DTYPE_COUNT_ENTRY))
 
 /** Along which axis a storage type groups elements under one scale. */
 typedef enum kvc_group_axis {
-    KVC_GROUP_NONE = 0,    /**< no scale (f32, f16) */
-    KVC_GROUP_ROW = 1,     /**< one group = one row, or `group` consecutive elements of a row */
-    KVC_GROUP_CHANNEL = 2  /**< one group = one channel over `block` consecutive tokens (KIVI keys) */
+    KVC_GROUP_NONE = 0,   /**< no scale (f32, f16) */
+    KVC_GROUP_ROW = 1,    /**< one group = one row, or `group` consecutive elements of a row */
+    KVC_GROUP_CHANNEL = 2 /**< one group = one channel over `block` consecutive tokens (KIVI keys) */
 } kvc_group_axis;
 
 /** How a storage type lays out one tensor (keys or values) of a stream. */
 typedef struct kvc_storage_desc {
     kvc_dtype dtype;
-    uint32_t bits;            /**< bits per element: 32, 16, 8, 16 (Q15), 4, 2 */
-    kvc_group_axis axis;      /**< grouping of the scales */
-    uint32_t group;           /**< elements per group along the axis (0 = the whole row) */
-    uint32_t block;           /**< KVC_GROUP_CHANNEL: tokens per block; the open block stays f16 */
-    uint32_t has_scale;       /**< 1: each group stores a scale (f32 for int8, f16 for int4 and KIVI) */
-    uint32_t has_min;         /**< 1: each group stores a minimum (asymmetric; f16) */
-    uint32_t implemented;     /**< 1: this build stores and reads it */
-    uint64_t row_bytes;       /**< bytes of one stored row of `dim` elements (row-grouped types; 0 otherwise) */
+    uint32_t bits;        /**< bits per element: 32, 16, 8, 16 (Q15), 4, 2 */
+    kvc_group_axis axis;  /**< grouping of the scales */
+    uint32_t group;       /**< elements per group along the axis (0 = the whole row) */
+    uint32_t block;       /**< KVC_GROUP_CHANNEL: tokens per block; the open block stays f16 */
+    uint32_t has_scale;   /**< 1: each group stores a scale (f32 for int8, f16 for int4 and KIVI) */
+    uint32_t has_min;     /**< 1: each group stores a minimum (asymmetric; f16) */
+    uint32_t implemented; /**< 1: this build stores and reads it */
+    uint64_t row_bytes;   /**< bytes of one stored row of `dim` elements (row-grouped types; 0 otherwise) */
 } kvc_storage_desc;
 
 /**

@@ -31,15 +31,16 @@ extern "C" {
 
 /** State of one MergeAndReduce tree. */
 typedef struct kvc_balancekv_tree_info {
-    int32_t exponent;      /**< bucket exponent i (numerator trees): 2^(i-1) < ||v|| / v_ref <= 2^i, v_ref the first nonzero value norm (so buckets do not depend on the value scale) */
-    int live;              /**< the bucket is in use */
+    int32_t
+        exponent; /**< bucket exponent i (numerator trees): 2^(i-1) < ||v|| / v_ref <= 2^i, v_ref the first nonzero value norm (so buckets do not depend on the value scale) */
+    int live;     /**< the bucket is in use */
     uint32_t levels, t;
-    uint32_t count[17];    /**< tokens held per level 0..levels */
-    int32_t unit_exp;      /**< level 0 holds units of weight 2^unit_exp */
-    int32_t top_exp;       /**< the top level's weight is 2^top_exp */
+    uint32_t count[17]; /**< tokens held per level 0..levels */
+    int32_t unit_exp;   /**< level 0 holds units of weight 2^unit_exp */
+    int32_t top_exp;    /**< the top level's weight is 2^top_exp */
     uint32_t has_candidate, group_n;
-    uint64_t tokens;       /**< raw tokens the tree stands for */
-    double weight_sum;     /**< sum of the tree's entry weights */
+    uint64_t tokens;   /**< raw tokens the tree stands for */
+    double weight_sum; /**< sum of the tree's entry weights */
 } kvc_balancekv_tree_info;
 
 /**

@@ -22,11 +22,11 @@ extern "C" {
 typedef struct kvc_express_state_info {
     uint32_t s, c, round, j, k, h;
     uint64_t t, q, updates;
-    uint32_t c_count;                /**< |C| */
-    const uint32_t *c_tokens;        /**< stream positions of C's points */
-    uint32_t level_count[32];        /**< points in Compress2 level l (l < h) */
+    uint32_t c_count;         /**< |C| */
+    const uint32_t *c_tokens; /**< stream positions of C's points */
+    uint32_t level_count[32]; /**< points in Compress2 level l (l < h) */
     const uint32_t *level_tokens[32];
-    double weight_sum;               /**< t |C| + sum of the buffers' weights */
+    double weight_sum; /**< t |C| + sum of the buffers' weights */
 } kvc_express_state_info;
 
 /** @brief KVC_E_STATE when @p st is not an Express stream. */
@@ -50,8 +50,8 @@ size_t kvc_express_offline_scratch_bytes(const kvc_stream_config *cfg, size_t n)
  * @param[out] out s token indices, in the coreset's order.
  * @return KVC_OK, KVC_E_ARG (bad configuration, pointers or n), KVC_E_ARENA.
  */
-kvc_status kvc_express_offline(const kvc_stream_config *cfg, const float *K, const float *V, size_t n,
-                               void *scratch, size_t scratch_bytes, uint32_t *out);
+kvc_status kvc_express_offline(const kvc_stream_config *cfg, const float *K, const float *V, size_t n, void *scratch,
+                               size_t scratch_bytes, uint32_t *out);
 
 #ifdef __cplusplus
 }

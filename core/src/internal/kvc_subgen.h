@@ -38,14 +38,14 @@ typedef struct kvc_subgen_cluster_info {
 
 /** The value reservoir M. */
 typedef struct kvc_subgen_reservoir_info {
-    uint32_t s;                 /**< slots */
-    double mu;                  /**< sum of ||v||^2 over the method's tokens */
-    const float *keys;          /**< s x d */
-    const float *values;        /**< s x dv */
-    const float *inv_sqnorm;    /**< s floats: 2^ref_exp / ||v||^2 (so they stay near 1 at any
+    uint32_t s;              /**< slots */
+    double mu;               /**< sum of ||v||^2 over the method's tokens */
+    const float *keys;       /**< s x d */
+    const float *values;     /**< s x dv */
+    const float *inv_sqnorm; /**< s floats: 2^ref_exp / ||v||^2 (so they stay near 1 at any
                                      value scale), 0 = empty slot */
-    int32_t ref_exp;            /**< the exponent above: 1/||v||^2 = inv_sqnorm * 2^-ref_exp */
-    const uint32_t *tokens;     /**< s stream positions */
+    int32_t ref_exp;         /**< the exponent above: 1/||v||^2 = inv_sqnorm * 2^-ref_exp */
+    const uint32_t *tokens;  /**< s stream positions */
 } kvc_subgen_reservoir_info;
 
 /** @brief Number of live clusters (0 for a non-SubGen or invalid stream). */

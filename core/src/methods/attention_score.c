@@ -179,12 +179,42 @@ static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
     kvc_text_add(out, "observes=%llu", (unsigned long long)s->observes);
 }
 
-const kvc_method_ops kvc_method_ops_h2o = {
-    KVC_METHOD_H2O, 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, ops_fill_stats, ops_check, NULL, 0,
-    1, h2o_observe, NULL, NULL, ops_describe_stats};
+const kvc_method_ops kvc_method_ops_h2o = {KVC_METHOD_H2O,
+                                           0,
+                                           NULL,
+                                           ops_plan,
+                                           ops_arena_size,
+                                           ops_init,
+                                           NULL,
+                                           ops_update,
+                                           ops_view,
+                                           ops_elements,
+                                           ops_fill_stats,
+                                           ops_check,
+                                           NULL,
+                                           0,
+                                           1,
+                                           h2o_observe,
+                                           NULL,
+                                           NULL,
+                                           ops_describe_stats};
 
-const kvc_method_ops kvc_method_ops_tova = {
-    KVC_METHOD_TOVA, 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, ops_fill_stats, ops_check, NULL, 0,
-    1, tova_observe, NULL, NULL, ops_describe_stats};
+const kvc_method_ops kvc_method_ops_tova = {KVC_METHOD_TOVA,
+                                            0,
+                                            NULL,
+                                            ops_plan,
+                                            ops_arena_size,
+                                            ops_init,
+                                            NULL,
+                                            ops_update,
+                                            ops_view,
+                                            ops_elements,
+                                            ops_fill_stats,
+                                            ops_check,
+                                            NULL,
+                                            0,
+                                            1,
+                                            tova_observe,
+                                            NULL,
+                                            NULL,
+                                            ops_describe_stats};

@@ -29,17 +29,17 @@
 #include "internal/kvc_internal.h"
 
 #define KVC_MAGIC_BALANCEKV 0x4B564231u /* "KVB1" */
-#define NO_BUCKET INT32_MIN
+#define NO_BUCKET           INT32_MIN
 
 typedef struct bkv_state {
     uint32_t magic;
     uint32_t d, dv, t, T, b_max, mode, have_top;
     float gamma, delta, rho, kappa, beta;
-    int32_t top;         /* exponent of the window's highest bucket */
-    int32_t erase_upto;  /* buckets with exponent <= this are erased (rho > 0) */
-    uint32_t self_norm;  /* 1: KVC_ESTIMATOR_SELF (no key-only tree) */
-    double v_ref;        /* the first nonzero ||v||: buckets are exponents of ||v|| / v_ref */
-    double v_max;        /* largest ||v|| / v_ref so far */
+    int32_t top;        /* exponent of the window's highest bucket */
+    int32_t erase_upto; /* buckets with exponent <= this are erased (rho > 0) */
+    uint32_t self_norm; /* 1: KVC_ESTIMATOR_SELF (no key-only tree) */
+    double v_ref;       /* the first nonzero ||v||: buckets are exponents of ||v|| / v_ref */
+    double v_max;       /* largest ||v|| / v_ref so far */
     uint64_t dropped, clips, halvings, tokens;
     kvc_rng rng;
     uint64_t slots; /* per store */
@@ -269,7 +269,8 @@ static void bkv_update(void *st, const kvc_method_ctx *cx, const float *k, const
 static size_t bkv_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const bkv_state *g = (const bkv_state *)st;
-    const kvc_rows NK = kvc_rows_at(g, g->off_nk, g->d, p->dtype, NULL), NV = kvc_rows_at(g, g->off_nv, g->dv, p->dtype, NULL);
+    const kvc_rows NK = kvc_rows_at(g, g->off_nk, g->d, p->dtype, NULL),
+                   NV = kvc_rows_at(g, g->off_nv, g->dv, p->dtype, NULL);
     const kvc_rows DK = kvc_rows_at(g, g->off_dk, g->d, p->dtype, NULL);
     kvc_segment_rows(&seg[0], &NK, &NV, 0);
     seg[0].weights = KVC_AT_C(g, g->off_nw, float);
@@ -343,7 +344,7 @@ kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tre
 
 /* ---- registry entry ---- */
 #define KVC_BKV_DEFAULT_LEVELS 3u
-#define KVC_BKV_DEFAULT_BMAX 8u
+#define KVC_BKV_DEFAULT_BMAX   8u
 /* Batches below this are mostly noise (the walk cannot balance a few points):
  * on the clustered n = 8192, budget 512 trace, b_max 8 with t = 20 gave mean
  * relative error 4.8, b_max 2 with t = 70 gave 0.77. */
@@ -386,10 +387,9 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
         /* 8 buckets unless that leaves batches below KVC_BKV_MIN_AUTO_T:
            then the most buckets that still give such batches (at least one) */
         b.b_max = KVC_BKV_DEFAULT_BMAX;
-        while (b.b_max > 1 &&
-               ((uint64_t)KVC_BKV_MIN_AUTO_T + b.levels * (KVC_BKV_MIN_AUTO_T / 2) + 1u) *
-                       ((uint64_t)b.b_max * tok + c->d) >
-                   (uint64_t)p->method_tokens * tok)
+        while (b.b_max > 1 && ((uint64_t)KVC_BKV_MIN_AUTO_T + b.levels * (KVC_BKV_MIN_AUTO_T / 2) + 1u) *
+                                      ((uint64_t)b.b_max * tok + c->d) >
+                                  (uint64_t)p->method_tokens * tok)
             b.b_max--;
     }
     b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
@@ -414,8 +414,8 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     if (slots * per_slot > elems) return "balancekv t does not fit the method budget";
     p->bkv = b;
     *method_worst = slots * per_slot;
-    p->metadata_bytes = slots * (b.b_max + (self ? 0u : 1u)) * (sizeof(float) + sizeof(uint32_t)) +
-                       kvc_balancekv_scratch_bytes(p);
+    p->metadata_bytes =
+        slots * (b.b_max + (self ? 0u : 1u)) * (sizeof(float) + sizeof(uint32_t)) + kvc_balancekv_scratch_bytes(p);
     return NULL;
 }
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
@@ -424,27 +424,48 @@ static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PA
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
     {{"bkv-t", KVC_PARAM_U32, 2, KVC_MAX_BUDGET, NULL, "largest that fits (prefill: block 256, halved to fit)",
       "batch size (prefill: block size), even"},
-     offsetof(kvc_stream_config, balancekv.t), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.t),
+     NULL,
+     NULL},
     {{"bkv-levels", KVC_PARAM_U32, 1, 16, NULL, "3 (prefill: fewest rounds that fit)", "tree levels / rounds T"},
-     offsetof(kvc_stream_config, balancekv.levels), NULL, NULL},
-    {{"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "1 (estimator paper: 8, fewer if batches fall below 64)", "value-norm buckets (streaming)"},
-     offsetof(kvc_stream_config, balancekv.b_max), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.levels),
+     NULL,
+     NULL},
+    {{"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "1 (estimator paper: 8, fewer if batches fall below 64)",
+      "value-norm buckets (streaming)"},
+     offsetof(kvc_stream_config, balancekv.b_max),
+     NULL,
+     NULL},
     {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class", "practical", "pairing probability rule"},
-     offsetof(kvc_stream_config, balancekv.mode), mode_values, NULL},
+     offsetof(kvc_stream_config, balancekv.mode),
+     mode_values,
+     NULL},
     {{"bkv-gamma", KVC_PARAM_F32, 1e-9, 1e9, NULL, "4", "practical-mode step"},
-     offsetof(kvc_stream_config, balancekv.gamma), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.gamma),
+     NULL,
+     NULL},
     {{"bkv-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.01", "theory-mode failure probability"},
-     offsetof(kvc_stream_config, balancekv.delta), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.delta),
+     NULL,
+     NULL},
     {{"bkv-rho", KVC_PARAM_F32, 0, 0.999, NULL, "0 (never erase)", "erase buckets below rho * max norm"},
-     offsetof(kvc_stream_config, balancekv.rho), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.rho),
+     NULL,
+     NULL},
     {{"bkv-kappa", KVC_PARAM_F32, 0, 1e6, NULL, "0.025 (streaming estimator paper: 0)", "value-kernel constant"},
-     offsetof(kvc_stream_config, balancekv.kappa), NULL, NULL},
+     offsetof(kvc_stream_config, balancekv.kappa),
+     NULL,
+     NULL},
     {{"bkv-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "exact", "prefill: what holds the tokens after the prompt"},
-     offsetof(kvc_stream_config, balancekv.tail_method), tail_values, NULL},
+     offsetof(kvc_stream_config, balancekv.tail_method),
+     tail_values,
+     NULL},
     /* streaming only: the prefill form lists the entries before this one */
     {{"bkv-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
       "self: joint trees read self-normalised (bounded); paper: separate key-only tree (may diverge)"},
-     offsetof(kvc_stream_config, balancekv.estimator), estimator_values, NULL},
+     offsetof(kvc_stream_config, balancekv.estimator),
+     estimator_values,
+     NULL},
 };
 _Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_table[0] == KVC_BALANCEKV_N_PARAMS,
                "KVC_BALANCEKV_N_PARAMS counts the table");
@@ -455,7 +476,9 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
     const uint32_t m = p->bkv.mode;
     kvc_text_add(out, " t=%u levels=%u b_max=%u mode=%s gamma=%g rho=%g estimator=%s", (unsigned)p->bkv.t,
                  (unsigned)p->bkv.levels, (unsigned)p->bkv.b_max,
-                 m == KVC_BALANCE_THEORY ? "theory" : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)" : "practical",
+                 m == KVC_BALANCE_THEORY          ? "theory"
+                 : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)"
+                                                  : "practical",
                  (double)p->bkv.gamma, (double)p->bkv.rho, p->bkv.estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
     if (p->method == KVC_METHOD_BALANCEKV) kvc_text_add(out, " kappa=%g", (double)p->bkv.kappa);
 }
@@ -465,7 +488,22 @@ void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
                  (unsigned long long)s->halvings, (unsigned long long)s->clip_events, (unsigned long long)s->dropped);
 }
 
-const kvc_method_ops kvc_method_ops_balancekv = {
-    KVC_METHOD_BALANCEKV, 0,
-    kvc_balancekv_fields, ops_plan, bkv_arena_size, bkv_init, NULL, bkv_update, bkv_view, bkv_elements,
-    bkv_fill_stats, bkv_check, kvc_balancekv_param_table, KVC_BALANCEKV_N_PARAMS, 1, NULL, NULL, kvc_balancekv_describe, kvc_balancekv_describe_stats};
+const kvc_method_ops kvc_method_ops_balancekv = {KVC_METHOD_BALANCEKV,
+                                                 0,
+                                                 kvc_balancekv_fields,
+                                                 ops_plan,
+                                                 bkv_arena_size,
+                                                 bkv_init,
+                                                 NULL,
+                                                 bkv_update,
+                                                 bkv_view,
+                                                 bkv_elements,
+                                                 bkv_fill_stats,
+                                                 bkv_check,
+                                                 kvc_balancekv_param_table,
+                                                 KVC_BALANCEKV_N_PARAMS,
+                                                 1,
+                                                 NULL,
+                                                 NULL,
+                                                 kvc_balancekv_describe,
+                                                 kvc_balancekv_describe_stats};

@@ -21,7 +21,7 @@ typedef struct bkvp_state {
     uint32_t d, dv, t, T, mode;
     uint32_t prefix_tokens; /* method tokens that belong to the prompt */
     uint32_t tail_cap, tail_n;
-    uint32_t tail_uniform;  /* 1: the tail is a reservoir (Algorithm R), weight seen/kept */
+    uint32_t tail_uniform; /* 1: the tail is a reservoir (Algorithm R), weight seen/kept */
     uint64_t tail_seen;
     float gamma, delta, kappa, beta;
     uint64_t seen, clips, halvings;
@@ -149,7 +149,8 @@ static void bkvp_update(void *st, const kvc_method_ctx *cx, const float *k, cons
 static size_t bkvp_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
 {
     const bkvp_state *g = (const bkvp_state *)st;
-    const kvc_rows K = kvc_rows_at(g, g->off_k, g->d, p->dtype, NULL), V = kvc_rows_at(g, g->off_v, g->dv, p->dtype, NULL);
+    const kvc_rows K = kvc_rows_at(g, g->off_k, g->d, p->dtype, NULL),
+                   V = kvc_rows_at(g, g->off_v, g->dv, p->dtype, NULL);
     const kvc_rows TK = kvc_rows_at(g, g->off_tail_k, g->d, p->dtype, NULL);
     const kvc_rows TV = kvc_rows_at(g, g->off_tail_v, g->dv, p->dtype, NULL);
     kvc_segment_rows(&seg[0], &K, &V, 0);
@@ -222,7 +223,8 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
     b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_EXACT;
     if (b.estimator == KVC_ESTIMATOR_PAPER)
-        return "balancekv-prefill has one joint tree, always read self-normalised: estimator paper is for streaming balancekv";
+        return "balancekv-prefill has one joint tree, always read self-normalised: estimator paper is for streaming "
+               "balancekv";
     b.estimator = KVC_ESTIMATOR_SELF;
     const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
     const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
@@ -240,7 +242,7 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->tail_capacity = (uint32_t)(p->method_tokens - slots);
     *method_worst = (uint64_t)p->method_tokens * tok;
     p->metadata_bytes = slots * (sizeof(float) + sizeof(uint32_t)) +
-                       ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
+                        ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
     return NULL;
 }
 static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
@@ -250,8 +252,22 @@ static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, 
     kvc_balancekv_describe(c, p, out);
 }
 
-const kvc_method_ops kvc_method_ops_balancekv_prefill = {
-    KVC_METHOD_BALANCEKV_PREFILL, 0,
-    ops_fields, ops_plan, bkvp_arena_size, bkvp_init, bkvp_can_accept, bkvp_update, bkvp_view,
-    bkvp_elements, bkvp_fill_stats, bkvp_check, kvc_balancekv_param_table,
-    KVC_BKV_PREFILL_N_PARAMS, 1, NULL, NULL, bkvp_describe, kvc_balancekv_describe_stats};
+const kvc_method_ops kvc_method_ops_balancekv_prefill = {KVC_METHOD_BALANCEKV_PREFILL,
+                                                         0,
+                                                         ops_fields,
+                                                         ops_plan,
+                                                         bkvp_arena_size,
+                                                         bkvp_init,
+                                                         bkvp_can_accept,
+                                                         bkvp_update,
+                                                         bkvp_view,
+                                                         bkvp_elements,
+                                                         bkvp_fill_stats,
+                                                         bkvp_check,
+                                                         kvc_balancekv_param_table,
+                                                         KVC_BKV_PREFILL_N_PARAMS,
+                                                         1,
+                                                         NULL,
+                                                         NULL,
+                                                         bkvp_describe,
+                                                         kvc_balancekv_describe_stats};

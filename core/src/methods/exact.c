@@ -93,7 +93,22 @@ static void exact_describe(const kvc_stream_config *c, const kvc_stream_plan *p,
     kvc_text_add(out, " capacity=%u", (unsigned)p->capacity);
 }
 
-const kvc_method_ops kvc_method_ops_exact = {
-    KVC_METHOD_EXACT, 0, NULL, exact_plan,
-    exact_arena_size, exact_init, exact_can_accept, exact_update, exact_view, exact_elements, NULL,
-    exact_check, NULL, 0, 0, NULL, NULL, exact_describe, NULL};
+const kvc_method_ops kvc_method_ops_exact = {KVC_METHOD_EXACT,
+                                             0,
+                                             NULL,
+                                             exact_plan,
+                                             exact_arena_size,
+                                             exact_init,
+                                             exact_can_accept,
+                                             exact_update,
+                                             exact_view,
+                                             exact_elements,
+                                             NULL,
+                                             exact_check,
+                                             NULL,
+                                             0,
+                                             0,
+                                             NULL,
+                                             NULL,
+                                             exact_describe,
+                                             NULL};

@@ -22,7 +22,7 @@
 #include "internal/kvc_internal.h"
 
 #define KVC_MAGIC_EXPRESS 0x4B565831u /* "KVX1" */
-#define MAX_LEVELS 32u
+#define MAX_LEVELS        32u
 
 enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 };
 
@@ -31,9 +31,9 @@ typedef struct express_state {
     uint32_t d, dv, s, c, l_mode, center;
     float L, delta, beta;
     uint64_t seed;
-    uint64_t n;        /* updates so far */
-    uint32_t round;    /* t = 4^round */
-    uint32_t j;        /* thin blocks since the last Halve phase */
+    uint64_t n;     /* updates so far */
+    uint32_t round; /* t = 4^round */
+    uint32_t j;     /* thin blocks since the last Halve phase */
     uint64_t t, pos, q, iota;
     uint32_t k, h;
     uint64_t G0;
@@ -43,9 +43,9 @@ typedef struct express_state {
     uint64_t lvl_groups[MAX_LEVELS]; /* Halve calls at each level in this block (draw keys) */
     uint64_t halvings;
     uint64_t c_cap, l_cap;
-    uint32_t prefix_tokens;  /* express-prefill: prompt tokens that reach the method (0: streaming) */
+    uint32_t prefix_tokens; /* express-prefill: prompt tokens that reach the method (0: streaming) */
     uint32_t tail_cap, tail_n;
-    uint32_t is_prefill;     /* express-prefill (its prompt may have 0 method tokens: then all is tail) */
+    uint32_t is_prefill; /* express-prefill (its prompt may have 0 method tokens: then all is tail) */
     uint64_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
 } express_state;
 _Static_assert(sizeof(express_state) == 632, "express_state must be the same on every ABI");
@@ -135,9 +135,8 @@ static int x_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
         g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) || g->is_prefill != (uint32_t)prefill ||
         g->tail_cap != (prefill ? p->tail_capacity : 0u) || g->c_cap != w.c_cap || g->l_cap != w.l_cap ||
         g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct || g->off_lk != w.off_lk ||
-        g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt ||
-        g->off_scratch != w.off_scratch || g->off_keep != w.off_keep || g->off_tk != w.off_tk ||
-        g->off_tv != w.off_tv)
+        g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt || g->off_scratch != w.off_scratch ||
+        g->off_keep != w.off_keep || g->off_tk != w.off_tk || g->off_tv != w.off_tv)
         return 0;
     /* token counts: prompt (or stream) updates plus the prefill tail */
     if (g->n + g->tail_n != method_in || g->tail_n > g->tail_cap || (g->tail_n > 0 && g->n != g->prefix_tokens) ||
@@ -205,8 +204,8 @@ static int x_can_accept(const void *st)
 
 /* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
  * survivors, in order, end up in [first, first + n/2). */
-static void halve_in_place(express_state *g, const kvc_rows *K, const kvc_rows *V, uint32_t *T, size_t first,
-                           size_t n, uint64_t key)
+static void halve_in_place(express_state *g, const kvc_rows *K, const kvc_rows *V, uint32_t *T, size_t first, size_t n,
+                           uint64_t key)
 {
     kvc_kh_io io;
     io.keys = *K, io.values = *V, io.d = g->d, io.dv = g->dv, io.first = first, io.S = n;
@@ -414,8 +413,10 @@ uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c)
                     lv[0]++;
                     for (uint64_t l = 0; l < h && lv[l] == (G0 << l); l++) {
                         lv[l] = 0;
-                        if (l + 1 == h) C += (G0 << l) / 2;
-                        else lv[l + 1] += (G0 << l) / 2;
+                        if (l + 1 == h)
+                            C += (G0 << l) / 2;
+                        else
+                            lv[l + 1] += (G0 << l) / 2;
                     }
                 }
             }
@@ -506,8 +507,8 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
         c->express.l_mode = KVC_EXPRESS_L_THEORY;
         return KVC_OK;
     }
-    static const kvc_method_param num = {{"express-L", KVC_PARAM_F32, 1e-6, 1e6, NULL, NULL, NULL},
-                                         offsetof(kvc_stream_config, express.L), NULL, NULL};
+    static const kvc_method_param num = {
+        {"express-L", KVC_PARAM_F32, 1e-6, 1e6, NULL, NULL, NULL}, offsetof(kvc_stream_config, express.L), NULL, NULL};
     kvc_stream_config tmp = *c;
     if (kvc_param_set_number(&tmp, &num, text) != KVC_OK || tmp.express.L == 0.0f) return KVC_E_ARG;
     tmp.express.l_mode = KVC_EXPRESS_L_CONST;
@@ -518,15 +519,25 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
 static const uint32_t center_values[] = {1, 2};
 static const kvc_method_param params[] = {
     {{"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits", "cache size s (power of two)"},
-     offsetof(kvc_stream_config, express.s), NULL, NULL},
+     offsetof(kvc_stream_config, express.s),
+     NULL,
+     NULL},
     {{"express-c", KVC_PARAM_U32, 1, 1u << 22, NULL, "s", "inflation factor c (power of two dividing s)"},
-     offsetof(kvc_stream_config, express.c), NULL, NULL},
+     offsetof(kvc_stream_config, express.c),
+     NULL,
+     NULL},
     {{"express-L", KVC_PARAM_F32, 1e-6, 1e6, "theory", "1", "kernel-halving threshold scale: a constant or theory"},
-     offsetof(kvc_stream_config, express.L), NULL, set_L},
+     offsetof(kvc_stream_config, express.L),
+     NULL,
+     set_L},
     {{"express-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.5", "theory L: total failure probability"},
-     offsetof(kvc_stream_config, express.delta), NULL, NULL},
+     offsetof(kvc_stream_config, express.delta),
+     NULL,
+     NULL},
     {{"express-center", KVC_PARAM_CHOICE, 0, 0, "on|off", "on", "centre keys on each halving call's mean"},
-     offsetof(kvc_stream_config, express.center), center_values, NULL},
+     offsetof(kvc_stream_config, express.center),
+     center_values,
+     NULL},
 };
 
 static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
@@ -534,15 +545,46 @@ static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc
     if (p->method == KVC_METHOD_EXPRESS_PREFILL)
         kvc_text_add(out, " prefix=%u tail=%u", (unsigned)c->prefix_len, (unsigned)p->tail_capacity);
     const int theory = p->xp.l_mode == KVC_EXPRESS_L_THEORY;
-    kvc_text_add(out, " s=%u c=%u L=%s%g center=%s", (unsigned)p->xp.s, (unsigned)p->xp.c, theory ? "theory,delta=" : "",
-                 theory ? (double)p->xp.delta : (double)p->xp.L, (unsigned)p->xp.center == 1 ? "on" : "off");
+    kvc_text_add(out, " s=%u c=%u L=%s%g center=%s", (unsigned)p->xp.s, (unsigned)p->xp.c,
+                 theory ? "theory,delta=" : "", theory ? (double)p->xp.delta : (double)p->xp.L,
+                 (unsigned)p->xp.center == 1 ? "on" : "off");
 }
 
-const kvc_method_ops kvc_method_ops_express = {
-    KVC_METHOD_EXPRESS, 0,
-    ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};
-const kvc_method_ops kvc_method_ops_express_prefill = {
-    KVC_METHOD_EXPRESS_PREFILL, 0,
-    ops_fields, ops_plan, x_arena_size, x_init, x_can_accept, x_update, x_view,
-    x_elements, x_fill_stats, x_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, x_describe, NULL};
+const kvc_method_ops kvc_method_ops_express = {KVC_METHOD_EXPRESS,
+                                               0,
+                                               ops_fields,
+                                               ops_plan,
+                                               x_arena_size,
+                                               x_init,
+                                               x_can_accept,
+                                               x_update,
+                                               x_view,
+                                               x_elements,
+                                               x_fill_stats,
+                                               x_check,
+                                               params,
+                                               sizeof params / sizeof params[0],
+                                               1,
+                                               NULL,
+                                               NULL,
+                                               x_describe,
+                                               NULL};
+const kvc_method_ops kvc_method_ops_express_prefill = {KVC_METHOD_EXPRESS_PREFILL,
+                                                       0,
+                                                       ops_fields,
+                                                       ops_plan,
+                                                       x_arena_size,
+                                                       x_init,
+                                                       x_can_accept,
+                                                       x_update,
+                                                       x_view,
+                                                       x_elements,
+                                                       x_fill_stats,
+                                                       x_check,
+                                                       params,
+                                                       sizeof params / sizeof params[0],
+                                                       1,
+                                                       NULL,
+                                                       NULL,
+                                                       x_describe,
+                                                       NULL};

@@ -24,7 +24,7 @@ typedef struct keydiff_state {
     uint32_t d, dv, capacity;
     uint32_t count; /* held tokens (slots 0 .. count-1) */
     uint32_t pad_;
-    uint64_t seen;  /* tokens handed to the method */
+    uint64_t seen; /* tokens handed to the method */
     uint64_t off_k, off_v, off_inv;
 } keydiff_state;
 _Static_assert(sizeof(keydiff_state) == KVC_SIZE_KEYDIFF_STATE, "keydiff_state must be the same on every ABI");
@@ -122,6 +122,5 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
 }
 
 const kvc_method_ops kvc_method_ops_keydiff = {
-    KVC_METHOD_KEYDIFF, 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL, ops_check, NULL, 0, 1,
-    NULL, NULL, NULL, NULL};
+    KVC_METHOD_KEYDIFF, 0,    NULL, ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
+    ops_check,          NULL, 0,    1,        NULL,           NULL,     NULL, NULL};

@@ -21,7 +21,7 @@ typedef struct knorm_state {
     uint32_t d, dv, capacity;
     uint32_t count; /* kept tokens (slots 0 .. count-1) */
     uint32_t pad_;
-    uint64_t seen;  /* tokens handed to the method */
+    uint64_t seen; /* tokens handed to the method */
     uint64_t off_k, off_v, off_norm, off_heap;
 } knorm_state;
 _Static_assert(sizeof(knorm_state) == KVC_SIZE_KNORM_STATE, "knorm_state must be the same on every ABI");
@@ -144,7 +144,6 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            s->seen == method_in && s->count == (method_in < s->capacity ? method_in : s->capacity);
 }
 
-
 const kvc_method_ops kvc_method_ops_knorm = {
-    KVC_METHOD_KNORM, 0, NULL, ops_plan,
-    ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL, ops_check, NULL, 0, 1, NULL, NULL, NULL, NULL};
+    KVC_METHOD_KNORM, 0,    NULL, ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
+    ops_check,        NULL, 0,    1,        NULL,           NULL,     NULL, NULL};

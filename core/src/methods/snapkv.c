@@ -33,15 +33,15 @@
 #include "portable_math.h"
 
 #define KVC_MAGIC_SNAPKV 0x4B565331u /* "KVS1" */
-#define KVC_SNAPKV_ROWS 32u          /* observation rows kept (positions x query heads of the group) */
-#define NO_SLOT UINT32_MAX
+#define KVC_SNAPKV_ROWS  32u         /* observation rows kept (positions x query heads of the group) */
+#define NO_SLOT          UINT32_MAX
 
 typedef struct snapkv_state {
     uint32_t magic;
     uint32_t d, dv, capacity;
-    uint32_t count;  /* held tokens (slots 0 .. count-1) */
-    uint32_t n_rows; /* observation rows given (0 .. KVC_SNAPKV_ROWS) */
-    uint64_t seen;   /* tokens handed to the method */
+    uint32_t count;        /* held tokens (slots 0 .. count-1) */
+    uint32_t n_rows;       /* observation rows given (0 .. KVC_SNAPKV_ROWS) */
+    uint64_t seen;         /* tokens handed to the method */
     double prev_score[2];  /* raw scores of the last two tokens handed over (newest first) */
     uint64_t prev_tok[2];  /* their positions */
     uint32_t prev_slot[2]; /* their slots, NO_SLOT when not held */
@@ -81,8 +81,8 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 {
     p->capacity = p->method_tokens;
     *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
-    p->metadata_bytes = (uint64_t)p->capacity * (sizeof(uint64_t) + sizeof(double)) +
-                        (uint64_t)KVC_SNAPKV_ROWS * c->d * sizeof(float);
+    p->metadata_bytes =
+        (uint64_t)p->capacity * (sizeof(uint64_t) + sizeof(double)) + (uint64_t)KVC_SNAPKV_ROWS * c->d * sizeof(float);
     return NULL;
 }
 
@@ -198,7 +198,22 @@ static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
     kvc_text_add(out, "observation_rows=%llu", (unsigned long long)s->observes);
 }
 
-const kvc_method_ops kvc_method_ops_snapkv = {
-    KVC_METHOD_SNAPKV, 0, NULL,
-    ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, ops_fill_stats, ops_check, NULL, 0,
-    1, NULL, ops_prefill_queries, NULL, ops_describe_stats};
+const kvc_method_ops kvc_method_ops_snapkv = {KVC_METHOD_SNAPKV,
+                                              0,
+                                              NULL,
+                                              ops_plan,
+                                              ops_arena_size,
+                                              ops_init,
+                                              NULL,
+                                              ops_update,
+                                              ops_view,
+                                              ops_elements,
+                                              ops_fill_stats,
+                                              ops_check,
+                                              NULL,
+                                              0,
+                                              1,
+                                              NULL,
+                                              ops_prefill_queries,
+                                              NULL,
+                                              ops_describe_stats};

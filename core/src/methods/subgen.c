@@ -42,15 +42,15 @@
 typedef struct subgen_state {
     uint32_t magic;
     uint32_t d, dv, t, s, m_max;
-    uint32_t m;          /* live clusters */
-    uint32_t doublings;  /* radius doublings */
-    uint32_t merges;     /* clusters absorbed */
-    uint32_t has_ref;    /* a token with ||v|| > 0 arrived: every reservoir slot is filled */
-    int32_t ref_exp;     /* slot weights are 2^ref_exp / ||v||^2 (see reservoir_update) */
-    uint32_t self_norm;  /* 1: KVC_ESTIMATOR_SELF (samples hold values too) */
-    double delta;        /* current radius */
-    double mu;           /* sum of ||v||^2 */
-    uint64_t n_total;    /* tokens seen by the method */
+    uint32_t m;         /* live clusters */
+    uint32_t doublings; /* radius doublings */
+    uint32_t merges;    /* clusters absorbed */
+    uint32_t has_ref;   /* a token with ||v|| > 0 arrived: every reservoir slot is filled */
+    int32_t ref_exp;    /* slot weights are 2^ref_exp / ||v||^2 (see reservoir_update) */
+    uint32_t self_norm; /* 1: KVC_ESTIMATOR_SELF (samples hold values too) */
+    double delta;       /* current radius */
+    double mu;          /* sum of ||v||^2 */
+    uint64_t n_total;   /* tokens seen by the method */
     kvc_rng rng;
     uint64_t off_rep, off_rep_tok, off_cnt;
     uint64_t off_samp, off_samp_v, off_samp_tok, off_samp_w;
@@ -60,8 +60,8 @@ _Static_assert(sizeof(subgen_state) == 176, "subgen_state must be the same on ev
 
 static int is_self(const kvc_stream_plan *p) { return p->subgen_estimator != KVC_ESTIMATOR_PAPER; }
 
-static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s,
-                              uint32_t m_max, unsigned dtype, int self_norm)
+static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max,
+                              unsigned dtype, int self_norm)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(subgen_state));
     const uint64_t slots = (uint64_t)m_max * t;
@@ -87,14 +87,14 @@ static int subgen_check(const void *st, const kvc_stream_plan *p, uint64_t metho
     return g->magic == KVC_MAGIC_SUBGEN && g->d == p->d && g->dv == p->dv && g->t == p->t && g->s == p->s &&
            g->m_max == p->m_max && g->off_rep == w.off_rep && g->off_rep_tok == w.off_rep_tok &&
            g->off_cnt == w.off_cnt && g->off_samp == w.off_samp && g->off_samp_v == w.off_samp_v &&
-           g->self_norm == (uint32_t)is_self(p) && g->off_samp_tok == w.off_samp_tok &&
-           g->off_samp_w == w.off_samp_w && g->off_res_k == w.off_res_k && g->off_res_v == w.off_res_v &&
-           g->off_res_w == w.off_res_w && g->off_res_tok == w.off_res_tok && g->m <= g->m_max &&
-           (g->m == 0) == (g->n_total == 0) && g->n_total == method_in && g->has_ref <= 1u &&
+           g->self_norm == (uint32_t)is_self(p) && g->off_samp_tok == w.off_samp_tok && g->off_samp_w == w.off_samp_w &&
+           g->off_res_k == w.off_res_k && g->off_res_v == w.off_res_v && g->off_res_w == w.off_res_w &&
+           g->off_res_tok == w.off_res_tok && g->m <= g->m_max && (g->m == 0) == (g->n_total == 0) &&
+           g->n_total == method_in && g->has_ref <= 1u &&
            /* a NaN radius never lets a full single cluster accept a key: the
               doubling loop would not end */
-           g->delta >= 0.0 && isfinite(g->delta) && g->mu >= 0.0 && isfinite(g->mu) &&
-           g->ref_exp > -4000 && g->ref_exp < 4000;
+           g->delta >= 0.0 && isfinite(g->delta) && g->mu >= 0.0 && isfinite(g->mu) && g->ref_exp > -4000 &&
+           g->ref_exp < 4000;
 }
 
 static uint64_t subgen_arena_size(const kvc_stream_plan *p)
@@ -140,7 +140,10 @@ static float *rep(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_rep, fl
 static uint32_t *rep_tok(subgen_state *g) { return KVC_AT(g, g->off_rep_tok, uint32_t); }
 static uint64_t *cnt(subgen_state *g) { return KVC_AT(g, g->off_cnt, uint64_t); }
 static size_t samp(const subgen_state *g, uint32_t i, uint32_t j) { return (size_t)i * g->t + j; }
-static uint32_t *samp_tok(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_tok, uint32_t) + (size_t)i * g->t; }
+static uint32_t *samp_tok(subgen_state *g, uint32_t i)
+{
+    return KVC_AT(g, g->off_samp_tok, uint32_t) + (size_t)i * g->t;
+}
 static float *samp_w(subgen_state *g, uint32_t i) { return KVC_AT(g, g->off_samp_w, float) + (size_t)i * g->t; }
 
 static void set_cluster_weights(subgen_state *g, uint32_t i)
@@ -177,8 +180,7 @@ static void open_cluster(subgen_state *g, const sg_rows *r, const float *k, cons
     set_cluster_weights(g, i);
 }
 
-static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const float *k, const float *v,
-                         uint32_t token)
+static void join_cluster(subgen_state *g, const sg_rows *r, uint32_t i, const float *k, const float *v, uint32_t token)
 {
     const uint64_t n = ++cnt(g)[i];
     const double p = 1.0 / (double)n;
@@ -265,8 +267,8 @@ static double start_radius(subgen_state *g, const kvc_kernels *kern, const float
     return 0.5 * sqrt(best);
 }
 
-static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k,
-                           const float *v, uint32_t token)
+static void cluster_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k, const float *v,
+                           uint32_t token)
 {
     for (;;) {
         uint32_t best_i = 0;
@@ -315,11 +317,11 @@ static void reservoir_rebase(subgen_state *g, int32_t shift)
     g->ref_exp += shift;
 }
 
-static void reservoir_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k,
-                             const float *v, uint32_t token)
+static void reservoir_update(subgen_state *g, const sg_rows *r, const kvc_kernels *kern, const float *k, const float *v,
+                             uint32_t token)
 {
     const double sq = kern->dot_f32(v, v, g->dv); /* of the incoming value, before quantisation */
-    if (!(sq > 0.0)) return; /* a zero value: probability 0, adds nothing to mu */
+    if (!(sq > 0.0)) return;                      /* a zero value: probability 0, adds nothing to mu */
     if (!g->has_ref) {
         int e;
         frexp(sq, &e);
@@ -448,7 +450,7 @@ kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info 
 
 /* ---- registry entry ---- */
 #define KVC_SUBGEN_DEFAULT_T 8u
-#define KVC_SUBGEN_MAX_T 4096u
+#define KVC_SUBGEN_MAX_T     4096u
 
 static const char *ops_fields(const kvc_stream_config *c)
 {
@@ -473,38 +475,46 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
         (uint64_t)(p->t + 1u) * c->d + (p->subgen_estimator == KVC_ESTIMATOR_SELF ? (uint64_t)p->t * c->dv : 0u);
     const uint64_t m_fit = (elems - (uint64_t)p->s * tok) / per_cluster;
     p->m_max = c->subgen.m_max ? c->subgen.m_max : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
-    if (m_fit < 1)
-        return "budget too small for subgen: no room for one cluster beside the reservoir";
+    if (m_fit < 1) return "budget too small for subgen: no room for one cluster beside the reservoir";
     if (p->m_max < 1 || p->m_max > m_fit) return "subgen m_max does not fit the method budget";
     p->delta0 = c->subgen.delta0;
     *method_worst = (uint64_t)p->m_max * per_cluster + (uint64_t)p->s * tok;
     p->metadata_bytes = (uint64_t)p->m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
-                       (uint64_t)p->m_max * p->t * (sizeof(uint32_t) + sizeof(float)) +
-                       (uint64_t)p->s * (sizeof(uint32_t) + sizeof(float));
+                        (uint64_t)p->m_max * p->t * (sizeof(uint32_t) + sizeof(float)) +
+                        (uint64_t)p->s * (sizeof(uint32_t) + sizeof(float));
     return NULL;
 }
 #include <stddef.h>
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 static const kvc_method_param params[] = {
     {{"subgen-t", KVC_PARAM_U32, 1, KVC_SUBGEN_MAX_T, NULL, "8", "key samples per cluster"},
-     offsetof(kvc_stream_config, subgen.t), NULL, NULL},
+     offsetof(kvc_stream_config, subgen.t),
+     NULL,
+     NULL},
     {{"subgen-s", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "half the method budget", "value-reservoir slots"},
-     offsetof(kvc_stream_config, subgen.s), NULL, NULL},
+     offsetof(kvc_stream_config, subgen.s),
+     NULL,
+     NULL},
     {{"subgen-mmax", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "what the rest of the budget holds", "cluster capacity"},
-     offsetof(kvc_stream_config, subgen.m_max), NULL, NULL},
+     offsetof(kvc_stream_config, subgen.m_max),
+     NULL,
+     NULL},
     {{"subgen-delta0", KVC_PARAM_F32, 0, 1e30, NULL, "set at the first overflow", "starting cluster radius"},
-     offsetof(kvc_stream_config, subgen.delta0), NULL, NULL},
+     offsetof(kvc_stream_config, subgen.delta0),
+     NULL,
+     NULL},
     {{"subgen-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
       "self: one self-normalised mixture (bounded); paper: separate N and D (may diverge)"},
-     offsetof(kvc_stream_config, subgen.estimator), estimator_values, NULL},
+     offsetof(kvc_stream_config, subgen.estimator),
+     estimator_values,
+     NULL},
 };
 
 static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     (void)c;
-    kvc_text_add(out, " t=%u s=%u m_max=%u delta0=%g estimator=%s", (unsigned)p->t, (unsigned)p->s,
-                 (unsigned)p->m_max, (double)p->delta0,
-                 p->subgen_estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
+    kvc_text_add(out, " t=%u s=%u m_max=%u delta0=%g estimator=%s", (unsigned)p->t, (unsigned)p->s, (unsigned)p->m_max,
+                 (double)p->delta0, p->subgen_estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
 }
 static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
@@ -512,7 +522,22 @@ static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
                  (unsigned)s->doublings, (unsigned)s->merges, s->delta);
 }
 
-const kvc_method_ops kvc_method_ops_subgen = {
-    KVC_METHOD_SUBGEN, 0,
-    ops_fields, ops_plan, subgen_arena_size, subgen_init, NULL, subgen_update, subgen_view, subgen_elements,
-    subgen_fill_stats, subgen_check, params, sizeof params / sizeof params[0], 1, NULL, NULL, subgen_describe, subgen_describe_stats};
+const kvc_method_ops kvc_method_ops_subgen = {KVC_METHOD_SUBGEN,
+                                              0,
+                                              ops_fields,
+                                              ops_plan,
+                                              subgen_arena_size,
+                                              subgen_init,
+                                              NULL,
+                                              subgen_update,
+                                              subgen_view,
+                                              subgen_elements,
+                                              subgen_fill_stats,
+                                              subgen_check,
+                                              params,
+                                              sizeof params / sizeof params[0],
+                                              1,
+                                              NULL,
+                                              NULL,
+                                              subgen_describe,
+                                              subgen_describe_stats};

@@ -52,10 +52,7 @@ static void uniform_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     kvc_rng_seed(&s->rng, seed);
 }
 
-static uint32_t kept_of(const uniform_state *s)
-{
-    return s->seen < s->capacity ? (uint32_t)s->seen : s->capacity;
-}
+static uint32_t kept_of(const uniform_state *s) { return s->seen < s->capacity ? (uint32_t)s->seen : s->capacity; }
 
 static void uniform_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
@@ -120,6 +117,22 @@ static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *
     kvc_text_add(out, " capacity=%u", (unsigned)p->capacity);
 }
 
-const kvc_method_ops kvc_method_ops_uniform = {
-    KVC_METHOD_UNIFORM, 0, NULL,
-    ops_plan, uniform_arena_size, uniform_init, NULL, uniform_update, uniform_view, uniform_elements, NULL, uniform_check, NULL, 0, 0, NULL, NULL, uniform_describe, NULL};
+const kvc_method_ops kvc_method_ops_uniform = {KVC_METHOD_UNIFORM,
+                                               0,
+                                               NULL,
+                                               ops_plan,
+                                               uniform_arena_size,
+                                               uniform_init,
+                                               NULL,
+                                               uniform_update,
+                                               uniform_view,
+                                               uniform_elements,
+                                               NULL,
+                                               uniform_check,
+                                               NULL,
+                                               0,
+                                               0,
+                                               NULL,
+                                               NULL,
+                                               uniform_describe,
+                                               NULL};

@@ -4,7 +4,7 @@
  * query keeps its own online-softmax state (running max m, denominator, and
  * dv accumulators) in the caller's workspace. For one query the operations
  * and their order are exactly those of kvc_k_attend_f32__ref, so on an f32
- * view both kernels give the same bits (tests/unit/test_attend_batch.c). */
+ * view both kernels give the same bits (tests/kernels/test_backends.c compares them). */
 #include <math.h>
 #include <string.h>
 
@@ -60,17 +60,15 @@ static size_t first_position(size_t e, size_t total, size_t n_pos)
     return later >= n_pos - 1u ? 0u : n_pos - 1u - later;
 }
 
-kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
-                                   void *work, size_t work_bytes)
+kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b, void *work,
+                                   size_t work_bytes)
 {
-    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL || work == NULL)
-        return KVC_E_ARG;
+    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL || work == NULL) return KVC_E_ARG;
     const size_t d = view->d, dv = view->dv, n_pos = b->n_pos, n_q = b->n_q;
     if (d < 1 || d > KVC_MAX_HEAD_DIM || dv < 1 || dv > KVC_MAX_HEAD_DIM || view->n_seg > KVC_VIEW_MAX_SEGMENTS)
         return KVC_E_ARG;
     if (n_pos < 1 || n_pos > KVC_MAX_BATCH_POSITIONS || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
-    if (((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(n_pos, n_q, dv))
-        return KVC_E_ARG;
+    if (((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(n_pos, n_q, dv)) return KVC_E_ARG;
     if (b->causal_segs > view->n_seg) return KVC_E_ARG;
     rows_of rows[KVC_VIEW_MAX_SEGMENTS];
     size_t causal_total = 0;

@@ -56,7 +56,7 @@ static void attend_one_query(const kvc_view *view, const float *q, float *out, d
 {
     const size_t d = view->d, dv = view->dv;
     //@ assert dims: 1 <= d <= 256 && 1 <= dv <= 256;
-    double m = 0.0;     /* running max of x over entries seen (valid once have_m) */
+    double m = 0.0; /* running max of x over entries seen (valid once have_m) */
     int have_m = 0;
     double den = 0.0;
 

@@ -118,14 +118,12 @@ static size_t first_position(size_t e, size_t total, size_t n_pos)
 kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
                                       void *work, size_t work_bytes)
 {
-    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL || work == NULL)
-        return KVC_E_ARG;
+    if (kern == NULL || view == NULL || b == NULL || b->q == NULL || b->out == NULL || work == NULL) return KVC_E_ARG;
     const size_t d = view->d, dv = view->dv, n_pos = b->n_pos, n_q = b->n_q;
     if (d < 1 || d > KVC_MAX_HEAD_DIM || dv < 1 || dv > KVC_MAX_HEAD_DIM || view->n_seg > KVC_VIEW_MAX_SEGMENTS)
         return KVC_E_ARG;
     if (n_pos < 1 || n_pos > KVC_MAX_BATCH_POSITIONS || n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
-    if (((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(n_pos, n_q, dv))
-        return KVC_E_ARG;
+    if (((uintptr_t)work % sizeof(double)) != 0 || work_bytes < kvc_attend_work_bytes(n_pos, n_q, dv)) return KVC_E_ARG;
     if (b->causal_segs > view->n_seg) return KVC_E_ARG;
     rows_of rows[KVC_VIEW_MAX_SEGMENTS];
     size_t causal_total = 0;
@@ -175,7 +173,8 @@ kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *v
        double reference (rare: it costs software doubles on an M4F) */
     for (size_t i = 0; i < Q; i++)
         for (size_t c = 2; c < W; c++)
-            if (!isfinite(st[i * W + c])) return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
+            if (!isfinite(st[i * W + c]))
+                return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;

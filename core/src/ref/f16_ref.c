@@ -44,13 +44,14 @@ float kvc_f16_to_f32(uint16_t h)
         const float f = (float)m * 0x1p-24f; /* exact: m < 2^10 */
         return sign ? -f : f;
     }
-    if (e == 31) x = sign | 0x7F800000u | (m << 13);
-    else x = sign | ((e + 112u) << 23) | (m << 13);
+    if (e == 31)
+        x = sign | 0x7F800000u | (m << 13);
+    else
+        x = sign | ((e + 112u) << 23) | (m << 13);
     float f;
     memcpy(&f, &x, sizeof f);
     return f;
 }
-
 
 int kvc_round_clamp127(double t)
 {

@@ -42,9 +42,9 @@ static unsigned nib(const unsigned char *q, size_t c) { return (q[c >> 1] >> ((c
 /* The next half toward -infinity (finite halves only; -65504 stays). */
 static uint16_t half_below(uint16_t h)
 {
-    if (h == 0x0000u) return 0x8001u;           /* +0 -> the smallest negative subnormal */
+    if (h == 0x0000u) return 0x8001u;                  /* +0 -> the smallest negative subnormal */
     if ((h & 0x8000u) == 0) return (uint16_t)(h - 1u); /* positive: one ulp down */
-    return h < 0xFBFFu ? (uint16_t)(h + 1u) : h; /* negative: one ulp more negative */
+    return h < 0xFBFFu ? (uint16_t)(h + 1u) : h;       /* negative: one ulp more negative */
 }
 
 static void headers(const void *row, size_t dim, double *sc, double *mn)

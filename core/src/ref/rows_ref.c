@@ -28,15 +28,24 @@ static double f32_sqdist_f32(const void *row, const float *x, size_t dim)
 {
     return kvc_k_sqdist_f32__ref((const float *)row, x, dim);
 }
-static void f32_axpy(double *acc, double p, const void *row, size_t dim) { kvc_k_f32_axpy__ref(acc, p, (const float *)row, dim); }
+static void f32_axpy(double *acc, double p, const void *row, size_t dim)
+{
+    kvc_k_f32_axpy__ref(acc, p, (const float *)row, dim);
+}
 static double f32_absmax(const void *row, size_t dim) { return kvc_k_f32_absmax__ref((const float *)row, dim); }
 
 /* ---- f16 ---- */
 #define H(r) ((const uint16_t *)(r))
 static void f16_store(void *row, const float *x, size_t dim) { kvc_k_f16_store__ref((uint16_t *)row, x, dim); }
 static void f16_load(const void *row, float *x, size_t dim) { kvc_k_f16_load__ref(H(row), x, dim); }
-static double f16_dot_f32(const void *row, const float *x, size_t dim) { return kvc_k_f16_dot_f32__ref(H(row), x, dim); }
-static double f16_dot_f64(const void *row, const double *x, size_t dim) { return kvc_k_f16_dot_f64__ref(H(row), x, dim); }
+static double f16_dot_f32(const void *row, const float *x, size_t dim)
+{
+    return kvc_k_f16_dot_f32__ref(H(row), x, dim);
+}
+static double f16_dot_f64(const void *row, const double *x, size_t dim)
+{
+    return kvc_k_f16_dot_f64__ref(H(row), x, dim);
+}
 static double f16_dot_rows(const void *a, const void *b, const double *mu, size_t dim)
 {
     return kvc_k_f16_dot_rows__ref(H(a), H(b), mu, dim);
@@ -115,19 +124,18 @@ static void q15_axpy(double *acc, double p, const void *row, size_t dim)
 static double q15_absmax(const void *row, size_t dim) { return kvc_k_q15_absmax__ref(i8_scale(row), Q16(row), dim); }
 
 /* Every storage type's reference row kernels: both tables below use them. */
-#define KVC_REF_ROWS                                                                                              \
-    {                                                                                                             \
-        [KVC_DTYPE_F32] = {f32_store, f32_load, f32_dot_f32, f32_dot_f64, f32_dot_rows, f32_sqdist_f32, f32_axpy, \
-                           f32_absmax},                                                                           \
-        [KVC_DTYPE_F16] = {f16_store, f16_load, f16_dot_f32, f16_dot_f64, f16_dot_rows, f16_sqdist_f32, f16_axpy, \
-                           f16_absmax},                                                                           \
-        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy,         \
-                          i8_absmax},                                                                             \
-        [KVC_DTYPE_Q15] = {q15_store, q15_load, q15_dot_f32, q15_dot_f64, q15_dot_rows, q15_sqdist_f32, q15_axpy, \
-                           q15_absmax},                                                                           \
-        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref, kvc_k_i4_load__ref, kvc_k_i4_dot_f32__ref, kvc_k_i4_dot_f64__ref,  \
-                          kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref, kvc_k_i4_axpy__ref,                   \
-                          kvc_k_i4_absmax__ref},                                                                  \
+#define KVC_REF_ROWS                                                                                                   \
+    {                                                                                                                  \
+        [KVC_DTYPE_F32] = {f32_store,    f32_load,       f32_dot_f32, f32_dot_f64,                                     \
+                           f32_dot_rows, f32_sqdist_f32, f32_axpy,    f32_absmax},                                     \
+        [KVC_DTYPE_F16] = {f16_store,    f16_load,       f16_dot_f32, f16_dot_f64,                                     \
+                           f16_dot_rows, f16_sqdist_f32, f16_axpy,    f16_absmax},                                     \
+        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},  \
+        [KVC_DTYPE_Q15] = {q15_store,    q15_load,       q15_dot_f32, q15_dot_f64,                                     \
+                           q15_dot_rows, q15_sqdist_f32, q15_axpy,    q15_absmax},                                     \
+        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref,   kvc_k_i4_load__ref,     kvc_k_i4_dot_f32__ref,                        \
+                          kvc_k_i4_dot_f64__ref, kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref,                     \
+                          kvc_k_i4_axpy__ref,    kvc_k_i4_absmax__ref},                                                \
     }
 
 /* The reference table (kernels.c lists it first among the built-in ones). */

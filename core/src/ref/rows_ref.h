@@ -21,8 +21,8 @@ double kvc_k_i4_sqdist_f32__ref(const void *row, const float *x, size_t dim);
 void kvc_k_i4_axpy__ref(double *acc, double p, const void *row, size_t dim);
 double kvc_k_i4_absmax__ref(const void *row, size_t dim);
 
-kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,
-                                   void *work, size_t work_bytes);
+kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b, void *work,
+                                   size_t work_bytes);
 
 /* the single-precision attend (attend_single.c) */
 kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b,

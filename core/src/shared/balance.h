@@ -12,18 +12,18 @@
 /* One halving. The batch is slots [a0, a0+na) followed by [b0, b0+nb) of the
  * key (and value) arrays; `keep` receives one flag per batch position. */
 typedef struct kvc_balance_io {
-    kvc_rows keys;       /* slot rows of d elements, read through keys.rk */
-    kvc_rows values;     /* slot rows of dv elements, or base NULL: every value is the scalar 1 */
+    kvc_rows keys;   /* slot rows of d elements, read through keys.rk */
+    kvc_rows values; /* slot rows of dv elements, or base NULL: every value is the scalar 1 */
     size_t d, dv;
     size_t a0, na, b0, nb;
     double beta;
-    double kappa;        /* kernel e^{beta<k,k'>} (<v,v'> + kappa) */
+    double kappa; /* kernel e^{beta<k,k'>} (<v,v'> + kappa) */
     kvc_balance_mode mode;
     double gamma, delta;
-    double *scratch;     /* kvc_balance_scratch_doubles(d, S) doubles */
-    uint8_t *keep;       /* S flags, written */
+    double *scratch; /* kvc_balance_scratch_doubles(d, S) doubles */
+    uint8_t *keep;   /* S flags, written */
     kvc_rng *rng;
-    uint64_t clips;      /* incremented per clipped step */
+    uint64_t clips; /* incremented per clipped step */
 } kvc_balance_io;
 
 /* Scratch (doubles) for a batch of S points in d dimensions. */

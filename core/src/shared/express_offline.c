@@ -20,10 +20,10 @@ typedef struct oe_env {
     uint32_t s, c, l_mode, center;
     double L, delta, beta;
     uint64_t seed;
-    float *kb, *vb;   /* gather buffers, 4s rows */
-    double *scratch;  /* kernel-halving scratch for 4s points */
-    uint8_t *keep;    /* 4s flags */
-    uint32_t *ids;    /* R levels x (4s + c s) ids */
+    float *kb, *vb;  /* gather buffers, 4s rows */
+    double *scratch; /* kernel-halving scratch for 4s points */
+    uint8_t *keep;   /* 4s flags */
+    uint32_t *ids;   /* R levels x (4s + c s) ids */
 } oe_env;
 
 static uint32_t log2u(uint64_t x)
@@ -71,8 +71,7 @@ static void oe(oe_env *o, uint64_t n, uint32_t *out, uint32_t depth)
         /* Offline-Subsample: one token per stratum of q (the streaming draw) */
         size_t m = 0;
         for (uint64_t st = 0; st < k * s; st++) {
-            const uint64_t iota =
-                q > 1 ? kvc_rng_at(kvc_kh_key(o->seed, TAG_SUB, round, b - 1, 0, st), 0) % q : 0;
+            const uint64_t iota = q > 1 ? kvc_rng_at(kvc_kh_key(o->seed, TAG_SUB, round, b - 1, 0, st), 0) % q : 0;
             blk[m++] = (uint32_t)(b * t * s + st * q + iota);
         }
         /* Offline-Compress2: halve groups of G = 4s^2/|X| until s points remain */

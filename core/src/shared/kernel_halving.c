@@ -37,7 +37,10 @@ static double pair_gram(const kh_ctx *c, size_t i, size_t j)
 }
 
 /* Uniform in [0, 1) from a keyed draw. */
-static double unit_at(uint64_t key, uint64_t i) { return (double)(kvc_rng_at(key, i) >> 11) * (1.0 / 9007199254740992.0); }
+static double unit_at(uint64_t key, uint64_t i)
+{
+    return (double)(kvc_rng_at(key, i) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 void kvc_kh_select(kvc_kh_io *io)
 {

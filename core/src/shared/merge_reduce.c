@@ -32,8 +32,8 @@ static void copy_slot(kvc_mr_env *env, size_t dst, size_t src)
 /* A token into a slot: f32 vectors are quantised by the store kernel;
    already-stored rows (k_row / v_row, from another slot) move as bytes. */
 typedef struct token_in {
-    const float *k, *v;           /* f32 input, or NULL */
-    const void *k_row, *v_row;    /* stored rows, when k is NULL */
+    const float *k, *v;        /* f32 input, or NULL */
+    const void *k_row, *v_row; /* stored rows, when k is NULL */
     uint32_t token;
 } token_in;
 

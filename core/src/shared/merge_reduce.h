@@ -21,27 +21,27 @@
 /* One tree's counters; lives in the arena (plain data, no pointers). */
 typedef struct kvc_mr {
     uint32_t count[KVC_MR_MAX_LEVELS + 1]; /* tokens held per level 0..T */
-    int32_t e0;        /* log2 of the unit weight q */
-    int32_t top_exp;   /* log2 of the top level's weight */
-    uint32_t store;    /* which storage block of the slot arrays it uses */
-    uint32_t group_n;  /* raw tokens in the current input group */
-    uint32_t has_cand; /* the group's candidate slot holds a token */
-    uint32_t pad_[2];  /* keeps `tokens` 8-aligned on every ABI */
-    uint64_t tokens;   /* raw tokens this tree represents (its weight total, in expectation after merges) */
+    int32_t e0;                            /* log2 of the unit weight q */
+    int32_t top_exp;                       /* log2 of the top level's weight */
+    uint32_t store;                        /* which storage block of the slot arrays it uses */
+    uint32_t group_n;                      /* raw tokens in the current input group */
+    uint32_t has_cand;                     /* the group's candidate slot holds a token */
+    uint32_t pad_[2];                      /* keeps `tokens` 8-aligned on every ABI */
+    uint64_t tokens; /* raw tokens this tree represents (its weight total, in expectation after merges) */
 } kvc_mr;
 _Static_assert(sizeof(kvc_mr) == 104, "kvc_mr must be the same on every ABI");
 
 /* Everything a tree operation needs, rebuilt per call from the owner's arena. */
 typedef struct kvc_mr_env {
-    kvc_rows keys, values;          /* slot rows (values.base NULL: keys-only tree) */
+    kvc_rows keys, values; /* slot rows (values.base NULL: keys-only tree) */
     float *weights;
     uint32_t *tokens;
     size_t d, dv;
     uint32_t t, T;
-    size_t slots_per_store;         /* t + (T-1) t/2 + top_cap + 1 */
-    size_t top_cap;                 /* t/2 in bounded mode; more in prefill (unbounded-top) mode */
-    int bounded;                    /* 1: bounded mode; 0: the top level accumulates (prefill) */
-    kvc_balance_io bal;             /* beta, kappa, mode, gamma, delta, scratch, keep, rng */
+    size_t slots_per_store; /* t + (T-1) t/2 + top_cap + 1 */
+    size_t top_cap;         /* t/2 in bounded mode; more in prefill (unbounded-top) mode */
+    int bounded;            /* 1: bounded mode; 0: the top level accumulates (prefill) */
+    kvc_balance_io bal;     /* beta, kappa, mode, gamma, delta, scratch, keep, rng */
     uint64_t halvings;
 } kvc_mr_env;
 
@@ -51,8 +51,8 @@ static inline size_t kvc_mr_slots(uint32_t t, uint32_t T, size_t top_cap)
 }
 
 /* Set the SoftmaxBalance parameters every halving of the tree uses. */
-static inline void kvc_mr_env_walk(kvc_mr_env *e, double beta, double kappa, uint32_t mode, double gamma,
-                                   double delta, double *scratch, uint8_t *keep, kvc_rng *rng)
+static inline void kvc_mr_env_walk(kvc_mr_env *e, double beta, double kappa, uint32_t mode, double gamma, double delta,
+                                   double *scratch, uint8_t *keep, kvc_rng *rng)
 {
     e->bal.beta = beta;
     e->bal.kappa = kappa;

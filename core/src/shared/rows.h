@@ -27,8 +27,7 @@ static inline uint64_t kvc_rows_bytes(unsigned dtype, uint64_t n, uint64_t dim)
 }
 
 /* The row array at byte offset `off` of `owner`. */
-static inline kvc_rows kvc_rows_at(const void *owner, uint64_t off, size_t dim, unsigned dtype,
-                                   const kvc_kernels *kern)
+static inline kvc_rows kvc_rows_at(const void *owner, uint64_t off, size_t dim, unsigned dtype, const kvc_kernels *kern)
 {
     kvc_rows r;
     r.base = (unsigned char *)owner + (size_t)off;
@@ -42,12 +41,16 @@ static inline kvc_rows kvc_rows_at(const void *owner, uint64_t off, size_t dim, 
 static inline void *kvc_row(const kvc_rows *r, size_t i) { return r->base + i * r->stride; }
 
 /* Quantise x into row i. */
-static inline void kvc_row_store(const kvc_rows *r, size_t i, const float *x) { r->rk->store(kvc_row(r, i), x, r->dim); }
+static inline void kvc_row_store(const kvc_rows *r, size_t i, const float *x)
+{
+    r->rk->store(kvc_row(r, i), x, r->dim);
+}
 
 /* Row i of `from` into row j of `to` (same type and dim), as bytes. */
 static inline void kvc_row_copy(const kvc_rows *to, size_t j, const kvc_rows *from, size_t i)
 {
-    if (to->base + j * to->stride != from->base + i * from->stride) memcpy(kvc_row(to, j), kvc_row(from, i), to->stride);
+    if (to->base + j * to->stride != from->base + i * from->stride)
+        memcpy(kvc_row(to, j), kvc_row(from, i), to->stride);
 }
 
 /* Rows [i, i + n) of `from` into rows [j, j + n) of `to`. */

@@ -33,14 +33,14 @@ extern "C" {
 /** What a method claims (one row per method; NULL bound = nothing claimed). */
 typedef struct kvc_bound_claim {
     kvc_method method;
-    const char *bound;    /**< the inequality, as text */
-    int op_norm;          /**< 1: ||V||_op scale (SubGen); 0: ||V||_F */
-    double exponent;      /**< eps(m) = C m^exponent; also the predicted slope */
-    double delta;         /**< claimed failure probability */
-    int unbiased;         /**< numerator and denominator estimates are unbiased */
-    int slope_asserted;   /**< 0: the slope is measured and compared, but a miss does not fail
+    const char *bound;  /**< the inequality, as text */
+    int op_norm;        /**< 1: ||V||_op scale (SubGen); 0: ||V||_F */
+    double exponent;    /**< eps(m) = C m^exponent; also the predicted slope */
+    double delta;       /**< claimed failure probability */
+    int unbiased;       /**< numerator and denominator estimates are unbiased */
+    int slope_asserted; /**< 0: the slope is measured and compared, but a miss does not fail
                                (the prediction was tested and not met; see source) */
-    const char *source;   /**< where the claim comes from */
+    const char *source; /**< where the claim comes from */
 } kvc_bound_claim;
 
 /** @brief The claim of @p m (never NULL; bound == NULL when none). */
@@ -54,12 +54,12 @@ typedef struct kvc_oracle_trace {
 
 /** Options of one measurement. */
 typedef struct kvc_oracle_opts {
-    const uint32_t *budgets;  /**< tokens, each a valid budget for the method */
-    size_t n_budgets;         /**< 1 .. 16 */
-    uint32_t seeds;           /**< R >= 1 */
-    uint64_t seed0;           /**< seeds are seed0 .. seed0 + R - 1 */
-    size_t n_positions;       /**< P query positions, evenly spaced in [n/2, n-1] */
-    uint32_t unbiased_seeds;  /**< seeds for check (c) at the first budget (0 = skip) */
+    const uint32_t *budgets; /**< tokens, each a valid budget for the method */
+    size_t n_budgets;        /**< 1 .. 16 */
+    uint32_t seeds;          /**< R >= 1 */
+    uint64_t seed0;          /**< seeds are seed0 .. seed0 + R - 1 */
+    size_t n_positions;      /**< P query positions, evenly spaced in [n/2, n-1] */
+    uint32_t unbiased_seeds; /**< seeds for check (c) at the first budget (0 = skip) */
     void (*progress)(void *ctx, size_t done, size_t total);
     void *progress_ctx;
 } kvc_oracle_opts;
@@ -67,10 +67,10 @@ typedef struct kvc_oracle_opts {
 /** Results for one budget. */
 typedef struct kvc_oracle_row {
     uint32_t budget;
-    uint32_t memory;       /**< tokens given to the method (budget - sink - window - 1; budget for sink-window) */
-    size_t n_samples;      /**< seeds * positions (errors[seed * positions + p]) */
+    uint32_t memory;  /**< tokens given to the method (budget - sink - window - 1; budget for sink-window) */
+    size_t n_samples; /**< seeds * positions (errors[seed * positions + p]) */
     size_t seeds, positions;
-    double *errors;        /**< n_samples normalised errors (owned; kvc_oracle_rows_free) */
+    double *errors; /**< n_samples normalised errors (owned; kvc_oracle_rows_free) */
     double mean, p99, max;
 } kvc_oracle_row;
 

@@ -22,8 +22,8 @@ typedef struct kvc_exact_result {
  * @brief out[c] = sum_i p_i v_i[c] with p = softmax(beta K q), two-pass in double.
  * @param n >= 1.  @param out dv doubles.
  */
-void kvc_exact_attention_f64(const float *q, const float *K, const float *V, size_t n, size_t d,
-                             size_t dv, double beta, double *out, kvc_exact_result *res);
+void kvc_exact_attention_f64(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv, double beta,
+                             double *out, kvc_exact_result *res);
 
 /**
  * @brief Exact attention in MPFR with @p prec bits (>= 113), each output
@@ -32,8 +32,8 @@ void kvc_exact_attention_f64(const float *q, const float *K, const float *V, siz
  * @param[out] softmax_l2 ||softmax(beta K q)||_2 (may be NULL).
  * @return 0, or 1 for invalid arguments / out of memory.
  */
-int kvc_oracle_attention_mp(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv,
-                            double beta, unsigned prec, double *out, double *softmax_l2);
+int kvc_oracle_attention_mp(const float *q, const float *K, const float *V, size_t n, size_t d, size_t dv, double beta,
+                            unsigned prec, double *out, double *softmax_l2);
 
 /**
  * @brief Largest eigenvalue of a symmetric dv x dv matrix G (row-major), i.e.

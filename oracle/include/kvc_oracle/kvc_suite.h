@@ -28,23 +28,22 @@ typedef struct kvc_suite_stream {
 } kvc_suite_stream;
 
 /** Build a bounded clustered stream (see file comment). 0 on success. */
-int kvc_suite_stream_make(kvc_suite_stream *s, size_t n, size_t d, size_t clusters, double key_noise,
-                          uint64_t seed);
+int kvc_suite_stream_make(kvc_suite_stream *s, size_t n, size_t d, size_t clusters, double key_noise, uint64_t seed);
 void kvc_suite_stream_free(kvc_suite_stream *s);
 
 /** One method's row of the bound-check table. */
 typedef struct kvc_suite_result {
     kvc_method method;
     const kvc_bound_claim *claim;
-    double C;                      /**< declared constant (calibrated) */
-    double calib_quantile;         /**< C is this quantile of e / m^exponent on the calibration stream */
-    kvc_oracle_failure failure;    /**< on the fresh stream */
+    double C;                   /**< declared constant (calibrated) */
+    double calib_quantile;      /**< C is this quantile of e / m^exponent on the calibration stream */
+    kvc_oracle_failure failure; /**< on the fresh stream */
     double slope, slope_lo, slope_hi, slope_tol;
     kvc_oracle_unbiased unbiased;
     double mean_err_first, mean_err_last; /**< mean e at the smallest / largest budget */
     uint32_t memory_first, memory_last;   /**< their method memory (tokens) */
     int pass_failure, pass_slope, pass_unbiased;
-    int slope_met;                 /**< the slope check held (even where it is only reported) */
+    int slope_met; /**< the slope check held (even where it is only reported) */
 } kvc_suite_result;
 
 /** Suite settings (defaults from kvc_suite_defaults). */

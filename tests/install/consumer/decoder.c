@@ -9,10 +9,10 @@
 
 #include <kvc/kvc.h>
 
-#define LAYERS 2u
-#define HEADS 4u
+#define LAYERS   2u
+#define HEADS    4u
 #define KV_HEADS 2u
-#define HD 16u
+#define HD       16u
 
 /* the consumer's own normal draws (the library's RNG is advanced tier) */
 static double normal(uint64_t *state)
@@ -27,8 +27,12 @@ static double normal(uint64_t *state)
 
 static void *new_cache(kvc_method m, uint32_t budget, kvc_cache **c)
 {
-    kvc_cache_config cc = {.n_layers = LAYERS, .n_heads = HEADS, .n_kv_heads = KV_HEADS, .head_dim = HD,
-                           .stream = kvc_stream_config_default(m, HD, HD, budget, 1), .policy = KVC_BUDGET_UNIFORM};
+    kvc_cache_config cc = {.n_layers = LAYERS,
+                           .n_heads = HEADS,
+                           .n_kv_heads = KV_HEADS,
+                           .head_dim = HD,
+                           .stream = kvc_stream_config_default(m, HD, HD, budget, 1),
+                           .policy = KVC_BUDGET_UNIFORM};
     cc.stream.n_sink = 4, cc.stream.n_window = 16;
     const size_t bytes = kvc_cache_arena_size(&cc);
     if (bytes == 0) {

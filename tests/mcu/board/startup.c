@@ -85,9 +85,19 @@ __attribute__((noreturn)) void kvc_fault_handler(void)
 }
 
 /* initial stack pointer, then the handlers of exceptions 1..15 */
-__attribute__((section(".vectors"), used)) static const void *const g_vectors[16] = {
-    &__stack_top,      (const void *)kvc_reset_handler, (const void *)kvc_fault_handler,
-    (const void *)kvc_fault_handler, (const void *)kvc_fault_handler, (const void *)kvc_fault_handler,
-    (const void *)kvc_fault_handler, 0, 0, 0, 0,
-    (const void *)kvc_fault_handler, (const void *)kvc_fault_handler, 0,
-    (const void *)kvc_fault_handler, (const void *)kvc_fault_handler};
+__attribute__((section(".vectors"), used)) static const void *const g_vectors[16] = {&__stack_top,
+                                                                                     (const void *)kvc_reset_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     0,
+                                                                                     0,
+                                                                                     0,
+                                                                                     0,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     0,
+                                                                                     (const void *)kvc_fault_handler,
+                                                                                     (const void *)kvc_fault_handler};

@@ -30,7 +30,8 @@
 #define KVC_CUDA_H
 
 #if !defined(KVC_ADVANCED)
-#error "kvc_cuda.h is a backend's header, in the advanced tier: #define KVC_ADVANCED before including kvc headers (docs/api.md)"
+#error                                                                                                                 \
+    "kvc_cuda.h is a backend's header, in the advanced tier: #define KVC_ADVANCED before including kvc headers (docs/api.md)"
 #endif
 #include "kvc/kvc_kernels.h"
 
