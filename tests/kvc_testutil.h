@@ -27,7 +27,7 @@ static float *tu_normal(kvc_rng *r, size_t n, size_t d, double scale)
 /* Build a stream (arena malloc'd; the handle is the arena's start: free(st)). */
 static kvc_stream *tu_stream(const kvc_stream_config *cfg)
 {
-    size_t bytes = kvc_stream_arena_size(cfg);
+    size_t bytes = kvc_stream_arena_bytes(cfg);
     if (bytes == 0) return NULL;
     void *a = tu_arena(bytes);
     kvc_stream *st = NULL;

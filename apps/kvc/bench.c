@@ -311,7 +311,7 @@ void *kvc_bench_cache_new(const kvc_bench_opts *o, const kvc_bench_cfg *g, const
     cc.policy = KVC_BUDGET_HEADS;
     uint32_t bl, bh;
     if (!why) why = kvc_cache_heads_problem(&cc, t, &bl, &bh);
-    const size_t b = why ? 0 : kvc_cache_arena_size_heads(&cc, t);
+    const size_t b = why ? 0 : kvc_cache_arena_bytes_heads(&cc, t);
     void *arena = b ? aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(b)) : NULL;
     if (why || !arena || kvc_cache_init_heads(arena, b, &cc, t, cache) != KVC_OK) {
         fprintf(stderr, "kvc bench %s: %s: %s\n", o->cmd, g->label, why ? why : "out of memory");
@@ -371,7 +371,7 @@ static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g
         kvc_stream_config sc = *base;
         sc.method = (kvc_method)t[i].method, sc.budget = t[i].budget;
         sc.n_sink = t[i].n_sink, sc.n_window = t[i].n_window, sc.n_protect = t[i].n_protect;
-        const size_t a = kvc_stream_arena_size(&sc);
+        const size_t a = kvc_stream_arena_bytes(&sc);
         if (a == 0) why = kvc_stream_config_problem(&sc);
         *tokens += sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
         *bytes += (double)a;
@@ -401,7 +401,7 @@ void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int
             continue;
         }
         double kept = sc.budget < (uint32_t)context ? sc.budget : (uint32_t)context;
-        double a = (double)kvc_stream_arena_size(&sc);
+        double a = (double)kvc_stream_arena_bytes(&sc);
         if (o->cfg[g].headwise) heads_summary(o, &o->cfg[g], c, context, &sc, &kept, &a); /* checked above */
         printf("  %-24s %-5s %6.0f tokens (%5.1f%%)  %9.0f B  %6.1f%% of f16  %6.1f%% of f32%s\n", o->cfg[g].label,
                kvc_dtype_name(sc.dtype), kept, 100.0 * kept / context, a, 100.0 * a / (double)f16,

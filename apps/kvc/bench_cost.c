@@ -108,7 +108,7 @@ int kvc_bench_cost(int argc, char **argv)
         kvc_method_opts_apply(&mo, &cfg);
         if (kvc_budget_resolve("bench cost", &cf.budget, n, 1, &mo, &cfg, 0)) continue;
         if (meth == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n; /* exact keeps everything */
-        size_t bytes = kvc_stream_arena_size(&cfg);
+        size_t bytes = kvc_stream_arena_bytes(&cfg);
         if (!bytes) {
             fprintf(stderr, "kvc bench cost: %s: %s\n", m, kvc_stream_config_problem(&cfg));
             continue;

@@ -154,7 +154,7 @@ int kvc_bench_decode(int argc, char **argv)
         dec *x = &d[g];
         if (x->status == 1) {
             uint64_t el, peak;
-            kvc_cache_usage_bytes(x->cache, &el, &peak);
+            kvc_cache_get_usage_bytes(x->cache, &el, &peak);
             double ratio[64], tps[64];
             for (int r = 0; r < (int)rounds; r++)
                 ratio[r] = d[0].status == 1 ? x->tps[r] / d[0].tps[r] : 0, tps[r] = x->tps[r];

@@ -63,7 +63,7 @@ static void run_cfg(void *vctx, int g, int wid)
     r->seconds = kvc_bench_now() - t0;
     if (st == KVC_OK) {
         uint64_t el, peak;
-        kvc_cache_usage_bytes(cache, &el, &peak);
+        kvc_cache_get_usage_bytes(cache, &el, &peak);
         r->peak_bytes = peak;
         r->status = 1;
     } else {

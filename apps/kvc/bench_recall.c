@@ -153,7 +153,7 @@ static void run_item(void *vctx, int idx, int wid)
             fprintf(stderr, "\nkvc bench recall: %s at %d tokens failed: %s\n", o->cfg[g].label, it->context,
                     kvc_status_str(st));
         uint64_t el, peak;
-        if (kvc_cache_usage_bytes(cache, &el, &peak) == KVC_OK) res[g].peak_bytes = peak;
+        if (kvc_cache_get_usage_bytes(cache, &el, &peak) == KVC_OK) res[g].peak_bytes = peak;
         free(arena);
     }
     char what[64];

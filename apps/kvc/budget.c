@@ -130,6 +130,6 @@ int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, u
     }
     if (!quiet)
         fprintf(stderr, "kvc %s: --budget %s: %llu B per stream -> %u tokens (arena %zu B)\n", cmd, text,
-                (unsigned long long)bytes, (unsigned)got, kvc_stream_arena_size(cfg));
+                (unsigned long long)bytes, (unsigned)got, kvc_stream_arena_bytes(cfg));
     return 0;
 }

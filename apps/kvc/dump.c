@@ -121,7 +121,7 @@ int kvc_cmd_dump(int argc, char **argv)
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n + 1u, 1);
     sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-    size_t bytes = kvc_cache_arena_size(&cc);
+    size_t bytes = kvc_cache_arena_bytes(&cc);
     if (bytes == 0) {
         fprintf(stderr, "kvc dump: cannot hold %d steps: %s\n", n, kvc_cache_config_problem(&cc));
         free(text);

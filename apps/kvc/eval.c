@@ -148,9 +148,9 @@ int kvc_cmd_eval(int argc, char **argv)
         char text[48];
         kvc_budget_format(&cf.budget, text, sizeof text);
         printf("kvc eval: --budget %s: budget %" PRIu32 " tokens, arena %zu B (%.1f%% of f16 exact, %.1f%% of f32)\n",
-               text, cfg.budget, kvc_stream_arena_size(&cfg),
-               100.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0),
-               50.0 * (double)kvc_stream_arena_size(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0));
+               text, cfg.budget, kvc_stream_arena_bytes(&cfg),
+               100.0 * (double)kvc_stream_arena_bytes(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0),
+               50.0 * (double)kvc_stream_arena_bytes(&cfg) / ((double)tr.n * (tr.d + tr.dv) * 2.0));
     }
     if (score_from >= tr.n) { /* no position would be scored: the metrics would be 0/0 */
         fprintf(stderr, "kvc eval: --score-from %" PRIu64 " is past the trace's last position (%zu tokens, 0..%zu)\n",

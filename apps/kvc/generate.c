@@ -279,7 +279,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
         fprintf(stderr, "kvc generate: %s\n", why);
         goto done;
     }
-    size_t bytes = kvc_cache_arena_size(&cc);
+    size_t bytes = kvc_cache_arena_bytes(&cc);
     if (kvc_cli_arena_refused("generate", bytes)) goto done;
     arena = kvc_l2c_arena_alloc(bytes);
     kvc_cache *cache;
@@ -297,7 +297,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     for (; pos < (int)steps; pos++) {
         const kvc_status fst = kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache);
         if (fst != KVC_OK) {
-            const kvc_stream_plan *pl = kvc_stream_get_plan(kvc_cache_stream(cache, 0, 0));
+            const kvc_stream_plan *pl = kvc_stream_get_plan(kvc_cache_get_stream(cache, 0, 0));
             if (fst == KVC_E_CAPACITY && pl && pl->prefix_method_tokens + pl->tail_capacity > 0 &&
                 (method == KVC_METHOD_BALANCEKV_PREFILL || method == KVC_METHOD_EXPRESS_PREFILL))
                 fprintf(stderr,
@@ -333,7 +333,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     (void)prev;
     double dt = now_s() - t0;
     uint64_t el, peak;
-    kvc_cache_usage_bytes(cache, &el, &peak);
+    kvc_cache_get_usage_bytes(cache, &el, &peak);
     /* what a llama.cpp user's exact cache of the same tokens takes: f16 keys and values */
     const double f16_exact = (double)run_tokens * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * 2.0;
     printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s (%s rows), budget %" PRIu64

@@ -20,7 +20,7 @@ void *kvc_lm_cache_new(const char *cmd, const kvc_l2c_config *c, const kvc_strea
         fprintf(stderr, "kvc %s: %s, budget %u: %s\n", cmd, kvc_method_name(sc->method), sc->budget, why);
         return NULL;
     }
-    const size_t b = kvc_cache_arena_size(&cc);
+    const size_t b = kvc_cache_arena_bytes(&cc);
     if (kvc_cli_arena_refused(cmd, b)) return NULL;
     void *arena = kvc_l2c_arena_alloc(b);
     if (!arena) {

@@ -79,7 +79,7 @@ int kvc_cmd_logits(int argc, char **argv)
         kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)(n + 1), 1);
     sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
-    size_t bytes = kvc_cache_arena_size(&cc);
+    size_t bytes = kvc_cache_arena_bytes(&cc);
     if (kvc_cli_arena_refused("logits", bytes)) {
         kvc_l2c_model_free(&m);
         return 1;

@@ -228,11 +228,11 @@ uint32_t kvc_method_opts_fit_bytes(const kvc_method_opts *o, kvc_stream_config *
     /* protected spans take tokens from the method, which can change its
        metadata: shrink until the arena fits */
     kvc_method_opts_protect(o, &c);
-    while (c.n_protect && c.budget > 1 && (kvc_stream_arena_size(&c) == 0 || kvc_stream_arena_size(&c) > bytes)) {
+    while (c.n_protect && c.budget > 1 && (kvc_stream_arena_bytes(&c) == 0 || kvc_stream_arena_bytes(&c) > bytes)) {
         c.budget--;
         kvc_method_opts_protect(o, &c);
     }
-    if (kvc_stream_arena_size(&c) == 0) return 0;
+    if (kvc_stream_arena_bytes(&c) == 0) return 0;
     *cfg = c;
     return c.budget;
 }

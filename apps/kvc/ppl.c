@@ -97,7 +97,7 @@ static kvc_status measuring_attention(void *vctx, int layer, int pos, const floa
         memcpy(c->hist_k + base + (size_t)pos * hs, k + h * hs, hs * sizeof(float));
         memcpy(c->hist_v + base + (size_t)pos * hs, v + h * hs, hs * sizeof(float));
     }
-    if ((uint32_t)pos + 1u <= kvc_cache_layer_budget(c->cc, (uint32_t)layer)) return KVC_OK;
+    if ((uint32_t)pos + 1u <= kvc_cache_get_layer_budget(c->cc, (uint32_t)layer)) return KVC_OK;
     for (int qh = 0; qh < c->n_heads; qh++) {
         int h = qh / group;
         size_t base = (((size_t)layer * c->n_kv + h) * c->cap) * hs;
@@ -281,7 +281,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     if (why) {
         if (bad_layer != UINT32_MAX) {
             fprintf(stderr, "kvc ppl: layer %u (budget %u under the %s policy): %s\n", bad_layer,
-                    kvc_cache_layer_budget(&cc, bad_layer), pyramid ? "pyramid" : "uniform", why);
+                    kvc_cache_get_layer_budget(&cc, bad_layer), pyramid ? "pyramid" : "uniform", why);
         } else {
             fprintf(stderr, "kvc ppl: %s\n", why);
         }
@@ -309,7 +309,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         double mean = err_n[l] ? err_sum[l] / (double)err_n[l] : NAN;
         if (verbose)
             printf("  %-6d %8u %12" PRIu64 " %14.4e %12" PRIu64 " %12.3e\n", l,
-                   kvc_cache_layer_budget(&cc, (uint32_t)l), err_n[l] / (uint64_t)m.cfg.n_heads, mean, box_out[l],
+                   kvc_cache_get_layer_budget(&cc, (uint32_t)l), err_n[l] / (uint64_t)m.cfg.n_heads, mean, box_out[l],
                    box_excess[l]);
         tot += err_sum[l], cnt += err_n[l];
         out->box_outside += box_out[l];

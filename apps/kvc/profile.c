@@ -67,7 +67,7 @@ static kvc_status profiling_attention(void *vctx, int layer, int pos, const floa
     kvc_status rc = kvc_cache_append(c->cache, NULL, (uint32_t)layer, k, v);
     if (rc != KVC_OK) return rc;
     for (int h = 0; h < c->n_kv; h++) {
-        const kvc_stream *st = kvc_cache_stream(c->cache, (uint32_t)layer, (uint32_t)h);
+        const kvc_stream *st = kvc_cache_get_stream(c->cache, (uint32_t)layer, (uint32_t)h);
         const size_t E = kvc_stream_view_entries(st), wb = kvc_stream_attend_work_bytes(st, 1, (size_t)c->group);
         if (E > c->mass_cap) {
             free(c->mass);

@@ -163,7 +163,7 @@ static void split_task(void *ctx, size_t i)
 {
     const split_attend *a = (const split_attend *)ctx;
     const size_t h = i / a->parts, p = i % a->parts;
-    const kvc_stream *st = kvc_cache_stream(a->c, a->layer, (uint32_t)h);
+    const kvc_stream *st = kvc_cache_get_stream(a->c, a->layer, (uint32_t)h);
     a->rc[i] =
         kvc_stream_attend_part(st, a->kern, a->q + h * a->group * a->hd, a->group, p, a->parts,
                                a->state + i * a->state_per_task, a->work + i * a->work_per_task, a->work_per_task);
@@ -223,7 +223,7 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
         return kvc_cache_attend_observed(c, kern, (uint32_t)layer, q, out, g_observed[o].work, g_observed[o].cap);
     }
     const size_t threads = (size_t)kvc_pool_threads();
-    const kvc_stream *st0 = kvc_cache_stream(c, (uint32_t)layer, 0);
+    const kvc_stream *st0 = kvc_cache_get_stream(c, (uint32_t)layer, 0);
     if (threads < 2 || st0 == NULL || kvc_stream_view_entries(st0) < 2 * g_split_min)
         return kvc_cache_attend(c, kern, (uint32_t)layer, q, out);
     const kvc_cache_config *cc = kvc_cache_get_config(c);
@@ -235,7 +235,7 @@ kvc_status kvc_l2c_cache_attention(void *ctx, int layer, int pos, const float *q
     const size_t tasks = nkv * parts, spt = group * KVC_ATTEND_STATE(hd);
     size_t wpt = 0;
     for (uint32_t h = 0; h < nkv; h++) {
-        const size_t w = kvc_stream_attend_part_work_bytes(kvc_cache_stream(c, (uint32_t)layer, h), group);
+        const size_t w = kvc_stream_attend_part_work_bytes(kvc_cache_get_stream(c, (uint32_t)layer, h), group);
         if (w > wpt) wpt = w;
     }
     wpt = (wpt + 63) / 64 * 64;

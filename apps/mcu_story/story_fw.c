@@ -81,7 +81,7 @@ int main(void)
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_SINK_WINDOW, 1, 1, KVC_STORY_BUDGET, 1);
     sc.dtype = KVC_DTYPE_I8, sc.n_sink = STORY_SINKS, sc.n_window = 8;
     const kvc_cache_config cc = kvc_story_cache_config(&s, &sc);
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     kvc_cache *cache;
     if (bytes != sizeof g_arena || kvc_cache_init(g_arena, bytes, &cc, &cache) != KVC_OK) {
         printf("story: the cache (%lu B) is not the %lu B this firmware was built for\n0 passed, 1 failed\n",

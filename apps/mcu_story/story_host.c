@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     kvc_stream_config sc = kvc_stream_config_default(method, 1, 1, (uint32_t)budget, 1);
     sc.dtype = dtype, sc.n_sink = (uint32_t)sinks, sc.n_window = 8;
     const kvc_cache_config cc = kvc_story_cache_config(&s, &sc);
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     if (bytes == 0) {
         fprintf(stderr, "story_host: cache: %s\n", kvc_cache_config_problem(&cc));
         return 1;

@@ -58,7 +58,8 @@ int main(void)
         kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_SINK_WINDOW, D, D, N_TOK, 1);
         c.dtype = (kvc_dtype)t, c.n_sink = 4;
         kvc_stream *st;
-        if (kvc_stream_arena_size(&c) > sizeof g_arena || kvc_stream_init(g_arena, sizeof g_arena, &c, &st) != KVC_OK) {
+        if (kvc_stream_arena_bytes(&c) > sizeof g_arena ||
+            kvc_stream_init(g_arena, sizeof g_arena, &c, &st) != KVC_OK) {
             printf("%s: does not fit\n", kvc_dtype_name((kvc_dtype)t));
             return 1;
         }

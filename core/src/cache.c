@@ -137,7 +137,7 @@ const char *kvc_cache_heads_problem(const kvc_cache_config *cfg, const kvc_cache
     return cache_problem(cfg, heads, layer, head);
 }
 
-uint32_t kvc_cache_layer_budget(const kvc_cache_config *c, uint32_t layer)
+uint32_t kvc_cache_get_layer_budget(const kvc_cache_config *c, uint32_t layer)
 {
     /* defined whenever the cache-wide fields are valid, so that a caller can
        name the budget of the layer kvc_cache_config_problem_at refused */
@@ -156,20 +156,20 @@ static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *he
     for (uint32_t l = 0; l < c->n_layers; l++) {
         for (uint32_t h = 0; h < c->n_kv_heads; h++) {
             kvc_stream_config s = stream_config(c, heads, l, h);
-            uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
+            uint64_t off = kvc_carve(&cur, kvc_stream_arena_bytes(&s));
             if (table) table[(size_t)l * c->n_kv_heads + h] = off;
         }
     }
     return cur > (uint64_t)PTRDIFF_MAX ? 0 : cur;
 }
 
-size_t kvc_cache_arena_size(const kvc_cache_config *c)
+size_t kvc_cache_arena_bytes(const kvc_cache_config *c)
 {
     if (kvc_cache_config_problem(c) != NULL) return 0;
     return (size_t)cache_layout(c, NULL, NULL);
 }
 
-size_t kvc_cache_arena_size_heads(const kvc_cache_config *c, const kvc_cache_head *heads)
+size_t kvc_cache_arena_bytes_heads(const kvc_cache_config *c, const kvc_cache_head *heads)
 {
     if (kvc_cache_heads_problem(c, heads, NULL, NULL) != NULL) return 0;
     return (size_t)cache_layout(c, heads, NULL);
@@ -198,7 +198,7 @@ static kvc_status cache_init(void *arena, size_t arena_bytes, const kvc_cache_co
             kvc_stream_config s = stream_config(cfg, heads, l, h);
             const uint64_t off = table[(size_t)l * cfg->n_kv_heads + h];
             kvc_stream *st;
-            kvc_status rc = kvc_stream_init(KVC_AT(c, off, void), kvc_stream_arena_size(&s), &s, &st);
+            kvc_status rc = kvc_stream_init(KVC_AT(c, off, void), kvc_stream_arena_bytes(&s), &s, &st);
             if (rc != KVC_OK) return rc; /* cannot happen: the configuration was checked */
         }
     }
@@ -279,7 +279,7 @@ kvc_status kvc_cache_validate(const void *arena, size_t arena_bytes)
     for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
         for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
             kvc_stream_config s = stream_config(&c->cfg, heads, l, h);
-            const uint64_t off = kvc_carve(&cur, kvc_stream_arena_size(&s));
+            const uint64_t off = kvc_carve(&cur, kvc_stream_arena_bytes(&s));
             if (table_of(c)[(size_t)l * c->cfg.n_kv_heads + h] != off || cur > c->total_bytes) return KVC_E_CORRUPT;
             rc = kvc_stream_validate(KVC_AT_C(c, off, void), (size_t)(c->total_bytes - off));
             if (rc != KVC_OK) return rc == KVC_E_STATE || rc == KVC_E_ARENA ? KVC_E_CORRUPT : rc;
@@ -317,7 +317,7 @@ int kvc_cache_observes(const kvc_cache *c)
     return 0;
 }
 
-const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head)
+const kvc_stream *kvc_cache_get_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head)
 {
     if (cache_check(c) != KVC_OK || layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return NULL;
     return stream_at(c, layer, kv_head);
@@ -412,7 +412,7 @@ kvc_status kvc_cache_attend_observed(kvc_cache *c, const kvc_kernels *kern, uint
 
 const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c) { return cache_check(c) == KVC_OK ? &c->cfg : NULL; }
 
-kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements)
+kvc_status kvc_cache_get_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements)
 {
     kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
@@ -430,10 +430,10 @@ kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *pea
     return KVC_OK;
 }
 
-kvc_status kvc_cache_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes)
+kvc_status kvc_cache_get_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes)
 {
     uint64_t e, p;
-    const kvc_status rc = kvc_cache_usage(c, &e, &p);
+    const kvc_status rc = kvc_cache_get_usage(c, &e, &p);
     if (rc != KVC_OK) return rc;
     const double per = kvc_element_bytes(c->cfg.stream.dtype, c->cfg.head_dim);
     if (bytes) *bytes = (uint64_t)((double)e * per + 0.5);

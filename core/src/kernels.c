@@ -14,18 +14,21 @@
 static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
 
 /* accel/cpu_simd: the entries of each SIMD file built in, in the order
- * best() prefers the later (NEON, AVX2, AVX-512) */
-static const kvc_simd_entries *const accel[] = {
-#if defined(KVC_HAVE_NEON)
-    &kvc_simd_entries_neon,
+ * best() prefers the later (NEON; AVX2, AVX-512): CMake writes the list from
+ * the folders it built (core/CMakeLists.txt, each folder's isa.cmake). A
+ * build outside CMake (the cross-compiled fingerprint of tests/abi) has the
+ * reference tables only. */
+#if defined(KVC_SIMD_TABLES_HEADER)
+#include KVC_SIMD_TABLES_HEADER
+#else
+#define KVC_SIMD_TABLES(X)
 #endif
-#if defined(KVC_HAVE_AVX2)
-    &kvc_simd_entries_avx2,
-#endif
-#if defined(KVC_HAVE_AVX512)
-    &kvc_simd_entries_avx512,
-#endif
-    NULL};
+#define KVC_SIMD_DECLARE(isa) extern const kvc_simd_entries kvc_simd_entries_##isa;
+KVC_SIMD_TABLES(KVC_SIMD_DECLARE)
+#undef KVC_SIMD_DECLARE
+#define KVC_SIMD_ENTRY(isa) &kvc_simd_entries_##isa,
+static const kvc_simd_entries *const accel[] = {KVC_SIMD_TABLES(KVC_SIMD_ENTRY) NULL};
+#undef KVC_SIMD_ENTRY
 #define N_ACCEL (sizeof accel / sizeof accel[0] - 1u) /* the NULL ends the list */
 
 /* The accelerated tables: the reference entries, then each file's. Built

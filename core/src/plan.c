@@ -149,7 +149,7 @@ uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes,
     return cur;
 }
 
-size_t kvc_stream_arena_size(const kvc_stream_config *cfg)
+size_t kvc_stream_arena_bytes(const kvc_stream_config *cfg)
 {
     kvc_stream_plan p;
     if (kvc_stream_plan_make(cfg, &p) != KVC_OK) return 0;

@@ -21,6 +21,7 @@ typedef struct kvc_simd_entries {
     double (*row_sqdist_f32[KVC_DTYPE_COUNT])(const void *row, const float *x, size_t dim);
 } kvc_simd_entries;
 
-extern const kvc_simd_entries kvc_simd_entries_avx2, kvc_simd_entries_avx512, kvc_simd_entries_neon;
+/* Each file defines `const kvc_simd_entries kvc_simd_entries_<folder>`;
+ * kernels.c declares the ones built (KVC_SIMD_TABLES). */
 
 #endif

@@ -30,7 +30,7 @@ int main(void)
         kvc_stream_config c = kvc_stream_config_default((kvc_method)m, d, d, 128, 7);
         c.n_sink = 4, c.n_window = 8, c.prefix_len = 400;
         if (m == KVC_METHOD_BALANCEKV) c.balancekv.rho = 0.01f; /* exercises the erase threshold */
-        const size_t bytes = kvc_stream_arena_size(&c);
+        const size_t bytes = kvc_stream_arena_bytes(&c);
         void *a = aligned_alloc(KVC_ARENA_ALIGN, (bytes + 63) / 64 * 64);
         kvc_stream *st;
         if (a == NULL || kvc_stream_init(a, bytes, &c, &st) != KVC_OK) return 1;
@@ -48,7 +48,7 @@ int main(void)
     }
     /* 8 GiB of payload: refused where size_t is 32 bits (it used to wrap to 448 B) */
     kvc_stream_config big = kvc_stream_config_default(KVC_METHOD_EXACT, 256, 256, 1u << 22, 1);
-    const size_t bytes = kvc_stream_arena_size(&big);
+    const size_t bytes = kvc_stream_arena_bytes(&big);
     const int ok = sizeof(size_t) == 4 ? bytes == 0 && kvc_stream_config_problem(&big) != NULL
                                        : (uint64_t)bytes > ((uint64_t)1 << 33);
     printf("unaddressable arena refused or sized exactly: %s\n", ok ? "yes" : "NO");

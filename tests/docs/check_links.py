@@ -61,7 +61,7 @@ BUILT = (".a", ".o", ".so", ".bin.map", ".elf")  # build products, not sources
 
 def exists(p, base=root, citing=None):
     """p exists relative to the root, to the citing file's folder or one above
-    it (accel/cuda/CMakeLists.txt cites tests/simt_selftest.cu), or names a
+    it (accel/cuda cites its own tests folder relative to itself), or names a
     test program by its source without the extension."""
     p = re.sub(r":\d+(-\d+)?$", "", p).rstrip(".,:;")
     if not p or p.endswith(BUILT):

@@ -239,7 +239,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     find_tables();
     const kvc_stream_config cfg = read_config(&r);
     const char *why = kvc_stream_config_problem(&cfg);
-    const size_t bytes = kvc_stream_arena_size(&cfg);
+    const size_t bytes = kvc_stream_arena_bytes(&cfg);
     kvc_stream_plan plan;
     const kvc_status prc = kvc_stream_plan_make(&cfg, &plan);
     REQUIRE((why == NULL) == (bytes > 0));

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, 4, 1);
     sc.n_sink = 0, sc.n_window = 0;
     kvc_cache_config cc = kvc_l2c_cache_config(c, &sc);
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     void *arena = bytes ? kvc_l2c_arena_alloc(bytes) : NULL;
     kvc_cache *cache = NULL;
     kvc_l2c_state s;

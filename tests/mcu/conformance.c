@@ -36,7 +36,7 @@ static int run_one(kvc_method m, kvc_dtype t)
     c.dtype = t;
     c.n_sink = 4, c.n_window = 8, c.prefix_len = 160;
     const char *why = kvc_stream_config_problem(&c);
-    const size_t bytes = kvc_stream_arena_size(&c);
+    const size_t bytes = kvc_stream_arena_bytes(&c);
     const char *mname = kvc_method_name(m), *tname = kvc_dtype_name(t);
     if (why != NULL || bytes == 0 || bytes > ARENA_CAP) {
         printf("FAIL %s %s: %s (arena %lu B, cap %u B)\n", mname, tname, why ? why : "size", (unsigned long)bytes,

@@ -30,7 +30,7 @@ static int run_one(kvc_method m, kvc_dtype t, const char *dir, int resume)
     kvc_stream_config c = kvc_stream_config_default(m, D, D, BUDGET, 11);
     c.dtype = t;
     c.n_sink = 4, c.n_window = 8, c.prefix_len = 160;
-    const size_t bytes = kvc_stream_arena_size(&c);
+    const size_t bytes = kvc_stream_arena_bytes(&c);
     const char *mname = kvc_method_name(m), *tname = kvc_dtype_name(t);
     char path[512];
     snprintf(path, sizeof path, "%s/%s-%s.kvc", dir, mname, tname);

@@ -205,7 +205,7 @@ static int record_attention_matches_cache_exact(void)
         CHECK_MSG(memcmp(o1, o2, (size_t)mc->n_heads * c.hs * sizeof(float)) == 0, "layer %d differs", l);
     }
     uint64_t e1, p1, e2, p2;
-    kvc_cache_usage(c.cache, &e1, &p1), kvc_cache_usage(c2, &e2, &p2);
+    kvc_cache_get_usage(c.cache, &e1, &p1), kvc_cache_get_usage(c2, &e2, &p2);
     CHECK(e1 == e2);
     CHECK(kvc_kv_record_replay(&c.rec, c2, n + 1) == KVC_E_ARG);
     /* the chunked prefill defers each layer's answers to the chunk's last

@@ -117,7 +117,7 @@ static int gemm_fma_paths_identical(void)
 static int chunk_vs_steps(const kvc_l2c_model *m, const kvc_stream_config *sc, const int *toks, int n, int chunk)
 {
     kvc_cache_config cc = kvc_l2c_cache_config(&m->cfg, sc);
-    const size_t bytes = kvc_cache_arena_size(&cc), V = (size_t)m->cfg.vocab_size;
+    const size_t bytes = kvc_cache_arena_bytes(&cc), V = (size_t)m->cfg.vocab_size;
     CHECK_MSG(bytes > 0, "%s", kvc_cache_config_problem(&cc));
     void *a1 = tu_arena(bytes), *a2 = tu_arena(bytes);
     kvc_cache *c1, *c2;
@@ -252,7 +252,7 @@ static int threads_match_one_thread(void)
     for (int i = 0; i < N; i++) toks[i] = 1 + (i * 37) % (m.cfg.vocab_size - 1);
     kvc_stream_config ex = kvc_stream_config_default(KVC_METHOD_EXACT, hs, hs, N, 1);
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &ex);
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     l0_rec r[2];
     kvc_l2c_set_split_min(8);
     for (int run = 0; run < 2; run++) {
@@ -390,7 +390,7 @@ static int quantised_panels_match_f32(void)
     float *logits[2];
     for (int i = 0; i < 2; i++) {
         kvc_cache_config cc = kvc_l2c_cache_config(&ms[i]->cfg, &ex);
-        const size_t bytes = kvc_cache_arena_size(&cc);
+        const size_t bytes = kvc_cache_arena_bytes(&cc);
         void *arena = tu_arena(bytes);
         kvc_cache *c;
         CHECK(arena && kvc_cache_init(arena, bytes, &cc, &c) == KVC_OK);

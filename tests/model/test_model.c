@@ -43,7 +43,7 @@ static int load_model(kvc_l2c_model *m, kvc_l2c_tokenizer *t)
 static void *model_cache(const kvc_l2c_config *c, const kvc_stream_config *sc, kvc_cache **cache)
 {
     kvc_cache_config cc = kvc_l2c_cache_config(c, sc);
-    size_t bytes = kvc_cache_arena_size(&cc);
+    size_t bytes = kvc_cache_arena_bytes(&cc);
     void *arena = bytes ? tu_arena(bytes) : NULL;
     if (arena && kvc_cache_init(arena, bytes, &cc, cache) != KVC_OK) {
         free(arena);
@@ -132,7 +132,7 @@ static int exact_cache_matches_plain_attention(void)
     printf("200 greedy tokens identical; max |logit difference| %.3e\n", max_diff);
     CHECK(max_diff < 1e-3);
     uint64_t el, peak;
-    CHECK(kvc_cache_usage(cache, &el, &peak) == KVC_OK);
+    CHECK(kvc_cache_get_usage(cache, &el, &peak) == KVC_OK);
     CHECK(el == (uint64_t)steps * m.cfg.n_layers * m.cfg.n_kv_heads * 2 * hs);
     free(arena), free(pc.k), free(pc.v);
     kvc_l2c_state_free(&a), kvc_l2c_state_free(&b);
@@ -184,10 +184,10 @@ static int per_layer_budgets_fit_arena(void)
         sc.n_sink = 4, sc.n_window = 8;
         kvc_cache_config cc = {L, nh, nkv, hd, sc, pol ? KVC_BUDGET_PYRAMID : KVC_BUDGET_UNIFORM, 0.0f};
         CHECK(kvc_cache_config_problem(&cc) == NULL);
-        size_t bytes = kvc_cache_arena_size(&cc), sum_streams = 0;
+        size_t bytes = kvc_cache_arena_bytes(&cc), sum_streams = 0;
         uint64_t total = 0;
         for (uint32_t l = 0; l < L; l++) {
-            uint32_t b = kvc_cache_layer_budget(&cc, l);
+            uint32_t b = kvc_cache_get_layer_budget(&cc, l);
             total += b;
             kvc_stream_config s = sc;
             s.budget = b;
@@ -197,7 +197,7 @@ static int per_layer_budgets_fit_arena(void)
             sum_streams += nkv * KVC_ALIGN_UP(p.arena_bytes);
             printf("%s layer %u: budget %u, worst %llu of %llu elements\n", pol ? "pyramid" : "uniform", l, b,
                    (unsigned long long)p.worst_elements, (unsigned long long)p.budget_elements);
-            if (pol && l > 0) CHECK(b <= kvc_cache_layer_budget(&cc, l - 1));
+            if (pol && l > 0) CHECK(b <= kvc_cache_get_layer_budget(&cc, l - 1));
         }
         CHECK(total <= (uint64_t)L * budget);
         CHECK(bytes >= sum_streams && bytes - sum_streams <= KVC_ALIGN_UP(sizeof(size_t) * L * nkv) + 256);
@@ -219,8 +219,9 @@ static int per_layer_budgets_fit_arena(void)
             }
         }
         uint64_t el, peak, worst = 0;
-        CHECK(kvc_cache_usage(c, &el, &peak) == KVC_OK);
-        for (uint32_t l = 0; l < L; l++) worst += nkv * kvc_stream_get_plan(kvc_cache_stream(c, l, 0))->worst_elements;
+        CHECK(kvc_cache_get_usage(c, &el, &peak) == KVC_OK);
+        for (uint32_t l = 0; l < L; l++)
+            worst += nkv * kvc_stream_get_plan(kvc_cache_get_stream(c, l, 0))->worst_elements;
         printf("peak %llu elements, worst-case sum %llu\n", (unsigned long long)peak, (unsigned long long)worst);
         CHECK(peak <= worst);
         for (int i = 0; i < 128; i++) CHECK(a[bytes + i] == 0x3C);
@@ -235,7 +236,7 @@ static int cache_rejects_bad_input_unchanged(void)
     kvc_stream_config sc = kvc_stream_config_default(KVC_METHOD_UNIFORM, 4, 4, 20, 1);
     sc.n_sink = 2, sc.n_window = 2;
     kvc_cache_config cc = {2, 4, 2, 4, sc, KVC_BUDGET_UNIFORM, 0.0f};
-    size_t bytes = kvc_cache_arena_size(&cc);
+    size_t bytes = kvc_cache_arena_bytes(&cc);
     kvc_cache *c;
     void *a = tu_arena(bytes);
     CHECK(kvc_cache_init(a, bytes, &cc, &c) == KVC_OK);
@@ -253,7 +254,7 @@ static int cache_rejects_bad_input_unchanged(void)
     CHECK(memcmp(copy, a, bytes) == 0);
     kvc_cache_config bad_cfg = cc;
     bad_cfg.n_heads = 3;
-    CHECK(kvc_cache_config_problem(&bad_cfg) != NULL && kvc_cache_arena_size(&bad_cfg) == 0);
+    CHECK(kvc_cache_config_problem(&bad_cfg) != NULL && kvc_cache_arena_bytes(&bad_cfg) == 0);
     printf("n_heads 3 with 2 kv heads: %s\n", kvc_cache_config_problem(&bad_cfg));
     free(copy), free(a);
     return 0;

@@ -131,7 +131,7 @@ static int attend_observed_is_attend_then_observe(void)
         cfg.n_sink = 4, cfg.n_window = 8, cfg.prefix_len = N_TOK;
         kvc_stream *a = tu_stream(&cfg), *b = tu_stream(&cfg);
         CHECK(a != NULL && b != NULL);
-        const size_t bytes = kvc_stream_arena_size(&cfg);
+        const size_t bytes = kvc_stream_arena_bytes(&cfg);
         double mass[600], work[NQ * (8 + 3)];
         static double owork[1024];
         float za[NQ * D], zb[NQ * D];

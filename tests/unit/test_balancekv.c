@@ -90,7 +90,7 @@ static int bounded_million_tokens(void)
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 200, 3);
     cfg.n_sink = 4, cfg.n_window = 4;
     cfg.balancekv.estimator = KVC_ESTIMATOR_PAPER; /* it reads the key-only tree */
-    size_t bytes = kvc_stream_arena_size(&cfg);
+    size_t bytes = kvc_stream_arena_bytes(&cfg);
     unsigned char *a = tu_arena(bytes + 256);
     memset(a + bytes, 0x77, 256);
     kvc_stream *st;
@@ -300,7 +300,7 @@ static int prefill_then_stream_tail(void)
         kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, d, d, 160, 3);
         cfg.n_sink = 4, cfg.n_window = 4, cfg.prefix_len = 1000;
         cfg.balancekv.tail_method = tail ? KVC_METHOD_UNIFORM : KVC_METHOD_EXACT;
-        size_t bytes = kvc_stream_arena_size(&cfg);
+        size_t bytes = kvc_stream_arena_bytes(&cfg);
         kvc_stream *st = tu_stream(&cfg);
         CHECK(st != NULL);
         const kvc_stream_plan *p = kvc_stream_get_plan(st);

@@ -56,13 +56,13 @@ static int ragged_streams_answer_as_their_own(void)
     table(t);
     printf("seed 21, %zu tokens, %u layers x %u kv heads\n", n, L, H);
     CHECK(kvc_cache_heads_problem(&c, t, NULL, NULL) == NULL);
-    const size_t bytes = kvc_cache_arena_size_heads(&c, t);
+    const size_t bytes = kvc_cache_arena_bytes_heads(&c, t);
     /* header + offset table + head table, then each stream at its own size */
     size_t want = KVC_ALIGN_UP(KVC_ALIGN_UP(192 + L * H * 8) + L * H * sizeof(kvc_cache_head)), uniform_max = 0;
     kvc_stream *solo[L * H];
     for (uint32_t i = 0; i < L * H; i++) {
         const kvc_stream_config s = standalone(&c, &t[i], i / H, i % H);
-        const size_t b = kvc_stream_arena_size(&s);
+        const size_t b = kvc_stream_arena_bytes(&s);
         CHECK(b > 0);
         want += KVC_ALIGN_UP(b);
         if (b > uniform_max) uniform_max = b;
@@ -81,8 +81,8 @@ static int ragged_streams_answer_as_their_own(void)
     for (uint32_t i = 0; i < L * H; i++) {
         kvc_cache_head e;
         CHECK(kvc_cache_get_head(cache, i / H, i % H, &e) == KVC_OK && memcmp(&e, &t[i], sizeof e) == 0);
-        CHECK(kvc_stream_get_plan(kvc_cache_stream(cache, i / H, i % H))->arena_bytes ==
-              kvc_stream_arena_size(kvc_stream_get_config(solo[i])));
+        CHECK(kvc_stream_get_plan(kvc_cache_get_stream(cache, i / H, i % H))->arena_bytes ==
+              kvc_stream_arena_bytes(kvc_stream_get_config(solo[i])));
     }
     kvc_rng r;
     kvc_rng_seed(&r, 21);
@@ -107,7 +107,7 @@ static int ragged_streams_answer_as_their_own(void)
         }
     }
     for (uint32_t i = 0; i < L * H; i++) {
-        const kvc_stream *s = kvc_cache_stream(cache, i / H, i % H);
+        const kvc_stream *s = kvc_cache_get_stream(cache, i / H, i % H);
         CHECK(memcmp(s, solo[i], kvc_stream_get_plan(s)->arena_bytes) == 0);
         free(solo[i]);
     }
@@ -123,7 +123,7 @@ static int bad_tables_are_refused(void)
     uint32_t bl, bh;
     table(t);
     CHECK(kvc_cache_heads_problem(&c, NULL, &bl, &bh) != NULL && bl == UINT32_MAX && bh == UINT32_MAX);
-    CHECK(kvc_cache_arena_size(&c) == 0 && kvc_cache_config_problem(&c) != NULL);
+    CHECK(kvc_cache_arena_bytes(&c) == 0 && kvc_cache_config_problem(&c) != NULL);
     t[4].method = 999;
     const char *why = kvc_cache_heads_problem(&c, t, &bl, &bh);
     CHECK(why != NULL && bl == 1 && bh == 1);
@@ -133,7 +133,7 @@ static int bad_tables_are_refused(void)
     why = kvc_cache_heads_problem(&c, t, &bl, &bh);
     CHECK(why != NULL && bl == 1 && bh == 2);
     printf("budget 0 at (1, 2): %s\n", why);
-    CHECK(kvc_cache_arena_size_heads(&c, t) == 0);
+    CHECK(kvc_cache_arena_bytes_heads(&c, t) == 0);
     unsigned char *arena = tu_arena(1u << 20);
     memset(arena, 0xA5, 1u << 20);
     kvc_cache *cache = NULL;
@@ -152,7 +152,7 @@ static int snapshot_carries_the_table(void)
     kvc_cache_config c = config();
     kvc_cache_head t[L * H];
     table(t);
-    const size_t bytes = kvc_cache_arena_size_heads(&c, t);
+    const size_t bytes = kvc_cache_arena_bytes_heads(&c, t);
     unsigned char *a = tu_arena(bytes), *b = tu_arena(bytes);
     kvc_cache *cache;
     CHECK(kvc_cache_init_heads(a, bytes, &c, t, &cache) == KVC_OK);

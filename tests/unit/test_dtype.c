@@ -238,8 +238,8 @@ static int every_method_every_dtype(void)
             kvc_stream_config cq = cf;
             cq.dtype = (kvc_dtype)t;
             kvc_stream *sf = tu_stream(&cf), *sq = tu_stream(&cq), *sq2 = tu_stream(&cq);
-            const size_t bq = kvc_stream_arena_size(&cq);
-            CHECK(bq < kvc_stream_arena_size(&cf));
+            const size_t bq = kvc_stream_arena_bytes(&cq);
+            CHECK(bq < kvc_stream_arena_bytes(&cf));
             double worst = 0.0;
             size_t bounded = 0;
             for (size_t j = 0; j < n; j++) {
@@ -267,11 +267,11 @@ static int every_method_every_dtype(void)
             CHECK(memcmp(sq, sq2, bq) == 0); /* deterministic */
             if (ops->choices_read_values)
                 printf("%-18s %-5s arena %6zu B (f32 %6zu): valid, deterministic, finite (choices read values)\n",
-                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf));
+                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_bytes(&cf));
             else
                 printf("%-18s %-5s arena %6zu B (f32 %6zu): same entries and weights; %zu queries within the bound "
                        "(largest error / bound %.3f)\n",
-                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_size(&cf),
+                       kvc_method_name(ops->id), kvc_dtype_name((kvc_dtype)t), bq, kvc_stream_arena_bytes(&cf),
                        bounded * NQ, worst);
             free(sf), free(sq), free(sq2);
         }

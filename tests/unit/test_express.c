@@ -407,7 +407,7 @@ static int express_prefill_sizes_and_tail(void)
     }
     uint32_t j = prompt;
     for (; j < prompt + ap->tail_capacity; j++) CHECK(kvc_stream_append(a, NULL, k + j * d, v + j * d) == KVC_OK);
-    size_t bytes = kvc_stream_arena_size(&pc);
+    size_t bytes = kvc_stream_arena_bytes(&pc);
     unsigned char *copy = malloc(bytes);
     memcpy(copy, a, bytes);
     CHECK(kvc_stream_append(a, NULL, k + j * d, v + j * d) == KVC_E_CAPACITY);

@@ -191,7 +191,7 @@ static int observe_drives_eviction(void)
     double work[2 * (8 + 3)];
     kvc_stream_config c = config_of(KVC_METHOD_TOY, KVC_DTYPE_F32, 32, n); /* method capacity 32-4-12-1 = 15 */
     kvc_stream *st = tu_stream(&c);
-    const size_t bytes = kvc_stream_arena_size(&c);
+    const size_t bytes = kvc_stream_arena_bytes(&c);
     unsigned char *snap = malloc(bytes);
     size_t evictions = 0;
     for (size_t j = 0; j < n; j++) {

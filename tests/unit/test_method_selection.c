@@ -21,11 +21,11 @@ static int registry_holds_the_chosen_methods(void)
     const char *why = kvc_stream_config_problem(&c);
     printf("subgen in this build: %s\n", why ? why : "(accepted)");
     CHECK(why != NULL && strstr(why, "KVC_METHODS") != NULL);
-    CHECK(kvc_stream_arena_size(&c) == 0);
+    CHECK(kvc_stream_arena_bytes(&c) == 0);
     /* a kept method streams */
     c = kvc_stream_config_default(KVC_METHOD_KNORM, 8, 8, 64, 1);
     c.n_sink = 4, c.n_window = 8;
-    const size_t bytes = kvc_stream_arena_size(&c);
+    const size_t bytes = kvc_stream_arena_bytes(&c);
     void *a = aligned_alloc(KVC_ARENA_ALIGN, (bytes + 63) / 64 * 64);
     kvc_stream *st;
     CHECK(a != NULL && kvc_stream_init(a, bytes, &c, &st) == KVC_OK);

@@ -1,8 +1,8 @@
 /* The compile-time arena sizes (kvc_sizes.h) against the size functions:
  * for every registered method that has a macro, every implemented storage
  * type, head dimensions at the edges, and budgets, sinks and windows from
- * the smallest valid to large, the macro equals kvc_stream_arena_size; and a
- * cache of such streams equals kvc_cache_arena_size. The macros are also
+ * the smallest valid to large, the macro equals kvc_stream_arena_bytes; and a
+ * cache of such streams equals kvc_cache_arena_bytes. The macros are also
  * used where only a constant expression is allowed (a static array), so a
  * macro that stopped being one fails to compile. Methods without a macro
  * (their parameters are derived at run time) are listed. */
@@ -45,7 +45,7 @@ static int macros_equal_size_functions(void)
         const kvc_method m = kvc_method_at(i);
         kvc_stream_config probe = kvc_stream_config_default(m, 8, 8, 128, 1);
         if (macro_bytes(&probe) == 0) {
-            printf("%-18s no compile-time macro: size it with kvc_stream_arena_size\n", kvc_method_name(m));
+            printf("%-18s no compile-time macro: size it with kvc_stream_arena_bytes\n", kvc_method_name(m));
             continue;
         }
         covered++;
@@ -58,7 +58,7 @@ static int macros_equal_size_functions(void)
                             kvc_stream_config c =
                                 kvc_stream_config_default(m, dims[a], dims[(a + 3) % 7], budgets[b], 1);
                             c.dtype = (kvc_dtype)t, c.n_sink = sinks[s], c.n_window = windows[w];
-                            const size_t want = kvc_stream_arena_size(&c);
+                            const size_t want = kvc_stream_arena_bytes(&c);
                             if (want == 0) continue; /* an invalid configuration: the macro does not check */
                             compared++;
                             CHECK_MSG(macro_bytes(&c) == want,
@@ -73,7 +73,7 @@ static int macros_equal_size_functions(void)
                                 cc.stream = c, cc.stream.dv = c.d, cc.policy = KVC_BUDGET_UNIFORM;
                                 kvc_stream_config one = c;
                                 one.dv = c.d;
-                                const size_t cache = kvc_cache_arena_size(&cc);
+                                const size_t cache = kvc_cache_arena_bytes(&cc);
                                 CHECK(cache != 0 && KVC_CACHE_ARENA_BYTES(3, 2, macro_bytes(&one)) == cache);
                             }
                         }
@@ -89,7 +89,7 @@ static int macros_equal_size_functions(void)
     cc.n_layers = 2, cc.n_kv_heads = 2, cc.n_heads = 2, cc.head_dim = 8, cc.stream = sc, cc.policy = KVC_BUDGET_UNIFORM;
     kvc_cache *cache;
     if (kvc_method_name(KVC_METHOD_SINK_WINDOW) != NULL) {
-        CHECK(kvc_cache_arena_size(&cc) == sizeof g_static_arena);
+        CHECK(kvc_cache_arena_bytes(&cc) == sizeof g_static_arena);
         CHECK(kvc_cache_init(g_static_arena, sizeof g_static_arena, &cc, &cache) == KVC_OK);
     }
     return 0;

@@ -129,7 +129,7 @@ static int cache_gives_each_group_its_rows(void)
     c.n_layers = 2, c.n_kv_heads = 2, c.n_heads = 4, c.head_dim = D;
     c.stream = kvc_stream_config_default(KVC_METHOD_SNAPKV, D, D, 40, 3);
     c.stream.n_sink = 4, c.stream.n_window = 8;
-    const size_t bytes = kvc_cache_arena_size(&c);
+    const size_t bytes = kvc_cache_arena_bytes(&c);
     void *arena = tu_arena(bytes);
     kvc_cache *cache;
     CHECK(kvc_cache_init(arena, bytes, &c, &cache) == KVC_OK);
@@ -148,7 +148,7 @@ static int cache_gives_each_group_its_rows(void)
     for (uint32_t l = 0; l < 2; l++)
         for (uint32_t h = 0; h < 2; h++) {
             kvc_stream_stats s;
-            CHECK(kvc_stream_get_stats(kvc_cache_stream(cache, l, h), &s) == KVC_OK);
+            CHECK(kvc_stream_get_stats(kvc_cache_get_stream(cache, l, h), &s) == KVC_OK);
             CHECK_MSG(s.observes == (l == 1 ? 6u : 0u), "layer %u head %u: %llu rows", l, h,
                       (unsigned long long)s.observes);
         }

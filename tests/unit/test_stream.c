@@ -97,7 +97,7 @@ static int exact_refuses_when_full(void)
     stream_data s = make_data(102, 50, 8, 8);
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_EXACT, 8, 8, 20, 1);
     cfg.n_sink = 4, cfg.n_window = 4;
-    size_t bytes = kvc_stream_arena_size(&cfg);
+    size_t bytes = kvc_stream_arena_bytes(&cfg);
     kvc_stream *st = tu_stream(&cfg);
     for (size_t j = 0; j < 20; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * 8, s.v + j * 8) == KVC_OK);
     unsigned char *copy = malloc(bytes);
@@ -185,7 +185,7 @@ static int nonfinite_rejected_state_unchanged(void)
         kvc_stream_config cfg = cfg_of(all_methods_at(m), 8, 8, 300, 9);
         cfg.n_sink = 2, cfg.n_window = 2;
         if (all_methods_at(m) != KVC_METHOD_EXACT) cfg.budget = 40;
-        size_t bytes = kvc_stream_arena_size(&cfg);
+        size_t bytes = kvc_stream_arena_bytes(&cfg);
         kvc_stream *st = tu_stream(&cfg);
         CHECK(st != NULL);
         for (size_t j = 0; j < 150; j++) CHECK(kvc_stream_append(st, NULL, s.k + j * 8, s.v + j * 8) == KVC_OK);
@@ -215,7 +215,7 @@ static int bad_pointers_and_state(void)
 {
     float k[8] = {0}, z[8];
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_UNIFORM, 8, 8, 100, 1);
-    size_t bytes = kvc_stream_arena_size(&cfg);
+    size_t bytes = kvc_stream_arena_bytes(&cfg);
     kvc_stream *st = tu_stream(&cfg);
     CHECK(kvc_stream_append(st, NULL, NULL, k) == KVC_E_ARG);
     CHECK(kvc_stream_append(st, NULL, k, NULL) == KVC_E_ARG);
@@ -238,7 +238,7 @@ static int bad_pointers_and_state(void)
 static int init_checks_arena_and_config(void)
 {
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, 64, 64, 512, 1);
-    size_t bytes = kvc_stream_arena_size(&cfg);
+    size_t bytes = kvc_stream_arena_bytes(&cfg);
     CHECK(bytes > 0);
     unsigned char *a = tu_arena(bytes + KVC_ARENA_ALIGN);
     kvc_stream *st;
@@ -268,7 +268,7 @@ static int init_checks_arena_and_config(void)
     bad = cfg, bad.dtype = (kvc_dtype)KVC_DTYPE_COUNT;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
     bad = cfg, bad.dtype = KVC_DTYPE_F16; /* implemented: a smaller arena */
-    CHECK(kvc_stream_arena_size(&bad) > 0 && kvc_stream_arena_size(&bad) < kvc_stream_arena_size(&cfg));
+    CHECK(kvc_stream_arena_bytes(&bad) > 0 && kvc_stream_arena_bytes(&bad) < kvc_stream_arena_bytes(&cfg));
     CHECK(kvc_stream_config_problem(&cfg) == NULL);
     free(a);
     return 0;
@@ -283,7 +283,7 @@ static int determinism_and_snapshot(void)
         kvc_stream_config cfg = cfg_of(all_methods_at(m), 16, 16, 120, 77);
         cfg.n_sink = 4, cfg.n_window = 8;
         if (all_methods_at(m) == KVC_METHOD_EXACT) cfg.budget = 600;
-        size_t bytes = kvc_stream_arena_size(&cfg);
+        size_t bytes = kvc_stream_arena_bytes(&cfg);
         kvc_stream *a = tu_stream(&cfg), *b = tu_stream(&cfg);
         for (size_t j = 0; j < 300; j++) {
             CHECK(kvc_stream_append(a, NULL, s.k + j * 16, s.v + j * 16) == KVC_OK);
@@ -334,7 +334,7 @@ static int worst_case_reached_never_exceeded(void)
         if (all_methods_at(m) == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n;
         kvc_stream_plan plan;
         CHECK(kvc_stream_plan_make(&cfg, &plan) == KVC_OK);
-        CHECK(plan.arena_bytes == kvc_stream_arena_size(&cfg));
+        CHECK(plan.arena_bytes == kvc_stream_arena_bytes(&cfg));
         CHECK(plan.worst_elements <= plan.budget_elements);
         kvc_stream *st = tu_stream(&cfg);
         kvc_stream_stats stats;
@@ -554,7 +554,7 @@ static int budget_for_bytes_is_largest(void)
             uint64_t prev = 0;
             for (uint32_t b = 1; b <= 1200; b++) {
                 c.budget = b;
-                const uint64_t a = kvc_stream_arena_size(&c);
+                const uint64_t a = kvc_stream_arena_bytes(&c);
                 CHECK_MSG(a == 0 ? prev == 0 : a >= prev, "%s %s: arena %llu at budget %u after %llu",
                           kvc_method_name(m), kvc_dtype_name(types[ti]), (unsigned long long)a, b,
                           (unsigned long long)prev);
@@ -570,9 +570,9 @@ static int budget_for_bytes_is_largest(void)
                     continue;
                 }
                 c.budget = b;
-                const uint64_t a = kvc_stream_arena_size(&c);
+                const uint64_t a = kvc_stream_arena_bytes(&c);
                 c.budget = b + 1;
-                const uint64_t a1 = kvc_stream_arena_size(&c);
+                const uint64_t a1 = kvc_stream_arena_bytes(&c);
                 CHECK(a != 0 && a <= targets[t] && (b == KVC_MAX_BUDGET || a1 > targets[t]));
                 if (t == 0)
                     printf("  %-18s %-5s 25%% of f16 exact at 4096 tokens (%llu B): budget %u tokens, arena %llu B\n",
@@ -616,7 +616,7 @@ static int protected_spans_keep_needles(void)
         kvc_stream *st = tu_stream(&c);
         CHECK_MSG(st != NULL, "%s: %s", kvc_method_name(m), kvc_stream_config_problem(&c));
         for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
-        CHECK(kvc_stream_validate(st, kvc_stream_arena_size(&c)) == KVC_OK);
+        CHECK(kvc_stream_validate(st, kvc_stream_arena_bytes(&c)) == KVC_OK);
         kvc_view view;
         CHECK(kvc_stream_view(st, &view) == KVC_OK);
         const kvc_segment *g = &view.seg[KVC_STREAM_EXACT_SEGMENTS - 1];
@@ -648,9 +648,9 @@ static int protected_spans_keep_needles(void)
     /* the rules: protection needs a window, and takes its tokens from the budget */
     kvc_stream_config c = cfg_of(KVC_METHOD_UNIFORM, 16, 16, 100, 1);
     c.n_protect = 10, c.n_window = 0;
-    CHECK(kvc_stream_arena_size(&c) == 0 && kvc_stream_config_problem(&c) != NULL);
+    CHECK(kvc_stream_arena_bytes(&c) == 0 && kvc_stream_config_problem(&c) != NULL);
     c.n_window = 32, c.n_protect = 100 - 32 - 32 - 1;
-    CHECK(kvc_stream_arena_size(&c) == 0);
+    CHECK(kvc_stream_arena_bytes(&c) == 0);
     c.n_protect = 100 - 32 - 32 - 2;
     kvc_stream_plan p;
     CHECK(kvc_stream_plan_make(&c, &p) == KVC_OK && p.method_tokens == 1 && p.n_protect == 34 &&

@@ -343,7 +343,7 @@ static int doubling_keeps_arena_bound(void)
     float *k = clustered_keys(&r, n, d, 200, NULL), *v = tu_normal(&r, n, d, 1.0);
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, d, d, 200, 4);
     cfg.n_sink = 8, cfg.n_window = 8;
-    size_t bytes = kvc_stream_arena_size(&cfg);
+    size_t bytes = kvc_stream_arena_bytes(&cfg);
     unsigned char *a = tu_arena(bytes + 256);
     memset(a + bytes, 0x5C, 256);
     kvc_stream *st;

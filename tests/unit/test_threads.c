@@ -87,7 +87,7 @@ static void *reader(void *p)
 static kvc_stream *filled_stream(kvc_method m, const kvc_kernels *kern, size_t n, void **arena)
 {
     const kvc_stream_config sc = stream_config(m);
-    const size_t bytes = kvc_stream_arena_size(&sc);
+    const size_t bytes = kvc_stream_arena_bytes(&sc);
     *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     kvc_stream *st = NULL;
     if (*arena == NULL || kvc_stream_init(*arena, bytes, &sc, &st) != KVC_OK) return NULL;
@@ -179,7 +179,7 @@ static int run_layers(kvc_method m, int threaded, float out[LAYERS][2 * HD], uin
     cc.n_layers = LAYERS, cc.n_heads = 2, cc.n_kv_heads = 1, cc.head_dim = HD;
     cc.stream = stream_config(m);
     cc.policy = KVC_BUDGET_UNIFORM;
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     void *arena = aligned_alloc(KVC_ARENA_ALIGN, KVC_ALIGN_UP(bytes));
     kvc_cache *c = NULL;
     CHECK(arena != NULL && kvc_cache_init(arena, bytes, &cc, &c) == KVC_OK);

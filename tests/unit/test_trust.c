@@ -52,7 +52,7 @@ static int fill(filled *f, kvc_method m, size_t want, uint64_t seed)
 {
     memset(f, 0, sizeof *f);
     f->cfg = small_cfg(m, 64, seed);
-    f->bytes = kvc_stream_arena_size(&f->cfg);
+    f->bytes = kvc_stream_arena_bytes(&f->cfg);
     if (f->bytes == 0) return 1;
     f->arena = tu_arena(f->bytes);
     kvc_rng r;
@@ -226,7 +226,7 @@ static int validate_and_checksum(void)
                            .head_dim = D,
                            .stream = small_cfg(KVC_METHOD_UNIFORM, 64, 3),
                            .policy = KVC_BUDGET_PYRAMID};
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     unsigned char *a = tu_arena(bytes), *b = tu_arena(bytes);
     kvc_cache *c;
     CHECK(kvc_cache_init(a, bytes, &cc, &c) == KVC_OK);
@@ -320,7 +320,7 @@ static int arena_within_budget_bytes(void)
                 for (size_t p = 0; p < 6; p++) {
                     kvc_stream_config c = kvc_stream_config_default((kvc_method)m, dims[a], dims[a], budgets[b], 1);
                     c.prefix_len = prompts[p];
-                    const size_t bytes = kvc_stream_arena_size(&c);
+                    const size_t bytes = kvc_stream_arena_bytes(&c);
                     if (bytes == 0) continue; /* budget too small for the method */
                     const double ratio = (double)bytes / ((double)budgets[b] * (2.0 * dims[a]) * sizeof(float));
                     if (ratio > worst_ratio) worst_ratio = ratio;
@@ -414,7 +414,7 @@ static int exp_log_keep_errno(void)
 static int sizes_do_not_wrap(void)
 {
     kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_EXACT, 256, 256, 1u << 22, 1);
-    const size_t bytes = kvc_stream_arena_size(&c);
+    const size_t bytes = kvc_stream_arena_bytes(&c);
     const uint64_t payload = (uint64_t)(1u << 22) * 512u * sizeof(float);
     if (sizeof(size_t) == 4) {
         CHECK(bytes == 0);

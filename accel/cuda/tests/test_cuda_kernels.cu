@@ -532,7 +532,7 @@ void run_table_case(unsigned t, rng &r, int steps)
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_H2O, 64, 64, 64, kSeed);
     cfg.dtype = (kvc_dtype)t;
     cfg.n_sink = 4, cfg.n_window = 8;
-    const size_t bytes = kvc_stream_arena_size(&cfg);
+    const size_t bytes = kvc_stream_arena_bytes(&cfg);
     void *arena = kvc_cuda_alloc_shared(bytes);
     kvc_stream *st = nullptr;
     CHECK(arena != nullptr && kvc_stream_init(arena, bytes, &cfg, &st) == KVC_OK, "stream init");

@@ -81,7 +81,7 @@ const char *kvc_cache_config_problem_at(const kvc_cache_config *cfg, uint32_t *l
 const char *kvc_cache_config_problem(const kvc_cache_config *cfg);
 
 /** @brief Arena bytes for @p cfg, 0 when invalid. */
-size_t kvc_cache_arena_size(const kvc_cache_config *cfg);
+size_t kvc_cache_arena_bytes(const kvc_cache_config *cfg);
 
 /**
  * @brief Why a head-wise configuration is rejected (a static sentence), or NULL.
@@ -95,7 +95,7 @@ const char *kvc_cache_heads_problem(const kvc_cache_config *cfg, const kvc_cache
                                     uint32_t *head);
 
 /** @brief Arena bytes of a head-wise cache, 0 when kvc_cache_heads_problem refuses it. */
-size_t kvc_cache_arena_size_heads(const kvc_cache_config *cfg, const kvc_cache_head *heads);
+size_t kvc_cache_arena_bytes_heads(const kvc_cache_config *cfg, const kvc_cache_head *heads);
 
 /**
  * @brief kvc_cache_init for KVC_BUDGET_HEADS: the table is copied into the
@@ -115,11 +115,11 @@ int kvc_cache_observes(const kvc_cache *c);
 /** @brief Budget (tokens) of each kv-head stream of @p layer under @p cfg; 0 when a cache-wide
  *         field is invalid or layer >= n_layers (a layer whose own budget breaks a stream rule
  *         still gets its budget, to name it in a message), and under KVC_BUDGET_HEADS. */
-uint32_t kvc_cache_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
+uint32_t kvc_cache_get_layer_budget(const kvc_cache_config *cfg, uint32_t layer);
 
 /**
  * @brief Initialise a cache in @p arena (KVC_ARENA_ALIGN-aligned,
- *        >= kvc_cache_arena_size bytes).
+ *        >= kvc_cache_arena_bytes bytes).
  * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED or KVC_E_ARENA.
  */
 kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_config *cfg, kvc_cache **out);
@@ -166,18 +166,18 @@ kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint
                                      size_t n_pos);
 
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
-const kvc_stream *kvc_cache_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
+const kvc_stream *kvc_cache_get_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
 
 /** The configuration @p c was built with (heads, head_dim, layers, stream);
  *  NULL for a NULL or corrupted cache. */
 const kvc_cache_config *kvc_cache_get_config(const kvc_cache *c);
 
 /** @brief Cache elements held now / at peak, summed over every stream. */
-kvc_status kvc_cache_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
+kvc_status kvc_cache_get_usage(const kvc_cache *c, uint64_t *elements, uint64_t *peak_elements);
 
 /** @brief The same in bytes of the storage type (elements x kvc_element_bytes(dtype, head_dim);
  *  the current token of each stream, kept in f32, is counted at the storage type's cost). */
-kvc_status kvc_cache_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes);
+kvc_status kvc_cache_get_usage_bytes(const kvc_cache *c, uint64_t *bytes, uint64_t *peak_bytes);
 
 /**
  * @brief Full validation of a cache arena (e.g. restored from a snapshot):

@@ -6,7 +6,7 @@
  *         KVC_CACHE_ARENA_BYTES(5, 4, KVC_SINK_WINDOW_ARENA_BYTES(KVC_DTYPE_I8, 8, 8, 256, 4))];
  *
  * Each macro gives exactly what the size function returns for the same
- * configuration (kvc_stream_arena_size, kvc_cache_arena_size):
+ * configuration (kvc_stream_arena_bytes, kvc_cache_arena_bytes):
  * tests/unit/test_sizes.c compares them over a grid of storage types, head
  * dimensions, budgets, sinks and windows, for every registered method that
  * has one. The arena layout is the same on every target (fixed-width
@@ -16,7 +16,7 @@
  * budget (exact, sink-window, uniform, knorm, keydiff, h2o, tova, snapkv),
  * with no protected spans (n_protect = 0) and the cache's uniform policy.
  * SubGen, BalanceKV and Express derive cluster counts, tree levels and cache
- * sizes from the budget at run time: size them with kvc_stream_arena_size
+ * sizes from the budget at run time: size them with kvc_stream_arena_bytes
  * (or `kvc plan`, which prints the bytes). Arguments must be valid (the
  * size functions return 0 for an invalid configuration; these macros do
  * not check).

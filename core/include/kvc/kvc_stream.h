@@ -152,7 +152,7 @@ typedef struct kvc_stream_plan {
     uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;           /**< budget * (d + dv) */
     uint64_t metadata_bytes;            /**< per-entry weights / counters / ids, worst case */
-    uint64_t arena_bytes;               /**< what kvc_stream_arena_size returns (always <= SIZE_MAX) */
+    uint64_t arena_bytes;               /**< what kvc_stream_arena_bytes returns (always <= SIZE_MAX) */
 } kvc_stream_plan;
 
 /** Opaque stream state; it lives at the start of its arena. */
@@ -248,7 +248,7 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *p
 const char *kvc_stream_config_problem(const kvc_stream_config *cfg);
 
 /** @brief Arena bytes for @p cfg (0 when the configuration is invalid). */
-size_t kvc_stream_arena_size(const kvc_stream_config *cfg);
+size_t kvc_stream_arena_bytes(const kvc_stream_config *cfg);
 
 /**
  * @brief Budgets in bytes: the largest token budget whose arena, with every
@@ -269,7 +269,7 @@ uint32_t kvc_stream_budget_for_bytes(const kvc_stream_config *cfg, uint64_t byte
  * @brief Initialise a stream inside @p arena (zeroed first, so equal streams
  *        give equal bytes).
  * @param arena        aligned to KVC_ARENA_ALIGN.
- * @param arena_bytes  >= kvc_stream_arena_size(cfg).
+ * @param arena_bytes  >= kvc_stream_arena_bytes(cfg).
  * @param[out] out     the stream handle (== arena) on success.
  * @return KVC_OK, KVC_E_ARG, KVC_E_UNSUPPORTED, or KVC_E_ARENA (NULL,
  *         misaligned or too small).

@@ -34,7 +34,7 @@ static void *new_cache(kvc_method m, uint32_t budget, kvc_cache **c)
                            .stream = kvc_stream_config_default(m, HD, HD, budget, 1),
                            .policy = KVC_BUDGET_UNIFORM};
     cc.stream.n_sink = 4, cc.stream.n_window = 16;
-    const size_t bytes = kvc_cache_arena_size(&cc);
+    const size_t bytes = kvc_cache_arena_bytes(&cc);
     if (bytes == 0) {
         fprintf(stderr, "config: %s\n", kvc_cache_config_problem(&cc));
         return NULL;
@@ -67,7 +67,7 @@ int main(void)
     }
     if (kvc_cache_checksum(small) == 0) return 1; /* a valid cache has a checksum */
     uint64_t el, peak;
-    kvc_cache_usage(small, &el, &peak);
+    kvc_cache_get_usage(small, &el, &peak);
     printf("300 steps: uniform cache at 96 of 300 tokens, relative L1 error %.3f, %llu elements held\n", err / ref,
            (unsigned long long)el);
     free(a), free(b);
