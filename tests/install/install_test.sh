@@ -3,6 +3,8 @@
 #   install: configure the core alone (C compiler and libm only), build, install into WORK_DIR/prefix
 #   find_package: build tests/install/consumer against it with CMake and run it
 #   pkg_config: build the same program with pkg-config and run it
+#   readme: compile README.md's C quick start against the install (stable tier,
+#           no KVC_ADVANCED) and run it
 #   kvc_alone: build the kvc command line without the oracle (no MPFR, no
 #              LAPACKE): it links neither, generates, and `kvc oracle` says
 #              what to install
@@ -29,6 +31,15 @@ case $step in
     ${CC:-cc} -std=c11 -O2 -o "$work/consumer-pc/decoder" "$src/tests/install/consumer/decoder.c" \
       $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs kvcompress)
     "$work/consumer-pc/decoder"
+    ;;
+  readme)
+    mkdir -p "$work/readme"
+    # the first ```c block of the README, as a newcomer would paste it
+    awk '/^```c$/{on=1; next} /^```$/{if (on) exit} on' "$src/README.md" >"$work/readme/quickstart.c"
+    [ -s "$work/readme/quickstart.c" ] || { echo "README.md has no C quick start"; exit 1; }
+    ${CC:-cc} -std=c11 -Wall -Wextra -Werror -I"$work/prefix/include" -o "$work/readme/quickstart" \
+      "$work/readme/quickstart.c" "$work/prefix/lib/libkvc.a" -lm
+    "$work/readme/quickstart" && echo "README quick start: compiled against the stable tier and ran (exit 0)"
     ;;
   kvc_alone)
     rm -rf "$work/kvc-alone" && mkdir -p "$work/kvc-alone"
