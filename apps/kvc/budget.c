@@ -128,6 +128,7 @@ int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, u
                 text, (unsigned long long)bytes, kvc_method_name(cfg->method), kvc_dtype_name(cfg->dtype));
         return 1;
     }
+    fflush(stdout); /* the note goes after what the command printed so far */
     if (!quiet)
         fprintf(stderr, "kvc %s: --budget %s: %llu B per stream -> %u tokens (arena %zu B)\n", cmd, text,
                 (unsigned long long)bytes, (unsigned)got, kvc_stream_arena_bytes(cfg));
