@@ -284,8 +284,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 finite &= isfinite(v[c]) != 0;
             }
             memcpy(before, a.arena, bytes);
-            const kvc_status ra = kvc_stream_append(a.st, NULL, k, v);
-            if (b.st) REQUIRE(kvc_stream_append(b.st, NULL, k, v) == ra);
+            const kvc_status ra = kvc_stream_append(a.st, kvc_kernels_ref(), k, v);
+            if (b.st) REQUIRE(kvc_stream_append(b.st, kvc_kernels_ref(), k, v) == ra);
             if (!finite) REQUIRE(ra == KVC_E_NONFINITE);
             if (ra != KVC_OK) {
                 if (ra != KVC_E_NONFINITE && ra != KVC_E_CAPACITY) {
@@ -309,7 +309,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 q[c] = palette(u8(&r));
                 finite &= isfinite(q[c]) != 0;
             }
-            const kvc_status ra = kvc_stream_attend(a.st, NULL, q, nq, za);
+            /* the ground truth is the reference table; NULL must be kvc_kernels_best(), bit for bit */
+            const kvc_status ra = kvc_stream_attend(a.st, kvc_kernels_ref(), q, nq, za);
+            {
+                float zn[3 * MAXD], zbest[3 * MAXD];
+                const kvc_status rn = kvc_stream_attend(a.st, NULL, q, nq, zn);
+                REQUIRE(rn == kvc_stream_attend(a.st, kvc_kernels_best(), q, nq, zbest));
+                if (rn == KVC_OK) REQUIRE(memcmp(zn, zbest, nq * dv * sizeof(float)) == 0);
+            }
             const int cvx = convex(a.st);
             if (finite) last_nq = nq;
             if (appended == 0)
@@ -319,7 +326,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 REQUIRE(ra == KVC_OK || (ra == KVC_E_RANGE && !cvx));
             if (b.st) {
-                REQUIRE(kvc_stream_attend(b.st, NULL, q, nq, zb) == ra);
+                REQUIRE(kvc_stream_attend(b.st, kvc_kernels_ref(), q, nq, zb) == ra);
                 if (ra == KVC_OK) REQUIRE(memcmp(za, zb, nq * dv * sizeof(float)) == 0);
             }
             compare_tables(a.st, &cfg, q, nq, ra, za, cvx, ((code >> 3) & 1) && !cuda_done);
@@ -357,14 +364,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(kvc_stream_view(a.st, &view) == KVC_OK);
             REQUIRE(kvc_stream_validate(a.arena, bytes) == KVC_OK);
             REQUIRE(kvc_stream_checksum(a.st) != 0);
-            /* the batched attend of the last finite query group: attend's bits, masses that sum to one */
+            /* the batched attend of the last finite query group: attend's bits, masses that sum to one.
+               On the reference table, whose double sums the 1e-9 below is derived for (NULL is the
+               best table, which sums in f32; every table is held to the reference in case 3) */
             if (appended > 0 && last_nq > 0) {
+                const kvc_kernels *ref = kvc_kernels_ref();
                 double work[3 * (MAXD + 3)];
                 const size_t E = kvc_stream_view_entries(a.st);
                 double *mass = malloc((E ? E : 1) * sizeof(double));
                 REQUIRE(kvc_stream_attend_work_bytes(a.st, 1, last_nq) <= sizeof work);
-                const kvc_status r1 = kvc_stream_attend(a.st, NULL, q, last_nq, za);
-                const kvc_status r2 = kvc_stream_attend_batch(a.st, NULL, q, 1, last_nq, zb, mass, work, sizeof work);
+                const kvc_status r1 = kvc_stream_attend(a.st, ref, q, last_nq, za);
+                const kvc_status r2 = kvc_stream_attend_batch(a.st, ref, q, 1, last_nq, zb, mass, work, sizeof work);
                 REQUIRE(r1 == r2);
                 if (r1 == KVC_OK) {
                     REQUIRE(memcmp(za, zb, last_nq * dv * sizeof(float)) == 0);
@@ -381,11 +391,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     REQUIRE(den <= (double)last_nq * (1.0 + 1e-9) &&
                             fabs(den - nearbyint(den)) <= 1e-9 * (double)last_nq);
                     memcpy(before, a.arena, bytes);
-                    REQUIRE(kvc_stream_observe(a.st, NULL, mass, E) == KVC_OK);
-                    REQUIRE(kvc_stream_prefill_queries(a.st, NULL, q, last_nq) == KVC_OK);
+                    REQUIRE(kvc_stream_observe(a.st, ref, mass, E) == KVC_OK);
+                    REQUIRE(kvc_stream_prefill_queries(a.st, ref, q, last_nq) == KVC_OK);
                     if (b.st) {
-                        REQUIRE(kvc_stream_observe(b.st, NULL, mass, E) == KVC_OK);
-                        REQUIRE(kvc_stream_prefill_queries(b.st, NULL, q, last_nq) == KVC_OK);
+                        REQUIRE(kvc_stream_observe(b.st, ref, mass, E) == KVC_OK);
+                        REQUIRE(kvc_stream_prefill_queries(b.st, ref, q, last_nq) == KVC_OK);
                     }
                 }
                 free(mass);
@@ -416,7 +426,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)kvc_stream_validate(cs, bytes);
             memcpy(before, cs, bytes);
             for (size_t x = 0; x < MAXD; x++) k[x] = v[x] = 0.5f;
-            if (kvc_stream_append((kvc_stream *)cs, NULL, k, v) != KVC_OK) REQUIRE(memcmp(before, cs, bytes) == 0);
+            if (kvc_stream_append((kvc_stream *)cs, kvc_kernels_ref(), k, v) != KVC_OK)
+                REQUIRE(memcmp(before, cs, bytes) == 0);
             for (size_t x = 0; x < 3 * MAXD; x++) q[x] = 0.25f;
             (void)kvc_stream_attend((kvc_stream *)cs, NULL, q, 1, za);
             kvc_stream_stats s;
