@@ -17,6 +17,7 @@
 #include "ppl.h"
 #include "synth.h"
 #include "cli.h"
+#include "method_opts.h"
 #include "budget.h"
 
 static int cmd_methods(int argc, char **argv);
@@ -72,13 +73,7 @@ static int cmd_methods(int argc, char **argv)
         for (size_t j = 0; params && j < kvc_method_param_count(m); j++) {
             const kvc_param_desc *d = kvc_method_param_at(m, j);
             char range[96];
-            if (d->type == KVC_PARAM_CHOICE)
-                snprintf(range, sizeof range, "%s", d->choices);
-            else if (d->type == KVC_PARAM_U32)
-                snprintf(range, sizeof range, "%.0f..%.0f", d->min, d->max);
-            else
-                snprintf(range, sizeof range, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "",
-                         d->choices ? d->choices : "");
+            kvc_method_opts_param_range(d, range, sizeof range);
             printf("    --%-18s %-26s %s (default %s)\n", d->name, range, d->help, d->dflt);
         }
     }

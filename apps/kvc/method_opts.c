@@ -47,6 +47,16 @@ void kvc_method_opts_list_flags(FILE *f)
     }
 }
 
+void kvc_method_opts_param_range(const kvc_param_desc *d, char *buf, size_t cap)
+{
+    if (d->type == KVC_PARAM_CHOICE)
+        snprintf(buf, cap, "%s", d->choices);
+    else if (d->type == KVC_PARAM_U32)
+        snprintf(buf, cap, "%.0f..%.0f", d->min, d->max);
+    else
+        snprintf(buf, cap, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "", d->choices ? d->choices : "");
+}
+
 void kvc_method_opts_usage_print(FILE *f)
 {
     for (size_t i = 0; i < N_APP_FLAGS; i++) {
@@ -69,13 +79,7 @@ void kvc_method_opts_usage_print(FILE *f)
             kvc_method first;
             if (find(d->name, &first) == NULL || first != m) continue; /* shared with an earlier method: listed once */
             char arg[96];
-            if (d->type == KVC_PARAM_CHOICE)
-                snprintf(arg, sizeof arg, "%s", d->choices);
-            else if (d->type == KVC_PARAM_U32)
-                snprintf(arg, sizeof arg, "%.0f..%.0f", d->min, d->max);
-            else
-                snprintf(arg, sizeof arg, "%g..%g%s%s", d->min, d->max, d->choices ? "|" : "",
-                         d->choices ? d->choices : "");
+            kvc_method_opts_param_range(d, arg, sizeof arg);
             char left[160];
             snprintf(left, sizeof left, "--%s %s", d->name, arg);
             fprintf(f, "  %-28s %s (default %s)\n", left, d->help, d->dflt);

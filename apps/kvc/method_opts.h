@@ -26,6 +26,9 @@ typedef struct kvc_method_opts {
 /** Print the usage lines of the flags (two-space indent), from the descriptors. */
 void kvc_method_opts_usage_print(FILE *f);
 
+/** A parameter's values as help texts write them: "a|b|c", "1..4096" or "1e-06..1e+06|theory". */
+void kvc_method_opts_param_range(const kvc_param_desc *d, char *buf, size_t cap);
+
 /** Print every method flag's name (--beta, --dtype, --protect, --protect-radius,
  *  then each descriptor once), one per line: kvc_cli_parse's --list-flags. */
 void kvc_method_opts_list_flags(FILE *f);
