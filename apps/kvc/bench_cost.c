@@ -106,7 +106,7 @@ int kvc_bench_cost(int argc, char **argv)
         kvc_stream_config cfg = kvc_stream_config_default(meth, (uint32_t)d, (uint32_t)dv, 1, 1);
         cfg.n_sink = (uint32_t)sink, cfg.n_window = (uint32_t)window, cfg.prefix_len = (uint32_t)n;
         kvc_method_opts_apply(&mo, &cfg);
-        if (kvc_budget_resolve("bench cost", &cf.budget, n, 1, &mo, &cfg, 0)) continue;
+        if (kvc_budget_resolve("bench cost", &cf.budget, n, 1, &mo, &cfg, 0, 0, NULL)) continue;
         if (meth == KVC_METHOD_EXACT) cfg.budget = (uint32_t)n; /* exact keeps everything */
         size_t bytes = kvc_stream_arena_bytes(&cfg);
         if (!bytes) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "method_opts.h"
 
 static int refuse(const char *flag, const char *text, const char *why)
@@ -100,7 +101,8 @@ kvc_budget kvc_budget_from_compression_ratio(double r)
 }
 
 int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, uint64_t n_streams,
-                       const kvc_method_opts *mo, kvc_stream_config *cfg, int quiet)
+                       const kvc_method_opts *mo, kvc_stream_config *cfg, int quiet, uint64_t usable,
+                       const char *usable_what)
 {
     if (context < 1) context = 1;
     if (n_streams < 1) n_streams = 1;
@@ -110,6 +112,7 @@ int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, u
         if (t < 1) t = 1;
         if (t > KVC_MAX_BUDGET) t = KVC_MAX_BUDGET;
         cfg->budget = (uint32_t)t;
+        if (usable) cfg->budget = kvc_cli_clamp_budget(cmd, cfg->budget, usable, usable_what);
         if (mo) kvc_method_opts_protect(mo, cfg);
         return 0;
     }

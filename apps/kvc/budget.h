@@ -46,11 +46,13 @@ kvc_budget kvc_budget_from_compression_ratio(double r);
 /**
  * @brief Set cfg->budget (tokens per stream) from @p b for a run that appends
  *        @p context tokens through @p n_streams streams configured like
- *        @p cfg (method, dtype, d, dv, sinks, window set). The byte forms fit
- *        the arena (with @p mo's protected spans) and print what they chose
- *        on stderr unless @p quiet.
+ *        @p cfg (method, dtype, d, dv, sinks, window set). The token forms are
+ *        clamped to @p usable (0: not clamped) with a note naming @p usable_what
+ *        (kvc_cli_clamp_budget); the byte forms fit the arena (with @p mo's
+ *        protected spans) and print what they chose on stderr unless @p quiet.
  * @return 0, or 1 when no budget fits (a message naming @p cmd was printed).
  */
 int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, uint64_t n_streams,
-                       const struct kvc_method_opts *mo, kvc_stream_config *cfg, int quiet);
+                       const struct kvc_method_opts *mo, kvc_stream_config *cfg, int quiet, uint64_t usable,
+                       const char *usable_what);
 #endif

@@ -14,9 +14,6 @@
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 
-#ifndef KVC_HAVE_ORACLE
-#define KVC_HAVE_ORACLE 0 /* kvc built without MPFR and LAPACKE (apps/kvc/CMakeLists.txt) */
-#endif
 #include "method_opts.h"
 #include "trace.h"
 
@@ -136,15 +133,13 @@ int kvc_cmd_eval(int argc, char **argv)
     /* a prefill method compresses the whole trace as its prompt unless told otherwise */
     cfg.prefix_len = prefix ? (uint32_t)prefix : (uint32_t)tr.n;
     const int in_bytes = cf.budget.kind == KVC_BUDGET_F16 || cf.budget.kind == KVC_BUDGET_BYTES;
-    if (kvc_budget_resolve("eval", &cf.budget, tr.n, 1, &mo, &cfg, 1)) {
+    /* tokens: at most what the trace can fill */
+    if (kvc_budget_resolve("eval", &cf.budget, tr.n, 1, &mo, &cfg, 1, kvc_cli_usable_tokens(tr.n, sink, window),
+                           "tokens in the trace (or the sink + window + 2 the layout needs)")) {
         kvc_trace_free(&tr);
         return 1;
     }
-    if (!in_bytes) { /* tokens: at most what the trace can fill */
-        cfg.budget = kvc_cli_clamp_budget("eval", cfg.budget, kvc_cli_usable_tokens(tr.n, sink, window),
-                                          "tokens in the trace (or the sink + window + 2 the layout needs)");
-        kvc_method_opts_protect(&mo, &cfg);
-    } else {
+    if (in_bytes) {
         char text[48];
         kvc_budget_format(&cf.budget, text, sizeof text);
         printf("kvc eval: --budget %s: budget %" PRIu32 " tokens, arena %zu B (%.1f%% of f16 exact, %.1f%% of f32)\n",

@@ -264,12 +264,8 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
         kvc_budget whole = {KVC_BUDGET_TOKENS, (double)usable};
         const kvc_budget *b = p->have_budget ? &p->budget : &whole;
         if (kvc_budget_resolve("generate", b, run_tokens, (uint64_t)m.cfg.n_layers * (uint64_t)m.cfg.n_kv_heads, mo,
-                               &sc, 0))
+                               &sc, 0, usable, "model's context length"))
             goto done;
-        if (b->kind == KVC_BUDGET_TOKENS || b->kind == KVC_BUDGET_CONTEXT) {
-            sc.budget = kvc_cli_clamp_budget("generate", sc.budget, usable, "model's context length");
-            if (mo) kvc_method_opts_protect(mo, &sc);
-        }
     }
     if (method == KVC_METHOD_EXACT && sc.budget < steps) sc.budget = (uint32_t)steps;
     sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */

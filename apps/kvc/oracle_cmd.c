@@ -12,9 +12,6 @@
 #include "cli.h"
 #include "method_opts.h"
 #include "kvc/kvc.h"
-#ifndef KVC_HAVE_ORACLE
-#define KVC_HAVE_ORACLE 0 /* kvc built without MPFR and LAPACKE (apps/kvc/CMakeLists.txt) */
-#endif
 #if KVC_HAVE_ORACLE
 #include "kvc_oracle/kvc_suite.h"
 #endif
@@ -157,7 +154,7 @@ int kvc_cmd_oracle(int argc, char **argv)
     cfg.prefix_len = (uint32_t)tr.n;
     for (size_t b = 0; b < nb; b++) { /* each budget in tokens of this trace */
         kvc_stream_config cb = cfg;
-        if (kvc_budget_resolve("oracle", &specs[b], tr.n, 1, &mo, &cb, 1)) {
+        if (kvc_budget_resolve("oracle", &specs[b], tr.n, 1, &mo, &cb, 1, 0, NULL)) {
             kvc_trace_free(&tr);
             return 2;
         }

@@ -258,16 +258,11 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, 1, seed);
     sc.n_sink = sink, sc.n_window = window;
     if (mo) kvc_method_opts_apply(mo, &sc);
-    if (kvc_budget_resolve("ppl", budget_spec, (uint64_t)n, (uint64_t)L * (uint64_t)m.cfg.n_kv_heads, mo, &sc,
-                           !verbose))
+    /* every token goes through the cache: a larger token budget holds nothing more */
+    if (kvc_budget_resolve("ppl", budget_spec, (uint64_t)n, (uint64_t)L * (uint64_t)m.cfg.n_kv_heads, mo, &sc, !verbose,
+                           kvc_cli_usable_tokens((uint64_t)n, sink, window),
+                           "tokens of the text the context holds (or the sink + window + 2 the layout needs)"))
         goto done;
-    if (budget_spec->kind == KVC_BUDGET_TOKENS || budget_spec->kind == KVC_BUDGET_CONTEXT) {
-        /* every token goes through the cache: a larger budget holds nothing more */
-        sc.budget =
-            kvc_cli_clamp_budget("ppl", sc.budget, kvc_cli_usable_tokens((uint64_t)n, sink, window),
-                                 "tokens of the text the context holds (or the sink + window + 2 the layout needs)");
-        if (mo) kvc_method_opts_protect(mo, &sc);
-    }
     const uint32_t budget = sc.budget;
     sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
     if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {

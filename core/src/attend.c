@@ -53,7 +53,7 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
     if (view->n_seg > KVC_VIEW_MAX_SEGMENTS) return KVC_E_ARG;
     for (size_t i = 0; i < view->n_seg; i++)
         if (!segment_ok(&view->seg[i])) return KVC_E_ARG;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_f32 == NULL || kern->attend_batch == NULL)
         return KVC_E_BACKEND;
     for (size_t i = 0; i < view->n_seg; i++)

@@ -9,6 +9,7 @@
 
 #include "kvc/kvc_kernels.h"
 #include "ref/rows_ref.h"
+#include "internal/kvc_internal.h"
 #include "simd_entries.h"
 
 static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
@@ -79,7 +80,22 @@ static const kvc_kernels *builtin(size_t i)
 
 const kvc_kernels *kvc_kernels_ref(void) { return ref_table(); }
 
-const char *kvc_kernels_name(const kvc_kernels *kern) { return (kern ? kern : kvc_kernels_best())->name; }
+/* NULL's table, resolved once: kvc_kernels_best() reads the environment and
+ * the CPU and walks the tables, which does not belong in every append and
+ * attend. Two threads resolving at once compute the same pointer. */
+const kvc_kernels *kvc_kernels_or_best(const kvc_kernels *kern)
+{
+    static const kvc_kernels *resolved;
+    if (kern != NULL) return kern;
+    const kvc_kernels *t = __atomic_load_n(&resolved, __ATOMIC_ACQUIRE);
+    if (t == NULL) {
+        t = kvc_kernels_best();
+        __atomic_store_n(&resolved, t, __ATOMIC_RELEASE);
+    }
+    return t;
+}
+
+const char *kvc_kernels_name(const kvc_kernels *kern) { return kvc_kernels_or_best(kern)->name; }
 
 const kvc_kernels *kvc_kernels_single(void) { return &kvc_kernels_single_table; }
 
@@ -132,7 +148,7 @@ const kvc_kernels *kvc_kernels_best(void)
 
 int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
 {
-    if (kern == NULL) kern = kvc_kernels_best();
+    kern = kvc_kernels_or_best(kern);
     if (kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
     if (!(kern->caps & (1u << t))) return 0;
     const kvc_row_kernels *r = &kern->rows[t];

@@ -306,7 +306,7 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
 kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
 {
     if (k == NULL || v == NULL) return KVC_E_ARG;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL || kern->dot_f32 == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype)) return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
@@ -464,7 +464,7 @@ kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern
     /* the positions must be the last tokens of the exact block (in token order) */
     const uint64_t recent = st->method_in == 0 && st->prot_count == 0 ? st->n_seen : (uint64_t)st->win_count + 1u;
     if (n_pos > recent) return KVC_E_ARG;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
         return KVC_E_UNSUPPORTED;
@@ -496,7 +496,7 @@ kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const dou
     }
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     if (o->observe == NULL) return KVC_OK;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     const kvc_method_ctx cx = {kern, &st->plan};
     const size_t exact = view_entries(&view, 0) - view_entries(&view, KVC_STREAM_EXACT_SEGMENTS);
     /* the window and the current token follow the sinks in the view, oldest
@@ -540,7 +540,7 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
     if (!kvc_all_finite(q, n_rows * st->plan.d)) return KVC_E_NONFINITE;
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     if (o->prefill_queries == NULL) return KVC_OK;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     const kvc_method_ctx cx = {kern, &st->plan};
     o->prefill_queries(method_of(st), &cx, q, n_rows);
     return KVC_OK;
@@ -595,7 +595,7 @@ kvc_status kvc_stream_attend_part(const kvc_stream *st, const kvc_kernels *kern,
         work_bytes < kvc_stream_attend_part_work_bytes(st, n_q))
         return KVC_E_ARG;
     if (!st->has_pending) return KVC_E_STATE;
-    if (kern == NULL) kern = kvc_kernels_best(); /* NULL: the best table this CPU runs */
+    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
         return KVC_E_UNSUPPORTED;

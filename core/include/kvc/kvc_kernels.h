@@ -66,7 +66,8 @@ enum {
 const kvc_kernels *kvc_kernels_ref(void);
 
 /** The name of @p kern ("ref", "avx2", "avx512", "neon", "single", "cuda", ...);
- *  NULL means the table every call uses for NULL: kvc_kernels_best(). */
+ *  NULL means the table every call uses for NULL: kvc_kernels_best(), resolved at the
+ *  library's first NULL (so KVC_KERNELS is read once). */
 const char *kvc_kernels_name(const kvc_kernels *kern);
 
 /** Number of tables built into this library (the reference one is index 0). */

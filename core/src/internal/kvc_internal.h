@@ -81,6 +81,10 @@ double kvc_log_pos(double x);
 /** @brief The inner method's state (for introspection and tests), or NULL. */
 const void *kvc_stream_method_state(const kvc_stream *st);
 
+/** @p kern, or for NULL the table kvc_kernels_best() names, resolved once per
+ *  process (the library's own reading of a NULL table argument). */
+const kvc_kernels *kvc_kernels_or_best(const kvc_kernels *kern);
+
 #ifdef __cplusplus
 }
 #endif
