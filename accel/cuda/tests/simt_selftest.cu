@@ -4,13 +4,17 @@
 // barriers, atomics (each thread runs exactly once), 3-D indices, poisoned
 // dynamic shared memory; and the errors a GPU would not report: divergent
 // barriers, warp operations missing lanes, deadlock, bad masks and launches
-// (each an argument; ctest expects its message). The same file builds with
-// nvcc for a GPU.
+// (each an argument; ctest expects its message); and the warp's m16n8k16
+// tensor-core product (kernels/mma_f16.cuh: mma.sync on a GPU, shuffles
+// here) against a double product of the same f16 inputs. The same file builds
+// with nvcc for a GPU, where the emulation's fragment layout meets the hardware's.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "kvc_cuda_compat.h"
+#include "kernels/mma_f16.cuh"
 
 #define FULL 0xffffffffu
 
@@ -132,6 +136,68 @@ __global__ void race_without_barrier(int *p)
     p[threadIdx.x] = flag;
 }
 
+// One warp: A (16x16), B (16x8) and C (16x8) loaded into fragments by the
+// layout of kernels/mma_f16.cuh, D stored back the same way.
+__global__ void mma_once(const __half *A, const __half *B, const float *C, float *D)
+{
+    const unsigned lane = threadIdx.x;
+    uint32_t a[4], b[2];
+    float c[4], d[4];
+    for (unsigned r = 0; r < 4u; r++)
+        a[r] = kvc_mma_pack(A[kvc_mma_frag_a_row(lane, 2u * r) * 16u + kvc_mma_frag_a_col(lane, 2u * r)],
+                            A[kvc_mma_frag_a_row(lane, 2u * r + 1u) * 16u + kvc_mma_frag_a_col(lane, 2u * r + 1u)]);
+    for (unsigned r = 0; r < 2u; r++)
+        b[r] = kvc_mma_pack(B[kvc_mma_frag_b_row(lane, 2u * r) * 8u + kvc_mma_frag_b_col(lane, 2u * r)],
+                            B[kvc_mma_frag_b_row(lane, 2u * r + 1u) * 8u + kvc_mma_frag_b_col(lane, 2u * r + 1u)]);
+    for (unsigned e = 0; e < 4u; e++) c[e] = C[kvc_mma_frag_c_row(lane, e) * 8u + kvc_mma_frag_c_col(lane, e)];
+    kvc_mma_m16n8k16(d, a, b, c);
+    for (unsigned e = 0; e < 4u; e++) D[kvc_mma_frag_c_row(lane, e) * 8u + kvc_mma_frag_c_col(lane, e)] = d[e];
+}
+
+/* D = A B + C against a double product of the same f16 values. The f16
+ * products are exact in f32 (11 + 11 significant bits), so the only error is
+ * the 16 additions and C's: |d - ref| <= 17 u (sum |a b| + |c|) to first
+ * order, with u = 2^-23 (one bit more than round-to-nearest allows: tensor
+ * cores may truncate the accumulation). */
+static int run_mma(void)
+{
+    __half hA[256], hB[128];
+    float hC[128], hD[128];
+    unsigned s = 12345u; /* seed 12345, printed */
+    auto next = [&s]() {
+        s = s * 1664525u + 1013904223u;
+        return ((float)(s >> 8) / 16777216.0f) * 4.0f - 2.0f;
+    };
+    for (int i = 0; i < 256; i++) hA[i] = __float2half_rn(next());
+    for (int i = 0; i < 128; i++) hB[i] = __float2half_rn(next());
+    for (int i = 0; i < 128; i++) hC[i] = next();
+    __half *A, *B;
+    float *C, *D;
+    cudaMalloc((void **)&A, sizeof hA), cudaMalloc((void **)&B, sizeof hB);
+    cudaMalloc((void **)&C, sizeof hC), cudaMalloc((void **)&D, sizeof hD);
+    cudaMemcpy(A, hA, sizeof hA, cudaMemcpyHostToDevice), cudaMemcpy(B, hB, sizeof hB, cudaMemcpyHostToDevice);
+    cudaMemcpy(C, hC, sizeof hC, cudaMemcpyHostToDevice);
+    KVC_LAUNCH(mma_once, 1, 32, 0, 0, A, B, C, D);
+    cudaDeviceSynchronize();
+    cudaMemcpy(hD, D, sizeof hD, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    double worst = 0.0;
+    for (unsigned m = 0; m < 16u; m++)
+        for (unsigned n = 0; n < 8u; n++) {
+            double ref = hC[m * 8u + n], mag = std::fabs((double)hC[m * 8u + n]);
+            for (unsigned k = 0; k < 16u; k++) {
+                const double p = (double)__half2float(hA[m * 16u + k]) * (double)__half2float(hB[k * 8u + n]);
+                ref += p, mag += std::fabs(p);
+            }
+            const double bound = 17.0 * std::ldexp(1.0, -23) * mag, err = std::fabs((double)hD[m * 8u + n] - ref);
+            if (err > bound) bad++;
+            if (bound > 0 && err / bound > worst) worst = err / bound;
+        }
+    std::printf("mma m16n8k16 (seed 12345): %d of 128 outputs outside the bound; worst error %.3g of it\n", bad, worst);
+    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(D);
+    return bad != 0;
+}
+
 static int run_good(void)
 {
     const unsigned nt = 128;
@@ -200,7 +266,7 @@ int main(int argc, char **argv)
     cudaMalloc((void **)&p, 1024 * sizeof(int));
     int rc = 0;
     if (!std::strcmp(what, "good"))
-        rc = run_good();
+        rc = run_good() | run_mma();
     else if (!std::strcmp(what, "divergent_barrier"))
         KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
     else if (!std::strcmp(what, "half_warp_shuffle"))
