@@ -65,6 +65,17 @@ struct fiber {
     uint64_t value = 0, result = 0;
     int arg = 0, width = 32;
     bool started = false;
+    // cp.async copies issued and not yet waited for (group = commit count when issued)
+    struct async_copy {
+        void *dst;
+        const void *src;
+        size_t bytes;
+        unsigned group;
+        const char *file;
+        int line;
+    };
+    std::vector<async_copy> pending;
+    unsigned committed = 0; // groups closed by cp.async.commit_group
 #ifdef SIMT_ASAN
     void *fake_stack = nullptr;
 #endif
@@ -147,6 +158,11 @@ SIMT_NO_TSAN void fiber_main()
     __tsan_acquire(&g_run->start_sync); // the block's start happens before each of its threads
 #endif
     (*g_run->body)();
+    if (!g_run->current->pending.empty()) {
+        const fiber &f = *g_run->current;
+        fail("thread (%u,%u,%u) ended with %zu cp.async copies never waited for (the first issued at %s:%d)", f.idx.x,
+             f.idx.y, f.idx.z, f.pending.size(), f.pending[0].file, f.pending[0].line);
+    }
     g_run->current->st = DONE;
     yield_to_scheduler(true);
     fail("a finished thread was resumed"); // never: the scheduler does not resume DONE fibers
@@ -341,6 +357,38 @@ void *dynamic_smem()
 {
     me();
     return g_run->smem.empty() ? nullptr : g_run->smem.data();
+}
+
+// cp.async: the destination holds poison from the issue until the wait that
+// completes the copy (a GPU gives no guarantee what a read in between sees),
+// and the copy is made at that wait, from the source as it is then.
+void cp_async(void *dst, const void *src, size_t bytes, const char *file, int line)
+{
+    fiber &f = me();
+    if (bytes != 4 && bytes != 8 && bytes != 16) fail("%s:%d: cp.async of %zu bytes (4, 8 or 16)", file, line, bytes);
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes)
+        fail("%s:%d: cp.async of %zu bytes from %p to %p: both must be aligned to the size", file, line, bytes, src,
+             dst);
+    std::memset(dst, poison_byte(), bytes);
+    f.pending.push_back({dst, src, bytes, f.committed, file, line});
+}
+
+void cp_async_commit() { me().committed++; }
+
+void cp_async_wait(unsigned newest_pending, const char *file, int line)
+{
+    fiber &f = me();
+    (void)file, (void)line;
+    // every committed group but the newest `newest_pending` completes, and the open one never does
+    std::vector<fiber::async_copy> keep;
+    for (const fiber::async_copy &c : f.pending) {
+        const bool done = c.group < f.committed && f.committed - c.group > newest_pending;
+        if (done)
+            std::memcpy(c.dst, c.src, c.bytes);
+        else
+            keep.push_back(c);
+    }
+    f.pending.swap(keep);
 }
 
 SIMT_NO_TSAN void syncthreads(const char *file, int line)

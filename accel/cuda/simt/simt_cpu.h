@@ -62,6 +62,14 @@ uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int wi
 
 void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line);
 
+// cp.async (kernels/cp_async.cuh): issue a 4, 8 or 16-byte copy into the
+// calling thread's open group (its destination reads as poison until
+// completed), close the group, and complete every closed group but the
+// newest n. A thread that ends with copies not waited for is an error.
+void cp_async(void *dst, const void *src, size_t bytes, const char *file, int line);
+void cp_async_commit();
+void cp_async_wait(unsigned newest_pending, const char *file, int line);
+
 template <typename T> inline uint64_t to_bits(T v)
 {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "warp values are at most 8 bytes");

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kvc_cuda_compat.h"
+#include "kernels/cp_async.cuh"
 #include "kernels/mma_f16.cuh"
 
 #define FULL 0xffffffffu
@@ -198,6 +199,78 @@ static int run_mma(void)
     return bad != 0;
 }
 
+// Double buffering's rules: 64 threads each copy 16 bytes of a 256-float
+// source into shared memory in two groups (the second to a slot of its own
+// further on); after wait(1) the first group is there and (on the SIMT
+// runtime) the second still reads as poison; after wait(0) and a barrier
+// every thread reads a neighbour's copy.
+__global__ void async_tile(const float *src, float *out, unsigned *poison_seen)
+{
+    KVC_DYN_SMEM(float, tile); // 512 floats
+    const unsigned t = threadIdx.x;
+    kvc_cp_async(&tile[4u * t], &src[4u * t], 16);
+    kvc_cp_async_commit();
+    kvc_cp_async(&tile[256u + 4u * t], &src[4u * t], 16);
+    kvc_cp_async_commit();
+    kvc_cp_async_wait(1);
+    unsigned second_before, first_after;
+    memcpy(&second_before, &tile[256u + 4u * t], 4);
+    memcpy(&first_after, &tile[4u * t], 4);
+    kvc_cp_async_wait(0);
+    __syncthreads();
+    out[t] = tile[(4u * t + 4u) % 256u] + tile[256u + (4u * t + 8u) % 256u];
+    poison_seen[2u * t] = second_before, poison_seen[2u * t + 1u] = first_after;
+}
+
+__global__ void cp_async_never_waited(int *p)
+{
+    __shared__ int s[4];
+    kvc_cp_async(&s[0], p, 16);
+    kvc_cp_async_commit();
+}
+
+__global__ void cp_async_misaligned(int *p)
+{
+    __shared__ int s[8];
+    kvc_cp_async(&s[1], p + 1, 16);
+    kvc_cp_async_commit();
+    kvc_cp_async_wait(0);
+}
+
+static int run_cp_async(void)
+{
+    float hsrc[256], hout[64];
+    unsigned hseen[128];
+    for (unsigned i = 0; i < 256u; i++) hsrc[i] = (float)i + 0.5f;
+    float *src, *out;
+    unsigned *seen;
+    cudaMalloc((void **)&src, sizeof hsrc), cudaMalloc((void **)&out, sizeof hout);
+    cudaMalloc((void **)&seen, sizeof hseen);
+    cudaMemcpy(src, hsrc, sizeof hsrc, cudaMemcpyHostToDevice);
+    KVC_LAUNCH(async_tile, 1, 64, 512 * sizeof(float), 0, src, out, seen);
+    cudaDeviceSynchronize();
+    cudaMemcpy(hout, out, sizeof hout, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hseen, seen, sizeof hseen, cudaMemcpyDeviceToHost);
+    int bad = 0, bad_early = 0, bad_first = 0;
+    for (unsigned t = 0; t < 64u; t++) {
+        bad += hout[t] != hsrc[(4u * t + 4u) % 256u] + hsrc[(4u * t + 8u) % 256u];
+        unsigned first;
+        std::memcpy(&first, &hsrc[4u * t], 4);
+        bad_first += hseen[2u * t + 1u] != first; // the first group is complete after wait(1)
+#if defined(KVC_SIMT_CPU)
+        const char *e = std::getenv("SIMT_POISON");
+        const unsigned char p = e && *e ? (unsigned char)std::strtoul(e, nullptr, 0) : 0xFFu;
+        const unsigned poison = p * 0x01010101u;
+        bad_early += hseen[2u * t] != poison; // the second is not: it reads as poison
+#endif
+    }
+    std::printf("cp.async: %d wrong of 64 after the wait; first group incomplete after wait(1) in %d threads; "
+                "second group readable before its wait in %d threads\n",
+                bad, bad_first, bad_early);
+    cudaFree(src), cudaFree(out), cudaFree(seen);
+    return bad || bad_first || bad_early;
+}
+
 static int run_good(void)
 {
     const unsigned nt = 128;
@@ -266,7 +339,7 @@ int main(int argc, char **argv)
     cudaMalloc((void **)&p, 1024 * sizeof(int));
     int rc = 0;
     if (!std::strcmp(what, "good"))
-        rc = run_good() | run_mma();
+        rc = run_good() | run_mma() | run_cp_async();
     else if (!std::strcmp(what, "divergent_barrier"))
         KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
     else if (!std::strcmp(what, "half_warp_shuffle"))
@@ -275,6 +348,10 @@ int main(int argc, char **argv)
         KVC_LAUNCH(deadlock, 1, 32, 0, 0, p);
     else if (!std::strcmp(what, "mask_without_caller"))
         KVC_LAUNCH(mask_without_caller, 1, 32, 0, 0, p);
+    else if (!std::strcmp(what, "cp_async_never_waited"))
+        KVC_LAUNCH(cp_async_never_waited, 1, 1, 0, 0, p);
+    else if (!std::strcmp(what, "cp_async_misaligned"))
+        KVC_LAUNCH(cp_async_misaligned, 1, 1, 0, 0, p);
     else if (!std::strcmp(what, "bad_launch"))
         KVC_LAUNCH(nothing, 1, 2048, 0, 0, p);
     else if (!std::strcmp(what, "race_without_barrier"))
