@@ -198,6 +198,12 @@ void launch_group(const attend_plan &p, cudaStream_t st)
 
 } // namespace
 
+namespace kvc_cuda
+{
+// for the batched decode's plan (kvc_cuda_batch.cu)
+int device_multiprocessors() { return multiprocessors(); }
+} // namespace kvc_cuda
+
 extern "C" {
 
 size_t kvc_cuda_attend_device_scratch_bytes(const kvc_view *view, size_t n_pos, size_t n_q, uint32_t tiles_per_block)

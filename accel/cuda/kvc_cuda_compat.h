@@ -9,7 +9,8 @@
 #include "simt/simt_cpu.h"
 #define KVC_LAUNCH(kernel, grid, block, smem, stream, ...)                                                             \
     ((void)(stream), ::simt::launch(                                                                                   \
-                         dim3(grid), dim3(block), (smem), [&] { kernel(__VA_ARGS__); }, __FILE__, __LINE__))
+                         dim3(grid), dim3(block), (smem), [&] { kernel(__VA_ARGS__); }, __FILE__, __LINE__,            \
+                         reinterpret_cast<const void *>(kernel)))
 #define KVC_DYN_SMEM(T, name) T *name = static_cast<T *>(::simt::dynamic_smem())
 #else
 #include <cuda_runtime.h>

@@ -20,6 +20,7 @@
 
 #include "kvc/kvc.h"
 #include "kvc/kvc_cuda.h"
+#include "bench_support.cuh"
 #include "kvc_cuda_compat.h"
 
 namespace
@@ -28,15 +29,6 @@ namespace
 constexpr size_t kD = 128;
 size_t kQ = 8; // query heads per kv head (GQA group), per run
 constexpr double kU = 5.9604644775390625e-08;
-
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                       \
-            std::exit(1);                                                                                              \
-        }                                                                                                              \
-    } while (0)
 
 __device__ float hash_normal(uint64_t i, uint64_t seed)
 {
@@ -54,25 +46,6 @@ __global__ void fill_normal(float *x, size_t n, uint64_t seed)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = hash_normal(i, seed);
-}
-
-__global__ void read_sum(const float4 *x, size_t n4, float *out)
-{
-    float s = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        const float4 v = x[i];
-        s += v.x + v.y + v.z + v.w;
-    }
-    if (s == 12345.678f) *out = s; // keeps the loads
-}
-
-double nominal_bandwidth(const char *name)
-{
-    const std::string n = name;
-    if (n.find("H200") != std::string::npos) return 4.8e12;
-    if (n.find("H100") != std::string::npos) return n.find("PCIe") != std::string::npos ? 2.0e12 : 3.35e12;
-    if (n.find("A100") != std::string::npos) return n.find("80GB") != std::string::npos ? 2.039e12 : 1.555e12;
-    return 0.0;
 }
 
 struct rows {
@@ -156,11 +129,7 @@ double check_against_reference(unsigned t, size_t n, const rows &r, const float 
 
 int main(int argc, char **argv)
 {
-    int n_dev = 0;
-    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1) {
-        std::printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    if (!bench_has_gpu()) return 77;
     std::vector<size_t> ns = {16384, 131072, 1048576, 4194304};
     if (argc > 1) {
         ns.clear();
@@ -185,25 +154,10 @@ int main(int argc, char **argv)
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, nominal / 1e12, kD, reps);
 
     // what a plain read pass gets: 2 GiB, float4 loads
-    const size_t read_bytes = (size_t)2 << 30;
-    float *buf = nullptr, *sink = nullptr;
-    CK(cudaMalloc(&buf, read_bytes));
-    CK(cudaMalloc(&sink, sizeof(float)));
-    fill_normal<<<1024, 256>>>(buf, read_bytes / sizeof(float), 7);
+    const double read_bw = read_kernel_bandwidth((size_t)2 << 30, reps, 8);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const int read_grid = prop.multiProcessorCount * 8;
-    read_sum<<<read_grid, 512>>>(reinterpret_cast<const float4 *>(buf), read_bytes / 16, sink);
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < reps; i++)
-        read_sum<<<read_grid, 512>>>(reinterpret_cast<const float4 *>(buf), read_bytes / 16, sink);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    const double read_bw = (double)read_bytes * reps / (ms * 1e-3);
-    CK(cudaFree(buf));
     std::printf("read kernel: %.3f TB/s (%.1f%% of nominal)\n", read_bw / 1e12,
                 nominal > 0 ? 100.0 * read_bw / nominal : 0.0);
     std::printf("bw,type,query_heads,n,bytes,us_per_call,TB_per_s,of_nominal,of_read_kernel,blocks,tiles_per_block,err_"
@@ -233,6 +187,7 @@ int main(int argc, char **argv)
                 for (int i = 0; i < reps; i++) kvc_cuda_attend_device(&v, qd, 1, kQ, 0, od, 0, scratch, sb, nullptr);
                 CK(cudaEventRecord(e1));
                 CK(cudaEventSynchronize(e1));
+                float ms = 0;
                 CK(cudaEventElapsedTime(&ms, e0, e1));
                 const double sec = ms * 1e-3 / reps, bw = (double)n * row_bytes / sec;
                 // the plan kvc_cuda_attend_device used (the host entry point reports it)

@@ -7,7 +7,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -427,12 +429,25 @@ SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, in
     return f.result;
 }
 
+// Dynamic shared memory past 48 KiB, as CUDA allows it: per kernel, after
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n)
+// with n up to an sm_90's 227 KiB.
+std::mutex g_optin_lock;
+std::map<const void *, size_t> g_optin;
+
+size_t dyn_smem_limit(const void *kernel)
+{
+    std::lock_guard<std::mutex> hold(g_optin_lock);
+    const auto it = g_optin.find(kernel);
+    return it == g_optin.end() ? 48u * 1024u : it->second;
+}
+
 SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file,
-                         int line)
+                         int line, const void *kernel)
 {
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (nt == 0 || nt > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-        grid.z > 65535 || dyn_smem > 48u * 1024u)
+        grid.z > 65535 || dyn_smem > dyn_smem_limit(kernel))
         fail("launch at %s:%d: grid (%u,%u,%u), block (%u,%u,%u) and %zu B of dynamic shared memory are not a valid "
              "launch",
              file, line, grid.x, grid.y, grid.z, block.x, block.y, block.z, dyn_smem);
@@ -541,6 +556,15 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     if (value == nullptr || dev != 0) return cudaErrorInvalidValue;
     if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
     *value = 2;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    if (func == nullptr || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024)
+        return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> hold(simt::g_optin_lock);
+    simt::g_optin[func] = (size_t)value;
     return cudaSuccess;
 }
 

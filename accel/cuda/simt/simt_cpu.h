@@ -60,7 +60,10 @@ enum warp_op_kind { OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, O
 // the value it receives out (the source lane's value, or the ballot).
 uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line);
 
-void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line);
+// kernel: the __global__ function launched (its cudaFuncSetAttribute opt-in
+// of dynamic shared memory past 48 KiB is honoured), or null.
+void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file, int line,
+            const void *kernel);
 
 // cp.async (kernels/cp_async.cuh): issue a 4, 8 or 16-byte copy into the
 // calling thread's open group (its destination reads as poison until
@@ -164,6 +167,8 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __float_as_int(float f) { return simt::from_bits<int>(simt::to_bits(f)); }
 inline float __int_as_float(int i) { return simt::from_bits<float>(simt::to_bits(i)); }
+inline unsigned __float_as_uint(float f) { return simt::from_bits<unsigned>(simt::to_bits(f)); }
+inline float __uint_as_float(unsigned i) { return simt::from_bits<float>(simt::to_bits(i)); }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }

@@ -9,15 +9,20 @@
 #   tsan     ThreadSanitizer (each CUDA thread a fiber), default schedule
 # A configuration catches a bug when the run fails: a result off the derived
 # tolerance, a runtime error (divergent barrier or warp operation), or a
-# sanitizer report. Bugs 1..7 must each be caught at least once; the clean
-# kernels (0) and the control (8, a redundant barrier removed) never.
+# sanitizer report. Bugs 1..7 and 9..11 (the batched decode's: a wrong
+# tensor-core fragment index, a missing cp.async wait, a page-table
+# off-by-one; its matrix case is f16, d = 64, 4 entries of ragged lengths)
+# must each be caught at least once; the clean kernels (0) and the control
+# (8, a redundant barrier removed) never.
 # usage: bug_matrix.sh BINDIR
 set -u
 bin=${1:?usage: bug_matrix.sh BINDIR}
 names=("none" "no barrier after the scores" "no barrier between a reduction's write and read"
        "value loop one row past the tile" "__syncthreads inside if (warp == 0)"
        "full-mask shuffle reached by 16 lanes" "tile max over the whole tile (unwritten smem)"
-       "block counter += without atomicAdd" "a redundant barrier dropped (control)")
+       "block counter += without atomicAdd" "a redundant barrier dropped (control)"
+       "batch: mma A fragment registers 1 and 2 swapped" "batch: no cp.async wait before a page is read"
+       "batch: page table read one entry late")
 run() { # bug config -> prints pass|CAUGHT(why)
     local exe=$bin/cuda_bug$1 out rc
     case $2 in
@@ -38,7 +43,7 @@ run() { # bug config -> prints pass|CAUGHT(why)
 }
 printf "| # | injected bug | fwd | rev + poison 0x7F | ASan | TSan |\n|---|---|---|---|---|---|\n"
 bad=0
-for k in 0 1 2 3 4 5 6 7 8; do
+for k in 0 1 2 3 4 5 6 7 8 9 10 11; do
     row="| $k | ${names[$k]} |"
     caught=0
     for c in fwd rev7f asan tsan; do

@@ -13,6 +13,7 @@
 // Tolerances are derived from f32 rounding (u = 2^-24), not picked: see
 // attend_tolerance. The same file builds with nvcc for a GPU, and as C++
 // against the CPU SIMT runtime. Mode "matrix" runs the bug matrix's shapes;
+// mode "batch" only the batched decode's checks (test_cuda_batch.cu);
 // mode "one-type" (for ThreadSanitizer, which is slow) runs every attend
 // shape in f16 (plus the f32 shapes of the wide configuration) and a shorter
 // table run, and every store and Gram case.
@@ -28,6 +29,7 @@
 #include "kvc/kvc.h"
 #include "kvc/kvc_cuda.h"
 #include "kvc_cuda_compat.h"
+#include "test_support.h"
 
 namespace
 {
@@ -35,33 +37,7 @@ namespace
 constexpr double kU = 5.9604644775390625e-08; // 2^-24, f32 unit roundoff
 const uint64_t kSeed = 20261124u;
 
-struct rng {
-    uint64_t s;
-    uint64_t next()
-    {
-        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return (double)(next() >> 11) * 0x1.0p-53; }
-    double normal()
-    {
-        const double a = uniform() + 1e-300, b = uniform();
-        return std::sqrt(-2.0 * std::log(a)) * std::cos(6.283185307179586 * b);
-    }
-};
-
-int g_failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                           \
-            std::printf(__VA_ARGS__);                                                                                  \
-            std::printf("\n");                                                                                         \
-            g_failures++;                                                                                              \
-        }                                                                                                              \
-    } while (0)
+using rng = test_rng;
 
 template <typename T> T *to_device(const std::vector<T> &h)
 {
@@ -567,10 +543,17 @@ void run_table_case(unsigned t, rng &r, int steps)
 
 } // namespace
 
+int run_batch_checks(bool matrix, bool one_type, double *worst_ratio); // test_cuda_batch.cu
+
 int main(int argc, char **argv)
 {
     const bool matrix = argc > 1 && !std::strcmp(argv[1], "matrix");
     const bool one_type = argc > 1 && !std::strcmp(argv[1], "one-type");
+    if (argc > 1 && !std::strcmp(argv[1], "batch")) { // the batched decode's checks alone
+        double worst = 0;
+        const int failures = run_batch_checks(false, false, &worst);
+        return failures ? 1 : 0;
+    }
 #if !defined(KVC_SIMT_CPU)
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1) {
@@ -618,7 +601,10 @@ int main(int argc, char **argv)
     empty.seg[0].scale = 1.0, empty.seg[0].dtype = KVC_DTYPE_Q15, empty.seg[0].keys_q = qq, empty.seg[0].values_q = qq;
     CHECK(kvc_cuda_attend(&empty, &bad, 0, nullptr, nullptr) == KVC_E_UNSUPPORTED, "q15 accepted");
     CHECK(kvc_cuda_store_rows(KVC_DTYPE_I4, nullptr, nullptr, 0, 4, nullptr) == KVC_E_UNSUPPORTED, "int4 store");
-    std::printf("test_cuda_kernels: worst error/tolerance %.3g; %d failures\n", res.worst_ratio, g_failures);
+    double batch_worst = 0;
+    run_batch_checks(matrix, one_type, &batch_worst); // counts in test_failures() too
+    res.worst_ratio = std::fmax(res.worst_ratio, batch_worst);
+    std::printf("test_cuda_kernels: worst error/tolerance %.3g; %d failures\n", res.worst_ratio, test_failures());
     kvc_cuda_release();
-    return g_failures ? 1 : 0;
+    return test_failures() ? 1 : 0;
 }

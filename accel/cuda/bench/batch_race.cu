@@ -1,0 +1,241 @@
+// The batched decode (kvc_cuda_batch.h) at serving shapes on a GPU, for
+// bench/gpu_race.sh, which runs PyTorch's SDPA on the same shapes in the
+// same session and joins the two:
+//   read     a plain streaming read (float4 loads, sum) over 4 GiB: what the GPU gives a read-only pass
+//   single   one sequence, one kv head, 1 and 8 query heads, 1M and 16M rows
+//   llama    Llama-3-8B's layer (32 query / 8 kv heads, d = 128), B in {1, 16, 64}, n in {4k, 32k, 128k}
+// each in f16, int8 and int4 rows, and "sink-window int8 at 25%": the
+// recommended compressed cache (docs/quality.md) holding as many int8 rows
+// as fit in 25% of the f16 exact cache's bytes (pages and their metadata
+// counted). One attend = kvc_cuda_batch_attend (split + merge launches) on
+// queries and outputs in f16, timed with CUDA events over back-to-back calls
+// after the plan; the plan's host time is printed beside it.
+// The largest error against the reference kernel (double, CPU) is measured at
+// llama B=1 n=4k for each row type: max |out - ref| / max |ref|.
+// CSV on stdout: kvc,<shape>,<rows>,B,n,q_heads,kv_heads,us,bytes,TB_per_s,of_read,plan_us,err
+// usage: batch_race [quick]   Exits 77 without a GPU.
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_fp16.h>
+
+#include "kvc/kvc.h"
+#include "kvc/kvc_cuda_batch.h"
+#include "bench_support.cuh"
+#include "kvc_cuda_compat.h"
+
+namespace
+{
+
+__device__ inline uint32_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+// Fills pages with valid rows in the page layout (kvc_cuda_batch.h), in
+// three coalesced passes: every 4-byte word from a hash (f16 halves of
+// magnitude in [1/2, 1), any int8 codes, any int4 nibbles); then each row's
+// int8 scale or int4 group headers; then log-weight 0 and role 3 per row.
+__global__ void fill_words(uint32_t *pool, size_t n_words, unsigned dtype)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_words; i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t h = mix(i * 0x9e3779b97f4a7c15ull + 1u);
+        pool[i] = dtype == KVC_DTYPE_F16 ? (h & 0x83ff83ffu) | 0x38003800u : h;
+    }
+}
+
+__global__ void fill_headers(unsigned char *pool, size_t n_pages, size_t page_bytes, unsigned dtype, uint32_t d)
+{
+    const size_t row_bytes = dtype == KVC_DTYPE_F16 ? 2u * d : dtype == KVC_DTYPE_I8 ? 4u + d : 4u * (d / 32u) + d / 2u;
+    const size_t voff = (64u * row_bytes + 15u) / 16u * 16u;
+    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < n_pages * 128u;
+         r += (size_t)gridDim.x * blockDim.x) {
+        unsigned char *page = pool + (r / 128u) * page_bytes;
+        const size_t i = r % 128u;
+        unsigned char *row = page + (i < 64u ? 0u : voff) + (i % 64u) * row_bytes;
+        if (dtype == KVC_DTYPE_I8) *reinterpret_cast<float *>(row) = 1.5f / 127.0f;
+        if (dtype == KVC_DTYPE_I4)
+            for (uint32_t g = 0; g < d / 32u; g++) {
+                reinterpret_cast<__half *>(row)[2u * g] = __float2half_rn(0.2f);
+                reinterpret_cast<__half *>(row)[2u * g + 1u] = __float2half_rn(-1.5f);
+            }
+        if (i < 64u) {
+            reinterpret_cast<float *>(page + 2u * voff)[i] = 0.0f;
+            page[2u * voff + 256u + i] = 3u;
+        }
+    }
+}
+
+__global__ void fill_half(__half *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2half_rn(((float)(mix(i * 2654435761ull) & 0xffffu) / 65536.0f - 0.5f) * 4.0f);
+}
+
+double g_read_bw = 0;
+
+struct shape {
+    std::string name;
+    unsigned dtype;
+    size_t B, n, Hq, Hkv;
+    bool compressed; // sink-window int8 at 25% of the f16 exact cache's bytes
+};
+
+// The largest error against the reference kernel over every entry and query head.
+double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, const std::vector<int32_t> &ids,
+                       const __half *q_dev, const __half *out_dev)
+{
+    const size_t d = c.head_dim, G = c.group, E = s.B * s.Hkv, PB = kvc_cuda_page_bytes(c.dtype, d);
+    const size_t pages = (rows + 63u) / 64u, row_bytes = (size_t)kvc_row_bytes(c.dtype, d);
+    const size_t voff = (64u * row_bytes + 15u) / 16u * 16u;
+    std::vector<unsigned char> pool(c.n_pages * PB);
+    CK(cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost));
+    std::vector<__half> qh(s.B * s.Hq * d), oh(s.B * s.Hq * d);
+    CK(cudaMemcpy(qh.data(), q_dev, qh.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(oh.data(), out_dev, oh.size() * 2, cudaMemcpyDeviceToHost));
+    double worst = 0, top = 0;
+    std::vector<unsigned char> K(rows * row_bytes), V(rows * row_bytes);
+    std::vector<float> q(G * d), ref(G * d);
+    std::vector<double> work(kvc_attend_work_bytes(1, G, d) / sizeof(double) + 1);
+    for (size_t e = 0; e < E; e++) {
+        for (size_t i = 0; i < rows; i++) {
+            const unsigned char *page = pool.data() + (size_t)ids[e * pages + i / 64u] * PB;
+            std::memcpy(&K[i * row_bytes], page + (i % 64u) * row_bytes, row_bytes);
+            std::memcpy(&V[i * row_bytes], page + voff + (i % 64u) * row_bytes, row_bytes);
+        }
+        kvc_view v;
+        std::memset(&v, 0, sizeof v);
+        v.d = v.dv = d, v.beta = c.beta, v.n_seg = 1;
+        v.seg[0].n = rows, v.seg[0].role = KVC_SET_BOTH, v.seg[0].scale = 1.0, v.seg[0].dtype = c.dtype;
+        v.seg[0].keys_q = K.data(), v.seg[0].values_q = V.data();
+        for (size_t i = 0; i < G * d; i++) q[i] = __half2float(qh[e * G * d + i]);
+        kvc_attend_batch b = {q.data(), 1, G, 0, ref.data(), nullptr, nullptr};
+        if (kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &v, &b, work.data(), work.size() * 8) != KVC_OK)
+            return INFINITY;
+        for (size_t i = 0; i < G * d; i++) {
+            worst = std::fmax(worst, std::fabs((double)__half2float(oh[e * G * d + i]) - ref[i]));
+            top = std::fmax(top, std::fabs((double)ref[i]));
+        }
+    }
+    return top > 0 ? worst / top : worst;
+}
+
+void run(const shape &s, bool with_error)
+{
+    const size_t d = 128, G = s.Hq / s.Hkv, E = s.B * s.Hkv;
+    const unsigned t = s.compressed ? (unsigned)KVC_DTYPE_I8 : s.dtype;
+    const size_t PB = kvc_cuda_page_bytes(t, d);
+    size_t rows = s.n;
+    if (s.compressed) { // whole pages within 25% of the f16 exact cache's bytes (2 * 2 d bytes a token)
+        const size_t budget = s.n * 4u * d / 4u;
+        rows = budget / PB * 64u;
+    }
+    const size_t pages = (rows + 63u) / 64u, n_pages = E * pages;
+    kvc_cuda_paged c = {t,       (uint32_t)d,      (uint32_t)s.Hkv, (uint32_t)G, (float)(1.0 / std::sqrt((double)d)),
+                        nullptr, (uint32_t)n_pages};
+    CK(cudaMalloc(&c.pool, n_pages * PB));
+    fill_words<<<4096, 256>>>(static_cast<uint32_t *>(c.pool), n_pages * PB / 4u, t);
+    fill_headers<<<4096, 128>>>(static_cast<unsigned char *>(c.pool), n_pages, PB, t, (uint32_t)d);
+    std::vector<int32_t> indptr(E + 1), ids(n_pages), lens(E, (int32_t)rows);
+    for (size_t e = 0; e <= E; e++) indptr[e] = (int32_t)(e * pages);
+    for (size_t i = 0; i < n_pages; i++) ids[i] = (int32_t)i;
+    int32_t *indptr_d = nullptr, *ids_d = nullptr;
+    CK(cudaMalloc(reinterpret_cast<void **>(&indptr_d), indptr.size() * 4));
+    CK(cudaMalloc(reinterpret_cast<void **>(&ids_d), ids.size() * 4));
+    CK(cudaMemcpy(indptr_d, indptr.data(), indptr.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ids_d, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+    __half *q = nullptr, *out = nullptr;
+    CK(cudaMalloc(reinterpret_cast<void **>(&q), s.B * s.Hq * d * 2));
+    CK(cudaMalloc(reinterpret_cast<void **>(&out), s.B * s.Hq * d * 2));
+    fill_half<<<256, 256>>>(q, s.B * s.Hq * d);
+    const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, s.B, n_pages);
+    const size_t hb = kvc_cuda_batch_plan_host_bytes(&c, s.B, n_pages);
+    void *ws = nullptr, *host = nullptr;
+    CK(cudaMalloc(&ws, wsb));
+    CK(cudaMallocHost(&host, hb));
+    kvc_cuda_batch_plan plan;
+    const auto p0 = std::chrono::steady_clock::now();
+    if (kvc_cuda_batch_plan_step(&c, s.B, lens.data(), n_pages, 0, host, hb, ws, wsb, nullptr, &plan) != KVC_OK) {
+        std::printf("plan refused for %s\n", s.name.c_str());
+        std::exit(1);
+    }
+    const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p0).count();
+    const kvc_cuda_tensor qt = {q, KVC_CUDA_F16, (int64_t)(s.Hq * d), (int64_t)d};
+    const kvc_cuda_tensor ot = {out, KVC_CUDA_F16, (int64_t)(s.Hq * d), (int64_t)d};
+    auto attend = [&] {
+        if (kvc_cuda_batch_attend(&c, &plan, indptr_d, ids_d, qt, ot, ws, nullptr) != KVC_OK) {
+            std::printf("attend failed for %s\n", s.name.c_str());
+            std::exit(1);
+        }
+    };
+    attend();
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    // reps: about 50 ms of work, between 5 and 200
+    CK(cudaEventRecord(a));
+    attend();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float one = 0;
+    CK(cudaEventElapsedTime(&one, a, b));
+    int reps = (int)(50.0 / (one > 1e-3f ? one : 1e-3f));
+    reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < reps; i++) attend();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = 1e3 * ms / reps, bytes = (double)n_pages * 2.0 * 64.0 * (double)kvc_row_bytes(t, d);
+    const double err = with_error ? reference_error(c, s, rows, ids, q, out) : NAN;
+    std::printf("kvc,%s,%s,%zu,%zu,%zu,%zu,%.2f,%.0f,%.4f,%.4f,%.1f,%.3g\n", s.name.c_str(),
+                s.compressed ? "sink-window-int8-25pct" : kvc_dtype_name((kvc_dtype)t), s.B, s.n, s.Hq, s.Hkv, us,
+                bytes, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / g_read_bw, plan_us, err);
+    std::fflush(stdout);
+    CK(cudaFree(c.pool));
+    CK(cudaFree(indptr_d));
+    CK(cudaFree(ids_d));
+    CK(cudaFree(q));
+    CK(cudaFree(out));
+    CK(cudaFree(ws));
+    CK(cudaFreeHost(host));
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (!bench_has_gpu()) return 77;
+    const bool quick = argc > 1 && !std::strcmp(argv[1], "quick");
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    g_read_bw = read_kernel_bandwidth((size_t)4 << 30, 10, 4);
+    const double nominal = nominal_bandwidth(prop.name);
+    std::printf("# device %s, nominal %.2f TB/s, read kernel %.3f TB/s\n", prop.name, nominal / 1e12, g_read_bw / 1e12);
+    std::printf("engine,shape,rows,B,n,q_heads,kv_heads,us,bytes,TB_per_s,of_read,plan_us,err\n");
+    std::printf("read,read-kernel,-,-,-,-,-,-,-,%.4f,1,-,-\n", g_read_bw / 1e12);
+    const unsigned types[3] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4};
+    for (size_t n : {(size_t)1 << 20, (size_t)1 << 24})
+        for (size_t hq : {1u, 8u})
+            for (unsigned t : types) {
+                if (quick && n > ((size_t)1 << 20)) continue;
+                run(shape{"single", t, 1, n, hq, 1, false}, false);
+            }
+    for (size_t B : {1u, 16u, 64u})
+        for (size_t n : {4096u, 32768u, 131072u}) {
+            if (quick && (B > 16u || n > 32768u)) continue;
+            for (unsigned t : types) run(shape{"llama3-8b", t, B, n, 32, 8, false}, B == 1 && n == 4096);
+            run(shape{"llama3-8b", KVC_DTYPE_I8, B, n, 32, 8, true}, B == 1 && n == 4096);
+        }
+    return 0;
+}

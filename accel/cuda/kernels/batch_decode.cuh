@@ -1,0 +1,492 @@
+// The server decode step over a paged cache (include/kvc/kvc_cuda_batch.h),
+// one source for nvcc and for the CPU SIMT runtime:
+//
+//   batch_split_kernel   one block (4 warps) per work item: a run of whole
+//                        pages of one entry (sequence, kv head). The entry's
+//                        query-head group is the M side of m16n8k16 tensor-core
+//                        tiles (rows >= group are zero). Each page lands in
+//                        shared memory through cp.async while the previous one
+//                        is computed (two buffers). Warp w owns rows 16w..16w+15
+//                        of a page: S = Q K^T on tensor cores, the online
+//                        softmax in registers (the score tile's C fragment is
+//                        the probability tile's A fragment, as in
+//                        FlashAttention-2), O += P V on tensor cores. The four
+//                        warps' states are merged through shared memory into
+//                        the item's state {m, l, acc[dv]} per query row.
+//   batch_merge_kernel   one block per entry: the exact merge of its items'
+//                        states (as merge_kernel), written as f32, f16 or bf16.
+//   batch_append_kernel  one warp per entry: the step's k and v, quantised
+//                        into the entry's slot (f16, int8, int4 row layouts of
+//                        the core), log-weight 0, role both.
+//   batch_set_rows_kernel one thread per edit: a row's log-weight and role.
+//
+// Row types: f16 (keys and values as they are); int8 (the exact codes as
+// f16, the key scale folded into the score, the value scale into the
+// probabilities: P'_n = P_n s_n / s_max over the warp's 16 rows, and
+// O += s_max (P' codes)); int4 (min + nibble * scale dequantised to f16 in
+// registers). Queries: q beta / sigma rounded to f16, sigma a power of two
+// per query row with max |q beta| / sigma in (1/2, 1], x = sigma S + log w.
+//
+// KVC_BUG 9..11 inject the bug-matrix kinds of these kernels (a wrong
+// fragment index, a missing cp.async wait, a page-table off-by-one).
+#ifndef KVC_CUDA_BATCH_DECODE_CUH
+#define KVC_CUDA_BATCH_DECODE_CUH
+
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cp_async.cuh"
+#include "kvc_cuda_compat.h"
+#include "batch_layout.cuh"
+#include "mma_f16.cuh"
+
+#ifndef KVC_BUG
+#define KVC_BUG 0
+#endif
+
+namespace kvc_cuda
+{
+
+// One work item: pages [page0, page0 + n_pages) of entry `entry`'s list, of
+// which the first `rows` rows are in the cache.
+struct batch_item {
+    int32_t entry, page0, n_pages, rows;
+};
+
+// The workspace: [int32 n_items, pad to 16][items: capacity][int32
+// entry_items[n_entries + 1]][states: capacity * group * (2 + d) floats].
+struct batch_ws {
+    uint32_t capacity, n_entries;
+    __host__ __device__ size_t items_offset() const { return 16u; }
+    __host__ __device__ size_t entry_offset() const { return 16u + (size_t)capacity * sizeof(batch_item); }
+    __host__ __device__ size_t states_offset() const
+    {
+        return (entry_offset() + 4u * ((size_t)n_entries + 1u) + 15u) / 16u * 16u;
+    }
+};
+
+struct batch_tensor {
+    const void *data;
+    int64_t seq_stride, head_stride;
+    uint32_t elem;
+};
+
+struct batch_args {
+    const unsigned char *pool;
+    uint32_t n_pages, n_kv_heads, group;
+    float beta;
+    const int32_t *page_indptr, *page_ids;
+    batch_tensor q;
+    void *out;
+    int64_t out_seq_stride, out_head_stride;
+    uint32_t out_elem;
+    unsigned char *ws;
+    uint32_t capacity, n_entries;
+};
+
+constexpr unsigned kLanes = 0xffffffffu;
+
+__device__ inline float warp_max32(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kLanes, v, o));
+    return v;
+}
+
+__device__ inline float load_elem(const void *p, size_t i, uint32_t elem)
+{
+    if (elem == EL_F32) return static_cast<const float *>(p)[i];
+    const uint16_t h = static_cast<const uint16_t *>(p)[i];
+    if (elem == EL_F16) return __half2float(__ushort_as_half(h));
+    return __uint_as_float((uint32_t)h << 16); // bf16: the high half of an f32
+}
+
+__device__ inline void store_elem(void *p, size_t i, uint32_t elem, float x)
+{
+    if (elem == EL_F32) {
+        static_cast<float *>(p)[i] = x;
+    } else if (elem == EL_F16) {
+        static_cast<__half *>(p)[i] = __float2half_rn(x);
+    } else { // bf16, round to nearest even (NaN kept quiet)
+        const uint32_t b = __float_as_uint(x);
+        const uint32_t r = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x00400000u) : b + 0x7fffu + ((b >> 16) & 1u);
+        static_cast<uint16_t *>(p)[i] = (uint16_t)(r >> 16);
+    }
+}
+
+__device__ inline uint32_t pack_f32(float lo, float hi)
+{
+    return kvc_mma_pack(__float2half_rn(lo), __float2half_rn(hi));
+}
+
+// int4: element c of a row (groups of 32: f16 scale, f16 minimum, then nibbles)
+template <uint32_t D> __device__ inline float i4_elem(const unsigned char *row, uint32_t c)
+{
+    const unsigned char *h = row + 4u * (c / 32u);
+    const float sc = __half2float(__ushort_as_half((uint16_t)(h[0] | (h[1] << 8))));
+    const float mn = __half2float(__ushort_as_half((uint16_t)(h[2] | (h[3] << 8))));
+    const unsigned char byte = row[4u * (D / 32u) + c / 2u];
+    return mn + (float)((byte >> ((c & 1u) * 4u)) & 15u) * sc;
+}
+
+// Elements c and c + 1 (c even) of a key row as one f16 pair: the B fragment of Q K^T.
+template <int DT, uint32_t D> __device__ inline uint32_t key_pair(const unsigned char *row, uint32_t c)
+{
+    if (DT == BT_F16) return *reinterpret_cast<const uint32_t *>(row + 2u * c);
+    if (DT == BT_I8) {
+        const signed char *q = reinterpret_cast<const signed char *>(row + 4);
+        return kvc_mma_pack(__int2half_rn(q[c]), __int2half_rn(q[c + 1u]));
+    }
+    return pack_f32(i4_elem<D>(row, c), i4_elem<D>(row, c + 1u));
+}
+
+// Element c of a value row as the f16 the P V product multiplies (int8: the code).
+template <int DT, uint32_t D> __device__ inline __half value_half(const unsigned char *row, uint32_t c)
+{
+    if (DT == BT_F16) return reinterpret_cast<const __half *>(row)[c];
+    if (DT == BT_I8) return __int2half_rn(reinterpret_cast<const signed char *>(row + 4)[c]);
+    return __float2half_rn(i4_elem<D>(row, c));
+}
+
+template <int DT> __device__ inline float row_scale_i8(const unsigned char *row)
+{
+    return DT == BT_I8 ? *reinterpret_cast<const float *>(row) : 1.0f;
+}
+
+// Copies one page (page_bytes, a multiple of 16) into shared memory with
+// 16-byte cp.async copies spread over the block; commits them as one group.
+template <int DT, uint32_t D> __device__ inline void issue_page(unsigned char *dst, const unsigned char *src)
+{
+    constexpr uint32_t chunks = page_bytes(DT, D) / 16u;
+    for (uint32_t i = threadIdx.x; i < chunks; i += kBatchThreads) kvc_cp_async(dst + 16u * i, src + 16u * i, 16);
+    kvc_cp_async_commit();
+}
+
+template <int DT, uint32_t D>
+__global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_split_kernel(const batch_args a)
+{
+    KVC_DYN_SMEM(unsigned char, smem);
+    const batch_ws ws{a.capacity, a.n_entries};
+    const uint32_t n_items = *reinterpret_cast<const uint32_t *>(a.ws);
+    if (blockIdx.x >= n_items) return; // a fixed grid's surplus block
+    const batch_item it = reinterpret_cast<const batch_item *>(a.ws + ws.items_offset())[blockIdx.x];
+    const uint32_t G = a.group, seq = (uint32_t)it.entry / a.n_kv_heads, head = (uint32_t)it.entry % a.n_kv_heads;
+    const uint32_t warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u;
+    __half *qh = reinterpret_cast<__half *>(smem);
+    float *sigma = reinterpret_cast<float *>(smem + kMmaM * D * 2u);
+    unsigned char *buf0 = smem + batch_q_bytes(D);
+    constexpr uint32_t PB = page_bytes(DT, D);
+    const int32_t *pages = a.page_ids + a.page_indptr[it.entry] + it.page0;
+#if KVC_BUG == 11
+    pages += 1; // the page-table off-by-one
+#endif
+    issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB); // first page in flight while q is prepared
+
+    // the query-head group as f16, each row scaled by a power of two (warp w: rows w, w + 4, ...)
+    for (uint32_t r = warp; r < kMmaM; r += 4u) {
+        const bool real = r < G;
+        const size_t base = (size_t)seq * a.q.seq_stride + (size_t)(head * G + (real ? r : 0u)) * a.q.head_stride;
+        float amax = 0.0f;
+        for (uint32_t c = lane; c < D; c += 32u)
+            amax = fmaxf(amax, real ? fabsf(load_elem(a.q.data, base + c, a.q.elem) * a.beta) : 0.0f);
+        amax = warp_max32(amax);
+        const float s = query_scale(amax);
+        for (uint32_t c = lane; c < D; c += 32u)
+            qh[r * D + c] = __float2half_rn(real ? load_elem(a.q.data, base + c, a.q.elem) * a.beta / s : 0.0f);
+        if (lane == 0) sigma[r] = s;
+    }
+    __syncthreads();
+    // the A fragments of Q, kept in registers for the whole item
+    uint32_t qa[D / 16u][4];
+#pragma unroll
+    for (uint32_t s = 0; s < D / 16u; s++) {
+        const uint32_t *row_g = reinterpret_cast<const uint32_t *>(qh + g * D + 16u * s + 2u * t);
+        const uint32_t *row_g8 = reinterpret_cast<const uint32_t *>(qh + (g + 8u) * D + 16u * s + 2u * t);
+        qa[s][0] = row_g[0], qa[s][1] = row_g8[0], qa[s][2] = row_g[4], qa[s][3] = row_g8[4];
+#if KVC_BUG == 9
+        qa[s][1] = row_g[4], qa[s][2] = row_g8[0]; // a wrong fragment index: a[1] and a[2] swapped
+#endif
+    }
+    const float sig_g = sigma[g], sig_g8 = sigma[g + 8u];
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[D / 8u][4];
+#pragma unroll
+    for (uint32_t j = 0; j < D / 8u; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    for (int32_t pi = 0; pi < it.n_pages; pi++) {
+        unsigned char *page = buf0 + (uint32_t)(pi & 1) * PB;
+        if (pi + 1 < it.n_pages) {
+            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)pages[pi + 1] * PB);
+#if KVC_BUG != 10
+            kvc_cp_async_wait(1); // this page's group is complete, the next one in flight
+        } else {
+            kvc_cp_async_wait(0);
+#endif
+        }
+        __syncthreads();
+        const unsigned char *K = page, *V = page + page_v_offset(DT, D);
+        const float *LW = reinterpret_cast<const float *>(page + page_lw_offset(DT, D));
+        const unsigned char *RO = page + page_role_offset(DT, D);
+        const int32_t valid = it.rows - pi * (int32_t)kPageRows; // rows of this page in the cache
+        // this lane's four rows of the warp's 16: 2t, 2t+1, 2t+8, 2t+9 (the C
+        // fragment's columns of the two 8-key tiles, and the B fragment's rows of P V)
+        uint32_t rr[4];
+        float lw[4], ks[4], vs[4];
+        bool inc[4], num[4], den[4];
+#pragma unroll
+        for (uint32_t i = 0; i < 4u; i++) {
+            rr[i] = 16u * warp + 2u * t + (i & 1u) + (i >= 2u ? 8u : 0u);
+            const unsigned role = RO[rr[i]];
+            lw[i] = LW[rr[i]];
+            inc[i] = (int32_t)rr[i] < valid && lw[i] > -INFINITY && role >= 1u && role <= 3u;
+            num[i] = inc[i] && (role & 1u), den[i] = inc[i] && (role & 2u);
+            ks[i] = row_scale_i8<DT>(K + rr[i] * batch_row_bytes(DT, D));
+            vs[i] = row_scale_i8<DT>(V + rr[i] * batch_row_bytes(DT, D));
+        }
+        // S = Q K^T for the warp's two 8-key tiles
+        float sc[2][4];
+#pragma unroll
+        for (uint32_t j = 0; j < 2u; j++) {
+            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+            const unsigned char *krow = K + (16u * warp + 8u * j + g) * batch_row_bytes(DT, D);
+#pragma unroll
+            for (uint32_t s = 0; s < D / 16u; s++) {
+                const uint32_t kb[2] = {key_pair<DT, D>(krow, 16u * s + 2u * t),
+                                        key_pair<DT, D>(krow, 16u * s + 2u * t + 8u)};
+                kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
+            }
+        }
+        // x = sigma S (key scale) + log w; excluded rows -inf (a select: their bytes may be anything)
+        float x[2][4], mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (uint32_t j = 0; j < 2u; j++)
+#pragma unroll
+            for (uint32_t e = 0; e < 4u; e++) {
+                const uint32_t i = 2u * j + (e & 1u); // which of the lane's four rows
+                const float xs = (e < 2u ? sig_g : sig_g8) * ks[i] * sc[j][e] + lw[i];
+                x[j][e] = inc[i] ? xs : -INFINITY;
+                mx[e / 2u] = fmaxf(mx[e / 2u], x[j][e]);
+            }
+        float corr[2], psum[2] = {0.0f, 0.0f}, p[2][4];
+#pragma unroll
+        for (uint32_t h = 0; h < 2u; h++) { // rows g and g + 8
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(kLanes, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(kLanes, mx[h], 2));
+            const float mn = fmaxf(m[h], mx[h]);
+            corr[h] = mn == -INFINITY ? 1.0f : expf(m[h] - mn);
+            m[h] = mn;
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < 2u; j++)
+#pragma unroll
+            for (uint32_t e = 0; e < 4u; e++) {
+                const uint32_t i = 2u * j + (e & 1u), h = e / 2u;
+                const float pe = x[j][e] == -INFINITY ? 0.0f : expf(x[j][e] - m[h]);
+                if (den[i]) psum[h] += pe;
+                p[j][e] = num[i] ? pe : 0.0f;
+            }
+        // int8 values: fold each row's scale into its probability, normalised by the warp's largest
+        float smax = 0.0f;
+#pragma unroll
+        for (uint32_t i = 0; i < 4u; i++) smax = fmaxf(smax, num[i] ? vs[i] : 0.0f);
+        smax = fmaxf(smax, __shfl_xor_sync(kLanes, smax, 1));
+        smax = fmaxf(smax, __shfl_xor_sync(kLanes, smax, 2));
+        const float inv_smax = smax > 0.0f ? 1.0f / smax : 0.0f;
+#pragma unroll
+        for (uint32_t h = 0; h < 2u; h++) {
+            psum[h] += __shfl_xor_sync(kLanes, psum[h], 1);
+            psum[h] += __shfl_xor_sync(kLanes, psum[h], 2);
+            l[h] = l[h] * corr[h] + psum[h];
+        }
+        uint32_t pa[4];
+        if (DT == BT_I8) {
+#pragma unroll
+            for (uint32_t j = 0; j < 2u; j++)
+#pragma unroll
+                for (uint32_t e = 0; e < 4u; e++) {
+                    const uint32_t i = 2u * j + (e & 1u); // a row not in N keeps 0, whatever its scale's bytes
+                    p[j][e] = num[i] ? p[j][e] * (vs[i] * inv_smax) : 0.0f;
+                }
+        }
+        pa[0] = pack_f32(p[0][0], p[0][1]), pa[1] = pack_f32(p[0][2], p[0][3]);
+        pa[2] = pack_f32(p[1][0], p[1][1]), pa[3] = pack_f32(p[1][2], p[1][3]);
+        // O = O corr + P V over the warp's 16 rows (rows not in N contribute a zero, whatever their bytes)
+        const __half zero = __float2half_rn(0.0f);
+#pragma unroll
+        for (uint32_t nt = 0; nt < D / 8u; nt++) {
+            const uint32_t col = 8u * nt + g;
+            __half vh[4];
+#pragma unroll
+            for (uint32_t i = 0; i < 4u; i++)
+                vh[i] = num[i] ? value_half<DT, D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
+            const uint32_t vb[2] = {kvc_mma_pack(vh[0], vh[1]), kvc_mma_pack(vh[2], vh[3])};
+            acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
+            if (DT == BT_I8) {
+                const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float o[4];
+                kvc_mma_m16n8k16(o, pa, vb, z);
+#pragma unroll
+                for (uint32_t e = 0; e < 4u; e++) acc[nt][e] += smax * o[e];
+            } else {
+                kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
+            }
+        }
+        __syncthreads(); // the buffer is refilled by the next iteration's copies
+    }
+
+    // the four warps' states -> the item's state, rows < G
+    float *wm = reinterpret_cast<float *>(buf0); // [4][16]
+    float *wl = wm + 4u * kMmaM;                 // [4][16]
+    float *wacc = wl + 4u * kMmaM;               // [4][16][D]
+#pragma unroll
+    for (uint32_t h = 0; h < 2u; h++) {
+        const uint32_t row = g + 8u * h;
+        if (t == 0) wm[warp * kMmaM + row] = m[h], wl[warp * kMmaM + row] = l[h];
+#pragma unroll
+        for (uint32_t nt = 0; nt < D / 8u; nt++) {
+            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t] = acc[nt][2u * h];
+            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t + 1u] = acc[nt][2u * h + 1u];
+        }
+    }
+    __syncthreads();
+    float *st = reinterpret_cast<float *>(a.ws + ws.states_offset()) + (size_t)blockIdx.x * G * (D + 2u);
+    for (uint32_t i = threadIdx.x; i < G * (D + 2u); i += kBatchThreads) {
+        const uint32_t row = i / (D + 2u), c = i % (D + 2u);
+        float M = -INFINITY;
+        for (uint32_t w = 0; w < 4u; w++) M = fmaxf(M, wm[w * kMmaM + row]);
+        float v = M;
+        if (c > 0) {
+            v = 0.0f;
+            for (uint32_t w = 0; w < 4u; w++) {
+                const float mw = wm[w * kMmaM + row];
+                const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
+                v += f * (c == 1u ? wl[w * kMmaM + row] : wacc[(w * kMmaM + row) * D + (c - 2u)]);
+            }
+        }
+        st[i] = v; // {m, l, acc[D]} per query row
+    }
+}
+
+// One block per entry: out = sum_i e^{m_i - M} acc_i / sum_i e^{m_i - M} l_i over its items.
+template <uint32_t D> __global__ void __launch_bounds__(kBatchThreads) batch_merge_kernel(const batch_args a)
+{
+    const batch_ws ws{a.capacity, a.n_entries};
+    const uint32_t e = blockIdx.x, G = a.group;
+    const int32_t *first = reinterpret_cast<const int32_t *>(a.ws + ws.entry_offset());
+    const float *states = reinterpret_cast<const float *>(a.ws + ws.states_offset());
+    const uint32_t seq = e / a.n_kv_heads, head = e % a.n_kv_heads;
+    for (uint32_t i = threadIdx.x; i < G * D; i += kBatchThreads) {
+        const uint32_t row = i / D, c = i % D;
+        float M = -INFINITY;
+        for (int32_t k = first[e]; k < first[e + 1]; k++) M = fmaxf(M, states[((size_t)k * G + row) * (D + 2u)]);
+        float num = 0.0f, den = 0.0f;
+        for (int32_t k = first[e]; k < first[e + 1]; k++) {
+            const float *s = states + ((size_t)k * G + row) * (D + 2u);
+            const float f = s[0] == -INFINITY ? 0.0f : expf(s[0] - M);
+            den += f * s[1], num += f * s[2 + c];
+        }
+        const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
+        store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
+    }
+}
+
+struct append_args {
+    unsigned char *pool;
+    uint32_t n_pages, n_kv_heads, n_entries;
+    const int32_t *slots;
+    batch_tensor k, v;
+};
+
+// One warp quantises one row of D elements (f32 in x(c)) into `row`.
+template <int DT, uint32_t D, typename X> __device__ inline void quantise_row(unsigned char *row, X x)
+{
+    const uint32_t lane = threadIdx.x % 32u;
+    if (DT == BT_F16) {
+        for (uint32_t c = lane; c < D; c += 32u) reinterpret_cast<__half *>(row)[c] = __float2half_rn(x(c));
+    } else if (DT == BT_I8) { // as store_kernel and the reference: scale = max|x| / 127, round half away
+        float amax = 0.0f;
+        for (uint32_t c = lane; c < D; c += 32u) amax = fmaxf(amax, fabsf(x(c)));
+        amax = warp_max32(amax);
+        const float scale = amax / 127.0f;
+        for (uint32_t c = lane; c < D; c += 32u) {
+            const float q = scale > 0.0f ? fminf(fmaxf(x(c) / scale, -127.0f), 127.0f) : 0.0f;
+            reinterpret_cast<signed char *>(row + 4)[c] = (signed char)(int)roundf(q);
+        }
+        if (lane == 0) *reinterpret_cast<float *>(row) = scale;
+    } else { // int4: lane c of each group of 32, the reference's grid (the stored halves cover [lo, hi])
+        for (uint32_t g0 = 0; g0 < D; g0 += 32u) {
+            const float xv = x(g0 + lane);
+            float lo = xv, hi = xv;
+            for (int o = 16; o > 0; o >>= 1)
+                lo = fminf(lo, __shfl_xor_sync(kLanes, lo, o)), hi = fmaxf(hi, __shfl_xor_sync(kLanes, hi, o));
+            uint16_t hm = __half_as_ushort(__float2half_rn(lo));
+            if (__half2float(__ushort_as_half(hm)) > lo) // the next half toward -infinity
+                hm = hm == 0x0000u     ? 0x8001u
+                     : !(hm & 0x8000u) ? (uint16_t)(hm - 1u)
+                     : hm < 0xFBFFu    ? (uint16_t)(hm + 1u)
+                                       : hm;
+            const float mn = __half2float(__ushort_as_half(hm));
+            uint16_t hs = __half_as_ushort(__float2half_rn((hi - mn) / 15.0f));
+            while (__half2float(__ushort_as_half(hs)) * 15.0f + mn < hi && hs < 0x7BFFu) hs++;
+            const float sc = __half2float(__ushort_as_half(hs));
+            const float tq = sc > 0.0f ? (xv - mn) / sc : 0.0f;
+            const uint32_t k = tq >= 15.0f ? 15u : tq > 0.0f ? (uint32_t)roundf(tq) : 0u;
+            const uint32_t hi_nib = __shfl_down_sync(kLanes, k, 1);
+            if (lane % 2u == 0) row[4u * (D / 32u) + (g0 + lane) / 2u] = (unsigned char)(k | (hi_nib << 4));
+            if (lane == 0) {
+                row[4u * (g0 / 32u) + 0] = (unsigned char)(hs & 0xffu),
+                                      row[4u * (g0 / 32u) + 1] = (unsigned char)(hs >> 8);
+                row[4u * (g0 / 32u) + 2] = (unsigned char)(hm & 0xffu),
+                                      row[4u * (g0 / 32u) + 3] = (unsigned char)(hm >> 8);
+            }
+        }
+    }
+}
+
+template <int DT, uint32_t D> __global__ void __launch_bounds__(kBatchThreads) batch_append_kernel(const append_args a)
+{
+    const uint32_t e = blockIdx.x * (kBatchThreads / 32u) + threadIdx.x / 32u;
+    if (e >= a.n_entries) return; // warp-uniform
+    const int32_t slot = a.slots[e];
+    if (slot < 0 || (uint32_t)slot / kPageRows >= a.n_pages) return;
+    unsigned char *page = a.pool + (size_t)((uint32_t)slot / kPageRows) * page_bytes(DT, D);
+    const uint32_t r = (uint32_t)slot % kPageRows, seq = e / a.n_kv_heads, head = e % a.n_kv_heads;
+    const size_t kb = (size_t)seq * a.k.seq_stride + (size_t)head * a.k.head_stride;
+    const size_t vb = (size_t)seq * a.v.seq_stride + (size_t)head * a.v.head_stride;
+    quantise_row<DT, D>(page + r * batch_row_bytes(DT, D),
+                        [&](uint32_t c) { return load_elem(a.k.data, kb + c, a.k.elem); });
+    quantise_row<DT, D>(page + page_v_offset(DT, D) + r * batch_row_bytes(DT, D),
+                        [&](uint32_t c) { return load_elem(a.v.data, vb + c, a.v.elem); });
+    if (threadIdx.x % 32u == 0) {
+        reinterpret_cast<float *>(page + page_lw_offset(DT, D))[r] = 0.0f;
+        page[page_role_offset(DT, D) + r] = 3u;
+    }
+}
+
+struct set_rows_args {
+    unsigned char *pool;
+    uint32_t n_pages, page_bytes, lw_offset, role_offset, n;
+    const int32_t *slots;
+    const float *weights;
+    const uint8_t *roles;
+};
+
+__global__ void __launch_bounds__(kBatchThreads) batch_set_rows_kernel(const set_rows_args a)
+{
+    const uint32_t i = blockIdx.x * kBatchThreads + threadIdx.x;
+    if (i >= a.n) return;
+    const int32_t slot = a.slots[i];
+    if (slot < 0 || (uint32_t)slot / kPageRows >= a.n_pages) return;
+    unsigned char *page = a.pool + (size_t)((uint32_t)slot / kPageRows) * a.page_bytes;
+    const float w = a.weights[i];
+    const uint8_t role = a.roles[i];
+    const bool ok = w > 0.0f && w <= 3.4e38f && role >= 1u && role <= 3u;
+    reinterpret_cast<float *>(page + a.lw_offset)[slot % kPageRows] = ok ? logf(w) : -INFINITY;
+    page[a.role_offset + slot % kPageRows] = ok ? role : 0u;
+}
+
+} // namespace kvc_cuda
+
+#endif

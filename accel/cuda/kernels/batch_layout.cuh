@@ -1,0 +1,71 @@
+// The paged cache's layout and the query scaling rule of the batched decode
+// (batch_decode.cuh), shared by the kernels, the host side and the tests.
+#ifndef KVC_CUDA_BATCH_LAYOUT_CUH
+#define KVC_CUDA_BATCH_LAYOUT_CUH
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kvc_cuda_compat.h"
+
+namespace kvc_cuda
+{
+
+constexpr uint32_t kPageRows = 64;      // KVC_CUDA_PAGE_ROWS
+constexpr uint32_t kBatchThreads = 128; // 4 warps, 16 rows of a page each
+constexpr uint32_t kMmaM = 16;          // query rows of one tensor-core tile
+// Blocks per multiprocessor the split kernel's registers are budgeted for:
+// three (<= 170 registers each; two page buffers of f16 d = 128 rows, 66 KiB,
+// let three share an sm_90's shared memory), two for int8 rows, whose
+// separate value product needs more registers (at three, d = 128 spills).
+__host__ __device__ constexpr int batch_min_blocks(int DT) { return DT == 2 ? 2 : 3; }
+enum { BT_F16 = 1, BT_I8 = 2, BT_I4 = 6 };    // KVC_DTYPE_F16, _I8, _I4
+enum { EL_F32 = 0, EL_F16 = 1, EL_BF16 = 2 }; // kvc_cuda_elem
+
+// Row bytes of the core's layouts (KVC_ROW_BYTES) for a head_dim that is a multiple of 32.
+__host__ __device__ constexpr uint32_t batch_row_bytes(int DT, uint32_t d)
+{
+    return DT == BT_F16 ? 2u * d : DT == BT_I8 ? 4u + d : 4u * (d / 32u) + d / 2u;
+}
+__host__ __device__ constexpr uint32_t align16(uint32_t x) { return (x + 15u) / 16u * 16u; }
+// page = [K rows][V rows][float log_weight[64]][uint8 role[64]]
+__host__ __device__ constexpr uint32_t page_v_offset(int DT, uint32_t d)
+{
+    return align16(kPageRows * batch_row_bytes(DT, d));
+}
+__host__ __device__ constexpr uint32_t page_lw_offset(int DT, uint32_t d) { return 2u * page_v_offset(DT, d); }
+__host__ __device__ constexpr uint32_t page_role_offset(int DT, uint32_t d)
+{
+    return page_lw_offset(DT, d) + 4u * kPageRows;
+}
+__host__ __device__ constexpr uint32_t page_bytes(int DT, uint32_t d)
+{
+    return align16(page_role_offset(DT, d) + kPageRows);
+}
+// Dynamic shared memory of the split kernel: the f16 query tile and its row
+// scales, then two page buffers (reused for the four warps' states at the end).
+__host__ __device__ constexpr uint32_t batch_q_bytes(uint32_t d) { return kMmaM * d * 2u + kMmaM * 4u; }
+__host__ __device__ constexpr uint32_t batch_smem_bytes(int DT, uint32_t d)
+{
+    return batch_q_bytes(d) +
+           (2u * page_bytes(DT, d) > 4u * kMmaM * (d + 2u) * 4u ? 2u * page_bytes(DT, d) : 4u * kMmaM * (d + 2u) * 4u);
+}
+
+// sigma of a query row: 2^(E - 126) for a normal max |q beta| of exponent
+// field E (so that max / sigma is in [1/2, 1)), capped at 2^127; 1 for 0, a
+// subnormal, an infinity or a NaN. (Bits, not frexpf: no local memory.)
+__host__ __device__ inline float query_scale(float amax)
+{
+    uint32_t b;
+    memcpy(&b, &amax, 4);
+    const uint32_t E = (b >> 23) & 0xffu;
+    if (E == 0u || E == 0xffu) return 1.0f;
+    const uint32_t bits = (E < 254u ? E + 1u : 254u) << 23;
+    float s;
+    memcpy(&s, &bits, 4);
+    return s;
+}
+
+} // namespace kvc_cuda
+
+#endif

@@ -1,0 +1,236 @@
+// The host side of the batched decode (include/kvc/kvc_cuda_batch.h):
+// argument checks, the split plan over ragged lengths, the launches. Built
+// by nvcc for a GPU or as C++ against the CPU SIMT runtime, from this source.
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/batch_decode.cuh"
+#include "kvc/kvc_cuda_batch.h"
+
+namespace kvc_cuda
+{
+int device_multiprocessors(); // kvc_cuda.cu
+}
+
+namespace
+{
+
+using namespace kvc_cuda;
+
+bool batch_type(unsigned t) { return t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_I4; }
+bool batch_dim(size_t d) { return d == 64u || d == 128u; }
+cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
+
+kvc_status check_cache(const kvc_cuda_paged *c)
+{
+    if (c == nullptr || c->pool == nullptr || ((uintptr_t)c->pool % 256u) != 0) return KVC_E_ARG;
+    if (c->n_kv_heads < 1u || c->n_kv_heads > 1024u || c->group < 1u || c->group > KVC_CUDA_BATCH_MAX_GROUP)
+        return KVC_E_ARG;
+    if (c->n_pages < 1u || c->n_pages > (1u << 31) / KVC_CUDA_PAGE_ROWS) return KVC_E_ARG;
+    if (!(c->beta > 0.0f) || !std::isfinite(c->beta)) return KVC_E_ARG;
+    if (c->dtype >= KVC_DTYPE_COUNT || c->head_dim < 1u || c->head_dim > KVC_MAX_HEAD_DIM) return KVC_E_ARG;
+    if (!batch_type(c->dtype) || !batch_dim(c->head_dim)) return KVC_E_UNSUPPORTED;
+    return KVC_OK;
+}
+
+bool check_tensor(const kvc_cuda_tensor &t)
+{
+    if (t.data == nullptr || t.elem > KVC_CUDA_BF16 || t.seq_stride < 0 || t.head_stride < 0) return false;
+    return (uintptr_t)t.data % (t.elem == KVC_CUDA_F32 ? 4u : 2u) == 0;
+}
+
+batch_tensor as_batch(const kvc_cuda_tensor &t)
+{
+    return batch_tensor{t.data, t.seq_stride, t.head_stride, (uint32_t)t.elem};
+}
+
+// The compiled (type, head_dim) pairs, one switch for every launch.
+template <template <int, uint32_t> class Op, typename... A> void dispatch(unsigned dtype, uint32_t d, A &&...args)
+{
+    if (dtype == KVC_DTYPE_F16)
+        d == 64u ? Op<BT_F16, 64>::run(args...) : Op<BT_F16, 128>::run(args...);
+    else if (dtype == KVC_DTYPE_I8)
+        d == 64u ? Op<BT_I8, 64>::run(args...) : Op<BT_I8, 128>::run(args...);
+    else
+        d == 64u ? Op<BT_I4, 64>::run(args...) : Op<BT_I4, 128>::run(args...);
+}
+
+template <int DT, uint32_t D> struct launch_split {
+    static void run(const batch_args &a, uint32_t grid, cudaStream_t st)
+    {
+        constexpr uint32_t smem = batch_smem_bytes(DT, D);
+        void (*const split)(batch_args) = batch_split_kernel<DT, D>; // (a template-id's comma would split the macro)
+        // past the default 48 KiB of dynamic shared memory (sm_80 allows 163 KiB, sm_90 227): asked once
+        static std::once_flag once;
+        std::call_once(once, [split] {
+            cudaFuncSetAttribute(reinterpret_cast<const void *>(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem);
+        });
+        void (*const merge)(batch_args) = batch_merge_kernel<D>;
+        KVC_LAUNCH(split, grid, kBatchThreads, smem, st, a);
+        KVC_LAUNCH(merge, a.n_entries, kBatchThreads, 0, st, a);
+    }
+};
+
+template <int DT, uint32_t D> struct launch_append {
+    static void run(const append_args &a, cudaStream_t st)
+    {
+        void (*const append)(append_args) = batch_append_kernel<DT, D>;
+        KVC_LAUNCH(append, (a.n_entries + 3u) / 4u, kBatchThreads, 0, st, a);
+    }
+};
+
+template <int DT, uint32_t D> struct page_layout {
+    static void run(uint32_t &bytes, uint32_t &lw, uint32_t &role)
+    {
+        bytes = page_bytes(DT, D), lw = page_lw_offset(DT, D), role = page_role_offset(DT, D);
+    }
+};
+
+batch_ws workspace_of(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
+{
+    return batch_ws{(uint32_t)(max_pages > 0 ? max_pages : 1u), (uint32_t)(n_seqs * c->n_kv_heads)};
+}
+
+bool plan_shape_ok(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
+{
+    return check_cache(c) == KVC_OK && n_seqs >= 1u && n_seqs <= 65535u && max_pages <= (size_t)c->n_pages &&
+           n_seqs * c->n_kv_heads <= (1u << 24);
+}
+
+} // namespace
+
+extern "C" {
+
+size_t kvc_cuda_page_bytes(unsigned dtype, size_t head_dim)
+{
+    if (!batch_type(dtype) || !batch_dim(head_dim)) return 0;
+    uint32_t bytes = 0, lw = 0, role = 0;
+    dispatch<page_layout>(dtype, (uint32_t)head_dim, bytes, lw, role);
+    return bytes;
+}
+
+kvc_status kvc_cuda_paged_check(const kvc_cuda_paged *c) { return check_cache(c); }
+
+kvc_status kvc_cuda_batch_append(const kvc_cuda_paged *c, size_t n_seqs, const int32_t *slots, kvc_cuda_tensor k,
+                                 kvc_cuda_tensor v, void *stream)
+{
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (n_seqs < 1u || n_seqs > 65535u || slots == nullptr || !check_tensor(k) || !check_tensor(v)) return KVC_E_ARG;
+    append_args a;
+    a.pool = static_cast<unsigned char *>(c->pool);
+    a.n_pages = c->n_pages, a.n_kv_heads = c->n_kv_heads, a.n_entries = (uint32_t)(n_seqs * c->n_kv_heads);
+    a.slots = slots, a.k = as_batch(k), a.v = as_batch(v);
+    dispatch<launch_append>(c->dtype, c->head_dim, a, as_stream(stream));
+    return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
+}
+
+kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const float *weights,
+                                   const uint8_t *roles, void *stream)
+{
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (n > ((size_t)1 << 31)) return KVC_E_ARG;
+    if (n == 0) return KVC_OK;
+    if (slots == nullptr || weights == nullptr || roles == nullptr) return KVC_E_ARG;
+    set_rows_args a;
+    a.pool = static_cast<unsigned char *>(c->pool), a.n_pages = c->n_pages, a.n = (uint32_t)n;
+    dispatch<page_layout>(c->dtype, c->head_dim, a.page_bytes, a.lw_offset, a.role_offset);
+    a.slots = slots, a.weights = weights, a.roles = roles;
+    KVC_LAUNCH(batch_set_rows_kernel, (unsigned)((n + kBatchThreads - 1u) / kBatchThreads), kBatchThreads, 0,
+               as_stream(stream), a);
+    return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
+}
+
+size_t kvc_cuda_batch_workspace_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
+{
+    if (!plan_shape_ok(c, n_seqs, max_pages)) return 0;
+    const batch_ws ws = workspace_of(c, n_seqs, max_pages);
+    return ws.states_offset() + (size_t)ws.capacity * c->group * (c->head_dim + 2u) * sizeof(float);
+}
+
+size_t kvc_cuda_batch_plan_host_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
+{
+    if (!plan_shape_ok(c, n_seqs, max_pages)) return 0;
+    return workspace_of(c, n_seqs, max_pages).states_offset();
+}
+
+kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, const int32_t *n_rows, size_t max_pages,
+                                    int fixed_grid, void *host_buf, size_t host_bytes, void *workspace,
+                                    size_t workspace_bytes, void *stream, kvc_cuda_batch_plan *plan)
+{
+    if (!plan_shape_ok(c, n_seqs, max_pages)) return check_cache(c) != KVC_OK ? check_cache(c) : KVC_E_ARG;
+    if (n_rows == nullptr || plan == nullptr || host_buf == nullptr || workspace == nullptr ||
+        ((uintptr_t)host_buf % 16u) != 0 || ((uintptr_t)workspace % 256u) != 0)
+        return KVC_E_ARG;
+    if (host_bytes < kvc_cuda_batch_plan_host_bytes(c, n_seqs, max_pages) ||
+        workspace_bytes < kvc_cuda_batch_workspace_bytes(c, n_seqs, max_pages))
+        return KVC_E_ARG;
+    const batch_ws ws = workspace_of(c, n_seqs, max_pages);
+    const size_t E = ws.n_entries;
+    size_t total = 0;
+    for (size_t e = 0; e < E; e++) {
+        if (n_rows[e] < 0) return KVC_E_ARG;
+        total += ((size_t)n_rows[e] + kPageRows - 1u) / kPageRows;
+    }
+    if (total > max_pages) return KVC_E_ARG;
+    // whole pages per item so that about 4 blocks per multiprocessor share the step
+    const size_t target = 4u * (size_t)device_multiprocessors();
+    const size_t chunk = total > target ? (total + target - 1u) / target : 1u;
+    unsigned char *h = static_cast<unsigned char *>(host_buf);
+    batch_item *items = reinterpret_cast<batch_item *>(h + ws.items_offset());
+    int32_t *first = reinterpret_cast<int32_t *>(h + ws.entry_offset());
+    uint32_t n_items = 0;
+    for (size_t e = 0; e < E; e++) {
+        first[e] = (int32_t)n_items;
+        const size_t pages = ((size_t)n_rows[e] + kPageRows - 1u) / kPageRows;
+        for (size_t p0 = 0; p0 < pages; p0 += chunk) {
+            const size_t np = pages - p0 < chunk ? pages - p0 : chunk;
+            const size_t rows = (size_t)n_rows[e] - p0 * kPageRows;
+            items[n_items++] = batch_item{(int32_t)e, (int32_t)p0, (int32_t)np,
+                                          (int32_t)(rows < np * kPageRows ? rows : np * kPageRows)};
+        }
+    }
+    first[E] = (int32_t)n_items;
+    std::memcpy(h, &n_items, sizeof n_items);
+    // two copies: the count and the items used, then the entries' first items
+    unsigned char *w = static_cast<unsigned char *>(workspace);
+    const cudaStream_t st = as_stream(stream);
+    if (cudaMemcpyAsync(w, h, ws.items_offset() + (size_t)n_items * sizeof(batch_item), cudaMemcpyHostToDevice, st) !=
+            cudaSuccess ||
+        cudaMemcpyAsync(w + ws.entry_offset(), first, 4u * (E + 1u), cudaMemcpyHostToDevice, st) != cudaSuccess)
+        return KVC_E_BACKEND;
+    plan->n_entries = (uint32_t)E, plan->n_items = n_items, plan->capacity = ws.capacity;
+    plan->grid = fixed_grid ? ws.capacity : (n_items > 0 ? n_items : 1u);
+    plan->pages_per_item = (uint32_t)chunk;
+    return KVC_OK;
+}
+
+kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
+                                 const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace,
+                                 void *stream)
+{
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (plan == nullptr || page_indptr == nullptr || page_ids == nullptr || workspace == nullptr ||
+        ((uintptr_t)workspace % 256u) != 0 || !check_tensor(q) || !check_tensor(out))
+        return KVC_E_ARG;
+    if (plan->n_entries < 1u || plan->n_entries % c->n_kv_heads != 0 || plan->capacity < 1u ||
+        plan->grid > plan->capacity || plan->n_items > plan->capacity || plan->grid < 1u)
+        return KVC_E_ARG;
+    batch_args a;
+    a.pool = static_cast<const unsigned char *>(c->pool);
+    a.n_pages = c->n_pages, a.n_kv_heads = c->n_kv_heads, a.group = c->group, a.beta = c->beta;
+    a.page_indptr = page_indptr, a.page_ids = page_ids;
+    a.q = as_batch(q);
+    a.out = out.data, a.out_seq_stride = out.seq_stride, a.out_head_stride = out.head_stride,
+    a.out_elem = (uint32_t)out.elem;
+    a.ws = static_cast<unsigned char *>(workspace);
+    a.capacity = plan->capacity, a.n_entries = plan->n_entries;
+    dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, as_stream(stream));
+    return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
+}
+
+} // extern "C"

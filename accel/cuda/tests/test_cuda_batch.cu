@@ -1,0 +1,514 @@
+// The batched decode (kvc_cuda_batch.h) against the reference kernels: a
+// paged pool filled by kvc_cuda_batch_append one step at a time (pages
+// assigned to entries in a shuffled order, fresh pool memory that is garbage,
+// ragged lengths with empty entries and partial last pages), an eviction made
+// as an index edit (a new token appended into the victim's slot), weights and
+// N/D roles set by kvc_cuda_batch_set_rows, then one kvc_cuda_batch_attend.
+// The pool is read back and every entry's rows go, as they are stored, to
+// kvc_k_attend_batch__ref (three segments: both, N only, D only); the
+// outputs must agree within the tolerance derived in batch_bound. Every
+// storage type and head dimension the batch kernels compile is enumerated
+// (kvc_cuda_page_bytes says which), with f32, f16 and bf16 tensors.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cuda_fp16.h>
+
+#include "kvc/kvc.h"
+#include "kvc/kvc_cuda_batch.h"
+#include "kernels/batch_layout.cuh"
+#include "kvc_cuda_compat.h"
+#include "test_support.h"
+
+namespace
+{
+
+constexpr double kU = 5.9604644775390625e-08;        // 2^-24, f32 unit roundoff
+constexpr double kUh = 4.8828125e-04;                // 2^-11, f16 unit roundoff
+constexpr double kHalfSub = 2.98023223876953125e-08; // 2^-25: half of the smallest f16 subnormal
+const uint64_t kSeed = 20261126u;
+
+using rng = test_rng;
+
+const char *elem_name(kvc_cuda_elem e) { return e == KVC_CUDA_F32 ? "f32" : e == KVC_CUDA_F16 ? "f16" : "bf16"; }
+double elem_unit(kvc_cuda_elem e) { return e == KVC_CUDA_F32 ? kU : e == KVC_CUDA_F16 ? kUh : 0.00390625; }
+
+// f32 -> the element type's bits and back (round to nearest even), on the host
+uint16_t to_f16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+float from_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+uint16_t to_bf16(float x)
+{
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t h)
+{
+    const uint32_t b = (uint32_t)h << 16;
+    float x;
+    std::memcpy(&x, &b, 4);
+    return x;
+}
+
+// A [n_seqs][n_heads][dim] tensor with padded strides, on the host and the device.
+struct tensor {
+    kvc_cuda_elem elem;
+    size_t n_seqs, n_heads, dim, hs, ss;
+    std::vector<unsigned char> host;
+    void *dev = nullptr;
+    tensor(kvc_cuda_elem e, size_t s, size_t h, size_t d) : elem(e), n_seqs(s), n_heads(h), dim(d)
+    {
+        hs = d + 8u, ss = h * hs + 16u; // gaps between heads and between sequences
+        host.assign(s * ss * esize(), 0xEE);
+        cudaMalloc(&dev, host.size());
+    }
+    ~tensor() { cudaFree(dev); }
+    size_t esize() const { return elem == KVC_CUDA_F32 ? 4u : 2u; }
+    size_t at(size_t s, size_t h, size_t c) const { return s * ss + h * hs + c; }
+    // stores x rounded to the element type; returns the value the device reads
+    float set(size_t s, size_t h, size_t c, float x)
+    {
+        unsigned char *p = host.data() + at(s, h, c) * esize();
+        if (elem == KVC_CUDA_F32) return std::memcpy(p, &x, 4), x;
+        const uint16_t b = elem == KVC_CUDA_F16 ? to_f16(x) : to_bf16(x);
+        std::memcpy(p, &b, 2);
+        return elem == KVC_CUDA_F16 ? from_f16(b) : from_bf16(b);
+    }
+    float get(size_t s, size_t h, size_t c) const
+    {
+        const unsigned char *p = host.data() + at(s, h, c) * esize();
+        if (elem == KVC_CUDA_F32) {
+            float x;
+            return std::memcpy(&x, p, 4), x;
+        }
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return elem == KVC_CUDA_F16 ? from_f16(b) : from_bf16(b);
+    }
+    void upload() { cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice); }
+    void download() { cudaMemcpy(host.data(), dev, host.size(), cudaMemcpyDeviceToHost); }
+    kvc_cuda_tensor view() const { return kvc_cuda_tensor{dev, elem, (int64_t)ss, (int64_t)hs}; }
+};
+
+template <typename T> T *upload(const std::vector<T> &h)
+{
+    void *p = nullptr;
+    cudaMalloc(&p, (h.empty() ? 1u : h.size()) * sizeof(T));
+    if (!h.empty()) cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return static_cast<T *>(p);
+}
+
+struct batch_case {
+    const char *name;
+    unsigned dtype;
+    uint32_t d, group, n_kv_heads, n_seqs;
+    std::vector<int32_t> lens; // per entry
+    kvc_cuda_elem kv_elem, q_elem, out_elem;
+    int fixed_grid;
+};
+
+// Where a stored row came from: the f32 values the device read.
+struct row_src {
+    std::vector<float> k, v;
+};
+
+// The largest error of a stored row against its source, within the bound of its type:
+//   f16  |x - h| <= 2^-11 |x| + 2^-25 (the subnormal step);
+//   int8 |x - s c| <= s (1/2 + 2^-20) + 2u |x| (x / s rounded in f32 before rounding to a code);
+//   int4 |x - (mn + q sc)| <= sc (1/2 + 2^-20) + 4u (|x| + |mn|) (the same, and mn + 15 sc >= hi in f32).
+double store_error_ratio(unsigned t, const unsigned char *row, const std::vector<float> &x, size_t d)
+{
+    std::vector<float> y(d);
+    kvc_kernels_ref()->rows[t].load(row, y.data(), d);
+    double worst = 0;
+    for (size_t c = 0; c < d; c++) {
+        double bound;
+        if (t == KVC_DTYPE_F16) {
+            bound = kUh * std::fabs(x[c]) + kHalfSub;
+        } else if (t == KVC_DTYPE_I8) {
+            float s;
+            std::memcpy(&s, row, 4);
+            bound = (double)s * (0.5 + 0x1p-20) + 2.0 * kU * std::fabs(x[c]);
+        } else {
+            uint16_t h[2];
+            std::memcpy(h, row + 4u * (c / 32u), 4);
+            const double sc = from_f16(h[0]), mn = from_f16(h[1]);
+            bound = sc * (0.5 + 0x1p-20) + 4.0 * kU * (std::fabs(x[c]) + std::fabs(mn));
+        }
+        worst = std::fmax(worst, std::fabs((double)x[c] - (double)y[c]) / (bound + 1e-300));
+    }
+    return worst;
+}
+
+// The tolerance of one output row, from the reference's rows and the query
+// the device read (tensor-core path; u = 2^-24, u_h = 2^-11, h = 2^-25):
+//   score   dx_i <= ([int4: 2] u_h + (d + 40) u) S_i + h sigma K_i + [int4] h Qa + 6u (|x_i| + |ln w_i|)
+//           S_i = sum_c |q_c beta k_ic|, K_i = sum_c |k_ic|, Qa = sum_c |q_c beta|
+//           (q beta / sigma rounded to f16; int4 keys rounded to f16; the tensor core's
+//           sums, measured within 34u of sum |ab| per k = 16 product on an H100)
+//   weight  eta_i <= dx_i + dx_max + 4u |x_i - m| + 8u   (expf, the stabiliser, the rescales)
+//   numerator terms p_i v_i: relative u_h + 2u and absolute h vabs_i (P rounded to f16;
+//           vabs = 127 s_max for int8, |v_i|max otherwise), summed in f32 with
+//           (40 + 4 (pages + items)) u relative; denominator (16 + 4 (pages + items)) u
+//   out     |dout| <= (2 eta_max + rel_num + rel_den + u_h) A + H / den + u_out |out| + h [f16/bf16 out]
+//           A = sum_N p |v|max / sum_D p,  H = sum_N h vabs_i
+struct out_bound {
+    double A = 0, H = 0, rel = 0;
+};
+
+out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const std::vector<const unsigned char *> &krows,
+                      const std::vector<const unsigned char *> &vrows, const std::vector<float> &w,
+                      const std::vector<unsigned> &role, size_t pages, size_t items)
+{
+    const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
+    const size_t n = krows.size();
+    double qa = 0, qmax = 0;
+    for (size_t c = 0; c < d; c++)
+        qa += std::fabs((double)q[c] * beta), qmax = std::fmax(qmax, std::fabs((double)q[c] * beta));
+    const double sigma = kvc_cuda::query_scale((float)qmax); // the kernel's own rule
+    std::vector<float> k(d), v(d);
+    std::vector<double> x(n, -INFINITY), dx(n, 0), vmax(n, 0), vabs(n, 0);
+    double m = -INFINITY, dxm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(w[i] > 0.0f)) continue;
+        rk.load(krows[i], k.data(), d);
+        double s = 0, S = 0, K = 0;
+        for (size_t c = 0; c < d; c++)
+            s += (double)q[c] * k[c], S += std::fabs((double)q[c] * beta * k[c]), K += std::fabs((double)k[c]);
+        const double lw = std::log((double)w[i]);
+        x[i] = beta * s + lw;
+        dx[i] = ((t == KVC_DTYPE_I4 ? 2.0 : 1.0) * kUh + ((double)d + 40.0) * kU) * S + kHalfSub * sigma * K +
+                (t == KVC_DTYPE_I4 ? kHalfSub * qa : 0.0) + 6.0 * kU * (std::fabs(x[i]) + std::fabs(lw));
+        m = std::fmax(m, x[i]), dxm = std::fmax(dxm, dx[i]);
+        if (role[i] & KVC_SET_NUM) {
+            rk.load(vrows[i], v.data(), d);
+            for (size_t c = 0; c < d; c++) vmax[i] = std::fmax(vmax[i], std::fabs((double)v[c]));
+            vabs[i] = vmax[i];
+        }
+    }
+    if (t == KVC_DTYPE_I8) { // the int8 value scale of the warp's 16 rows, at most 127 s_max
+        for (size_t i = 0; i < n; i++) {
+            float s;
+            if (!(role[i] & KVC_SET_NUM) || !(w[i] > 0.0f)) continue;
+            double smax = 0;
+            for (size_t j = i / 16u * 16u; j < n && j < i / 16u * 16u + 16u; j++)
+                if ((role[j] & KVC_SET_NUM) && w[j] > 0.0f) std::memcpy(&s, vrows[j], 4), smax = std::fmax(smax, s);
+            vabs[i] = 127.0 * smax;
+        }
+    }
+    out_bound o;
+    double eta = 0, num = 0, den = 0, H = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] == -INFINITY) continue;
+        const double p = std::exp(x[i] - m);
+        eta = std::fmax(eta, dx[i] + dxm + 4.0 * kU * std::fabs(x[i] - m) + 8.0 * kU);
+        if (role[i] & KVC_SET_NUM) num += p * vmax[i], H += kHalfSub * vabs[i];
+        if (role[i] & KVC_SET_DEN) den += p;
+    }
+    const double pi = 4.0 * (double)(pages + items) * kU;
+    o.rel = 2.0 * eta + (kUh + 2.0 * kU + 40.0 * kU + pi) + (16.0 * kU + pi) + kUh;
+    o.A = den > 0 ? num / den : 0.0;
+    o.H = den > 0 ? H / den : 0.0;
+    return o;
+}
+
+double run_batch_case(const batch_case &bc, rng &r)
+{
+    const size_t d = bc.d, G = bc.group, Hkv = bc.n_kv_heads, B = bc.n_seqs, E = B * Hkv;
+    const size_t PB = kvc_cuda_page_bytes(bc.dtype, d), rowb = (size_t)kvc_row_bytes(bc.dtype, d);
+    // pages: each entry its own, in a shuffled order over the pool, plus unused ones
+    std::vector<int32_t> indptr(E + 1, 0), ids;
+    size_t used = 0;
+    for (size_t e = 0; e < E; e++) used += ((size_t)bc.lens[e] + 63u) / 64u, indptr[e + 1] = (int32_t)used;
+    const size_t n_pages = used + 3u;
+    std::vector<int32_t> perm(n_pages);
+    for (size_t i = 0; i < n_pages; i++) perm[i] = (int32_t)i;
+    for (size_t i = n_pages; i > 1; i--) std::swap(perm[i - 1], perm[r.below(i)]);
+    ids.assign(perm.begin(), perm.begin() + (long)used);
+    kvc_cuda_paged c;
+    c.dtype = bc.dtype, c.head_dim = (uint32_t)d, c.n_kv_heads = (uint32_t)Hkv, c.group = (uint32_t)G;
+    c.beta = (float)(1.0 / std::sqrt((double)d)), c.n_pages = (uint32_t)n_pages, c.pool = nullptr;
+    cudaMalloc(&c.pool, n_pages * PB); // garbage (the CPU runtime poisons it): unwritten rows must not matter
+    CHECK(kvc_cuda_paged_check(&c) == KVC_OK, "%s: the cache is refused", bc.name);
+    auto slot_of = [&](size_t e, size_t row) {
+        return (int32_t)(ids[(size_t)indptr[e] + row / 64u] * 64 + (int32_t)(row % 64u));
+    };
+
+    // append step by step; row_src keeps what each slot was given
+    std::vector<row_src> src(n_pages * 64u);
+    tensor k(bc.kv_elem, B, Hkv, d), v(bc.kv_elem, B, Hkv, d);
+    int32_t *slots_d = nullptr;
+    cudaMalloc(reinterpret_cast<void **>(&slots_d), E * sizeof(int32_t));
+    auto append = [&](const std::vector<int32_t> &slots) {
+        for (size_t e = 0; e < E; e++) {
+            if (slots[e] < 0) continue;
+            row_src &s = src[(size_t)slots[e]];
+            s.k.assign(d, 0), s.v.assign(d, 0);
+            const double ks = e % 3u == 1u ? 40.0 : 1.5; // one head with large keys: sharp softmax
+            for (size_t cc = 0; cc < d; cc++) {
+                s.k[cc] = k.set(e / Hkv, e % Hkv, cc, (float)(ks * r.normal()));
+                s.v[cc] = v.set(e / Hkv, e % Hkv, cc, (float)(r.normal() + (cc % 7u == 0 ? 3.0 : 0.0)));
+            }
+        }
+        k.upload(), v.upload();
+        cudaMemcpy(slots_d, slots.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice);
+        const kvc_status rc = kvc_cuda_batch_append(&c, B, slots_d, k.view(), v.view(), nullptr);
+        CHECK(rc == KVC_OK, "%s: append says %d", bc.name, (int)rc);
+    };
+    int32_t max_len = 0;
+    for (int32_t L : bc.lens) max_len = L > max_len ? L : max_len;
+    for (int32_t step = 0; step < max_len; step++) {
+        std::vector<int32_t> slots(E, -1);
+        for (size_t e = 0; e < E; e++)
+            if (step < bc.lens[e]) slots[e] = slot_of(e, (size_t)step);
+        append(slots);
+    }
+    // an eviction as an index edit: a new token into a victim's slot
+    {
+        std::vector<int32_t> slots(E, -1);
+        for (size_t e = 0; e < E; e++)
+            if (bc.lens[e] >= 2) slots[e] = slot_of(e, r.below((size_t)bc.lens[e]));
+        append(slots);
+    }
+    // host view of weights and roles; then edits: reweight, exclude, N-only, D-only (and skipped slots)
+    std::vector<float> wt(n_pages * 64u, 1.0f);
+    std::vector<unsigned> ro(n_pages * 64u, 3u);
+    std::vector<int32_t> es;
+    std::vector<float> ew;
+    std::vector<uint8_t> er;
+    for (size_t e = 0; e < E; e++)
+        for (int32_t i = 0; i < bc.lens[e]; i++) {
+            if (r.uniform() > 0.3) continue;
+            const int32_t s = slot_of(e, (size_t)i);
+            const double u = r.uniform();
+            const float w = u < 0.2 ? 0.0f : u < 0.3 ? 1000.0f : (float)(0.1 + 4.9 * r.uniform());
+            const uint8_t role = (uint8_t)(1u + r.below(3));
+            es.push_back(s), ew.push_back(w), er.push_back(role);
+            wt[(size_t)s] = w, ro[(size_t)s] = role;
+        }
+    es.push_back(-1), ew.push_back(0.0f), er.push_back(3);                       // skipped
+    es.push_back((int32_t)(n_pages * 64u)), ew.push_back(0.0f), er.push_back(3); // out of range: skipped
+    int32_t *es_d = upload(es);
+    float *ew_d = upload(ew);
+    uint8_t *er_d = upload(er);
+    CHECK(kvc_cuda_batch_set_rows(&c, es.size(), es_d, ew_d, er_d, nullptr) == KVC_OK, "%s: set_rows", bc.name);
+
+    // the step: plan, attend
+    tensor q(bc.q_elem, B, Hkv * G, d), out(bc.out_elem, B, Hkv * G, d);
+    std::vector<float> qv(B * Hkv * G * d);
+    for (size_t s = 0; s < B; s++)
+        for (size_t h = 0; h < Hkv * G; h++)
+            for (size_t cc = 0; cc < d; cc++) qv[(s * Hkv * G + h) * d + cc] = q.set(s, h, cc, (float)r.normal());
+    q.upload();
+    out.upload(); // 0xEE bytes where nothing may be written
+    const size_t max_pages = used + 1u;
+    const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, B, max_pages),
+                 hb = kvc_cuda_batch_plan_host_bytes(&c, B, max_pages);
+    void *ws = nullptr;
+    cudaMalloc(&ws, wsb);
+    std::vector<unsigned char> host_buf(hb + 16u);
+    unsigned char *hp = host_buf.data() + (16u - (uintptr_t)host_buf.data() % 16u) % 16u;
+    kvc_cuda_batch_plan plan;
+    CHECK(kvc_cuda_batch_plan_step(&c, B, bc.lens.data(), max_pages, bc.fixed_grid, hp, hb, ws, wsb - 1, nullptr,
+                                   &plan) == KVC_E_ARG,
+          "%s: a workspace one byte short accepted", bc.name);
+    const kvc_status rp =
+        kvc_cuda_batch_plan_step(&c, B, bc.lens.data(), max_pages, bc.fixed_grid, hp, hb, ws, wsb, nullptr, &plan);
+    CHECK(rp == KVC_OK, "%s: plan says %d", bc.name, (int)rp);
+    int32_t *indptr_d = upload(indptr), *ids_d = upload(ids);
+    const kvc_status ra = kvc_cuda_batch_attend(&c, &plan, indptr_d, ids_d, q.view(), out.view(), ws, nullptr);
+    CHECK(ra == KVC_OK && cudaDeviceSynchronize() == cudaSuccess, "%s: attend says %d", bc.name, (int)ra);
+    out.download();
+
+    // the reference on the stored rows
+    std::vector<unsigned char> pool(n_pages * PB);
+    cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost);
+    const size_t voff = (64u * rowb + 15u) / 16u * 16u, lwoff = 2u * voff, roff = lwoff + 256u;
+    double worst = 0, worst_store = 0;
+    std::vector<double> work(kvc_attend_work_bytes(1, G, d) / sizeof(double) + 1);
+    for (size_t e = 0; e < E; e++) {
+        // rows in order, grouped by role into the reference's segments
+        std::vector<std::vector<unsigned char>> segk(3), segv(3);
+        std::vector<std::vector<float>> segw(3);
+        std::vector<const unsigned char *> kr, vr;
+        std::vector<float> w;
+        std::vector<unsigned> role;
+        for (int32_t i = 0; i < bc.lens[e]; i++) {
+            const size_t s = (size_t)slot_of(e, (size_t)i);
+            const unsigned char *page = pool.data() + (s / 64u) * PB;
+            const unsigned char *kk = page + (s % 64u) * rowb, *vv = page + voff + (s % 64u) * rowb;
+            float lw;
+            std::memcpy(&lw, page + lwoff + 4u * (s % 64u), 4);
+            const unsigned rr = page[roff + s % 64u];
+            const unsigned want_role = wt[s] > 0.0f ? ro[s] : 0u; // weight 0: excluded, whatever the role
+            CHECK(rr == want_role &&
+                      (wt[s] > 0.0f ? std::fabs(lw - std::log(wt[s])) <= 4.0 * kU * (1.0 + std::fabs(std::log(wt[s])))
+                                    : lw == -INFINITY),
+                  "%s: slot %zu holds log-weight %g role %u, want weight %g role %u", bc.name, s, (double)lw, rr,
+                  (double)wt[s], ro[s]);
+            worst_store = std::fmax(worst_store, store_error_ratio(bc.dtype, kk, src[s].k, d));
+            worst_store = std::fmax(worst_store, store_error_ratio(bc.dtype, vv, src[s].v, d));
+            const size_t g = ro[s] == 3u ? 0u : ro[s] == 1u ? 1u : 2u;
+            segk[g].insert(segk[g].end(), kk, kk + rowb), segv[g].insert(segv[g].end(), vv, vv + rowb);
+            segw[g].push_back(wt[s]);
+            kr.push_back(kk), vr.push_back(vv), w.push_back(wt[s]), role.push_back(ro[s]);
+        }
+        kvc_view view;
+        std::memset(&view, 0, sizeof view);
+        view.d = view.dv = d, view.beta = c.beta, view.n_seg = 3;
+        const unsigned roles[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
+        for (size_t g = 0; g < 3; g++) {
+            kvc_segment &sg = view.seg[g];
+            sg.n = segw[g].size(), sg.role = roles[g], sg.scale = 1.0, sg.dtype = bc.dtype;
+            sg.keys_q = sg.n ? segk[g].data() : nullptr;
+            sg.values_q = sg.n && roles[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
+            sg.weights = sg.n ? segw[g].data() : nullptr;
+        }
+        const float *qe = qv.data() + e * G * d; // entry (s, h): query heads h G .. h G + G - 1 of sequence s
+        std::vector<float> ref(G * d);
+        kvc_attend_batch b = {qe, 1, G, 0, ref.data(), nullptr, nullptr};
+        const kvc_status rr =
+            kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &view, &b, work.data(), work.size() * sizeof(double));
+        CHECK(rr == KVC_OK, "%s: the reference says %d", bc.name, (int)rr);
+        const size_t pages = ((size_t)bc.lens[e] + 63u) / 64u;
+        const size_t items = pages == 0 ? 0 : (pages + plan.pages_per_item - 1u) / plan.pages_per_item;
+        for (size_t j = 0; j < G; j++) {
+            const out_bound ob = batch_bound(bc.dtype, d, c.beta, qe + j * d, kr, vr, w, role, pages, items);
+            const size_t s = e / Hkv, h = (e % Hkv) * G + j;
+            for (size_t cc = 0; cc < d; cc++) {
+                const double want = ref[j * d + cc], got = out.get(s, h, cc);
+                const double tol = ob.rel * ob.A + ob.H + elem_unit(bc.out_elem) * std::fabs(want) +
+                                   (bc.out_elem == KVC_CUDA_F32 ? 0.0 : kHalfSub) + 1e-30;
+                // f16 rounds to infinity from 65520 on: a true output that far out must give it
+                const double top = bc.out_elem == KVC_CUDA_F16 ? 65520.0 : INFINITY;
+                if (std::fabs(want) - tol >= top) {
+                    CHECK(got == std::copysign(INFINITY, want),
+                          "%s: entry %zu head %zu col %zu: %.9g is past f16, got %.9g", bc.name, e, j, cc, want, got);
+                    continue;
+                }
+                const double err = std::isinf(got) && std::fabs(want) + tol >= top ? 0.0 : std::fabs(got - want);
+                CHECK(err <= tol, "%s: entry %zu head %zu col %zu: |%.9g - %.9g| = %.3g > tol %.3g", bc.name, e, j, cc,
+                      got, want, err, tol);
+                if (err > tol && test_failures() > 20) std::exit(1);
+                worst = std::fmax(worst, err / tol);
+            }
+        }
+    }
+    // nothing outside the output's rows was written (the gaps keep their 0xEE bytes)
+    size_t gaps_ok = 0, gaps = 0;
+    for (size_t i = 0; i < out.host.size() / out.esize(); i++) {
+        const size_t s = i / out.ss, rem = i % out.ss, h = rem / out.hs, cc = rem % out.hs;
+        if (s < B && h < Hkv * G && cc < d) continue;
+        gaps++;
+        gaps_ok += out.host[i * out.esize()] == 0xEE ? 1u : 0u;
+    }
+    CHECK(gaps_ok == gaps, "%s: %zu of %zu bytes between output rows were written", bc.name, gaps - gaps_ok, gaps);
+    CHECK(worst_store <= 1.0, "%s: a stored row is off its source by %.3g of the bound", bc.name, worst_store);
+    std::printf(
+        "  batch  %-28s %-5s d=%3zu G=%2zu kv=%zu B=%zu kv %-4s q %-4s out %-4s items=%3u (x%u pages, grid %u): "
+        "err/tol %.3g, store err/bound %.3g\n",
+        bc.name, kvc_dtype_name((kvc_dtype)bc.dtype), d, G, Hkv, B, elem_name(bc.kv_elem), elem_name(bc.q_elem),
+        elem_name(bc.out_elem), plan.n_items, plan.pages_per_item, plan.grid, worst, worst_store);
+    cudaFree(c.pool), cudaFree(slots_d), cudaFree(es_d), cudaFree(ew_d), cudaFree(er_d), cudaFree(ws);
+    cudaFree(indptr_d), cudaFree(ids_d);
+    return worst;
+}
+
+void bad_input_checks()
+{
+    void *pool = nullptr;
+    cudaMalloc(&pool, 4096);
+    kvc_cuda_paged c = {KVC_DTYPE_F16, 128, 8, 4, 0.088f, pool, 1};
+    CHECK(kvc_cuda_paged_check(&c) == KVC_OK, "a valid cache refused");
+    kvc_cuda_paged b = c;
+    b.head_dim = 96;
+    CHECK(kvc_cuda_paged_check(&b) == KVC_E_UNSUPPORTED && kvc_cuda_page_bytes(KVC_DTYPE_F16, 96) == 0, "d = 96");
+    b = c, b.dtype = KVC_DTYPE_F32;
+    CHECK(kvc_cuda_paged_check(&b) == KVC_E_UNSUPPORTED, "f32 rows in pages");
+    b = c, b.group = KVC_CUDA_BATCH_MAX_GROUP + 1u;
+    CHECK(kvc_cuda_paged_check(&b) == KVC_E_ARG, "group 17");
+    b = c, b.beta = NAN;
+    CHECK(kvc_cuda_paged_check(&b) == KVC_E_ARG, "beta NaN");
+    b = c, b.pool = static_cast<char *>(pool) + 16;
+    CHECK(kvc_cuda_paged_check(&b) == KVC_E_ARG, "a misaligned pool");
+    CHECK(kvc_cuda_paged_check(nullptr) == KVC_E_ARG, "NULL cache");
+    // the plan: lengths past max_pages, negative lengths, a NULL tensor
+    const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, 1, 1), hb = kvc_cuda_batch_plan_host_bytes(&c, 1, 1);
+    CHECK(wsb > 0 && hb > 0 && kvc_cuda_batch_workspace_bytes(&c, 1, 2) == 0, "workspace sizes");
+    void *ws = nullptr;
+    cudaMalloc(&ws, wsb);
+    std::vector<unsigned char> h(hb + 16u);
+    unsigned char *hp = h.data() + (16u - (uintptr_t)h.data() % 16u) % 16u;
+    kvc_cuda_batch_plan plan;
+    std::vector<int32_t> lens(8, 0);
+    lens[3] = 65; // two pages, one allowed
+    CHECK(kvc_cuda_batch_plan_step(&c, 1, lens.data(), 1, 0, hp, hb, ws, wsb, nullptr, &plan) == KVC_E_ARG,
+          "more pages than max_pages");
+    lens[3] = -1;
+    CHECK(kvc_cuda_batch_plan_step(&c, 1, lens.data(), 1, 0, hp, hb, ws, wsb, nullptr, &plan) == KVC_E_ARG,
+          "a negative length");
+    lens[3] = 3;
+    CHECK(kvc_cuda_batch_plan_step(&c, 1, lens.data(), 1, 0, hp, hb, ws, wsb, nullptr, &plan) == KVC_OK,
+          "a valid plan");
+    kvc_cuda_tensor none = {nullptr, KVC_CUDA_F16, 0, 0};
+    int32_t *z = upload(std::vector<int32_t>(9, 0));
+    CHECK(kvc_cuda_batch_attend(&c, &plan, z, z, none, none, ws, nullptr) == KVC_E_ARG, "NULL tensors");
+    CHECK(kvc_cuda_batch_append(&c, 1, z, none, none, nullptr) == KVC_E_ARG, "append of NULL tensors");
+    CHECK(kvc_cuda_batch_set_rows(&c, 3, nullptr, nullptr, nullptr, nullptr) == KVC_E_ARG, "set_rows of NULL");
+    cudaFree(z), cudaFree(ws), cudaFree(pool);
+}
+
+} // namespace
+
+// Called by test_cuda_kernels' main. matrix: the bug matrix's one small case;
+// one_type: f16 only (ThreadSanitizer). Returns the number of its failures
+// (counted in test_failures() as well).
+int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
+{
+    rng r{kSeed};
+    const int failures_before = test_failures();
+    std::printf("batch decode: seed %" PRIu64 "\n", kSeed);
+    const kvc_cuda_elem F32 = KVC_CUDA_F32, F16 = KVC_CUDA_F16, BF16 = KVC_CUDA_BF16;
+    std::vector<batch_case> cases;
+    if (matrix) {
+        cases.push_back({"matrix", KVC_DTYPE_F16, 64, 4, 2, 2, {130, 64, 0, 70}, F16, F16, F16, 0});
+    } else {
+        // every storage type x head dimension the kernels compile (kvc_cuda_page_bytes > 0), tensors rotated
+        const kvc_cuda_elem el[3] = {F16, BF16, F32};
+        size_t k = 0;
+        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+            for (uint32_t d = 16; d <= KVC_MAX_HEAD_DIM; d += 16) {
+                if (kvc_cuda_page_bytes(t, d) == 0 || (one_type && t != KVC_DTYPE_F16)) continue;
+                const uint32_t groups[3] = {4, 16, 1};
+                batch_case bc{"ragged, evict, reweight",
+                              t,
+                              d,
+                              groups[k % 3],
+                              k % 3 == 2 ? 3u : 2u,
+                              k % 3 == 1 ? 1u : 2u,
+                              {},
+                              el[k % 3],
+                              el[(k + 1) % 3],
+                              el[(k + 2) % 3],
+                              (int)(k % 2)};
+                const size_t E = (size_t)bc.n_kv_heads * bc.n_seqs;
+                const int32_t pattern[6] = {200, 1, 0, 64, 65, 129};
+                for (size_t e = 0; e < E; e++) bc.lens.push_back(pattern[(e + k) % 6]);
+                cases.push_back(bc);
+                k++;
+            }
+        // many items per entry (a long entry split over blocks) and the maximal group
+        cases.push_back({"long entry, split", KVC_DTYPE_F16, 128, 16, 1, 1, {700}, F16, F32, F16, 1});
+    }
+    double worst = 0;
+    for (const batch_case &bc : cases) worst = std::fmax(worst, run_batch_case(bc, r));
+    if (!matrix) bad_input_checks();
+    *worst_ratio = worst;
+    std::printf("batch decode: %zu cases, worst error/tolerance %.3g; %d failures\n", cases.size(), worst,
+                test_failures() - failures_before);
+    return test_failures() - failures_before;
+}
