@@ -56,19 +56,28 @@ template <template <int, uint32_t> class Op, typename... A> void dispatch(unsign
         d == 64u ? Op<BT_I4, 64>::run(args...) : Op<BT_I4, 128>::run(args...);
 }
 
+// The split kernel's dynamic shared memory is past the default 48 KiB for f16
+// rows of d = 128 (sm_80 allows 163 KiB, sm_90 227): asked once per kernel,
+// by the plan, so that a captured attend makes no attribute call.
+template <int DT, uint32_t D> struct prepare_split {
+    static void run()
+    {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            void (*const split)(batch_args) = batch_split_kernel<DT, D>;
+            cudaFuncSetAttribute(reinterpret_cast<const void *>(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)batch_smem_bytes(DT, D));
+        });
+    }
+};
+
 template <int DT, uint32_t D> struct launch_split {
     static void run(const batch_args &a, uint32_t grid, cudaStream_t st)
     {
-        constexpr uint32_t smem = batch_smem_bytes(DT, D);
+        prepare_split<DT, D>::run(); // (done by the plan already; here for a caller that skipped it)
         void (*const split)(batch_args) = batch_split_kernel<DT, D>; // (a template-id's comma would split the macro)
-        // past the default 48 KiB of dynamic shared memory (sm_80 allows 163 KiB, sm_90 227): asked once
-        static std::once_flag once;
-        std::call_once(once, [split] {
-            cudaFuncSetAttribute(reinterpret_cast<const void *>(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)smem);
-        });
         void (*const merge)(batch_args) = batch_merge_kernel<D>;
-        KVC_LAUNCH(split, grid, kBatchThreads, smem, st, a);
+        KVC_LAUNCH(split, grid, kBatchThreads, batch_smem_bytes(DT, D), st, a);
         KVC_LAUNCH(merge, a.n_entries, kBatchThreads, 0, st, a);
     }
 };
@@ -170,6 +179,7 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
         return KVC_E_ARG;
     const batch_ws ws = workspace_of(c, n_seqs, max_pages);
     const size_t E = ws.n_entries;
+    dispatch<prepare_split>(c->dtype, c->head_dim);
     size_t total = 0;
     for (size_t e = 0; e < E; e++) {
         if (n_rows[e] < 0) return KVC_E_ARG;

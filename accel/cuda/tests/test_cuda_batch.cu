@@ -497,7 +497,7 @@ int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
                               (int)(k % 2)};
                 const size_t E = (size_t)bc.n_kv_heads * bc.n_seqs;
                 const int32_t pattern[6] = {200, 1, 0, 64, 65, 129};
-                for (size_t e = 0; e < E; e++) bc.lens.push_back(pattern[(e + k) % 6]);
+                for (size_t e = 0; e < E; e++) bc.lens.push_back(e == 0 ? 200 : pattern[(e + k) % 6]);
                 cases.push_back(bc);
                 k++;
             }
