@@ -1,0 +1,183 @@
+"""kvcompress: a language model's KV cache in a fixed number of bytes, with a
+bounded attention error, from the project's C core (docs/python.md).
+
+    import numpy as np, kvcompress
+    cache = kvcompress.Cache(n_layers=2, n_heads=8, n_kv_heads=2, head_dim=64, budget=256)
+    cache.append(0, k, v)          # k, v: (n_kv_heads, head_dim) float32, numpy or torch (CPU)
+    out = cache.attend(0, q)       # q: (n_heads, head_dim) -> (n_heads, head_dim)
+
+The defaults are the project's recommended configuration: sink-window with
+int8 rows (docs/quality.md, "At equal bytes"). Every method, storage type and
+budget spelling of the command line is accepted.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["Cache", "KvcError", "methods", "dtypes", "RECOMMENDED"]
+__version__ = "0.1.0"
+
+
+class KvcError(RuntimeError):
+    """A status of the C library that is not KVC_OK.
+
+    Attributes: ``code`` (the kvc_status value, e.g. -1 for KVC_E_ARG) and
+    ``message`` (what failed and kvc_status_str's sentence)."""
+
+    @property
+    def code(self) -> int:
+        return int(self.args[0])
+
+    @property
+    def message(self) -> str:
+        return str(self.args[1])
+
+    def __str__(self) -> str:
+        return f"{self.message} (kvc_status {self.code})"
+
+
+_core.set_error_class(KvcError)
+
+#: The project's recommended compressed cache (docs/quality.md).
+RECOMMENDED = {"method": "sink-window", "dtype": "int8"}
+
+
+def methods() -> list[dict[str, Any]]:
+    """Every method of the registry: name, summary, kvpress name (or None),
+    whether it observes attention, and its parameters (name, type, min, max,
+    choices, default, help) as the command line spells them."""
+    return _core.methods()
+
+
+def dtypes() -> list[str]:
+    """The storage types this build implements ("f32", "f16", "int8", ...)."""
+    return _core.dtypes()
+
+
+_BYTES = re.compile(r"^(\d+(?:\.\d+)?)(B|KiB|MiB|GiB)$")
+_UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def _param_list(params: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for name, value in params.items():
+        out += [name.replace("_", "-"), str(value)]
+    return out
+
+
+def _budget_tokens(budget: Union[int, str], *, method: str, dtype: str, head_dim: int, n_streams: int,
+                   context: Optional[int], params: list[str]) -> int:
+    """Tokens per (layer, kv head) stream for one of the command line's budget
+    spellings: N tokens, P% of the context, P%f16 of an f16 exact cache's
+    bytes for the context, or N{B,KiB,MiB,GiB} for the whole cache."""
+    if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
+        return int(budget)
+    if not isinstance(budget, str):
+        raise TypeError(f"budget: want an int or a string, got {type(budget).__name__}")
+    text = budget.strip()
+    if text.isdigit():
+        return int(text)
+    m = _BYTES.match(text)
+    if m:
+        total = float(m.group(1)) * _UNIT[m.group(2)]
+        return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(total // n_streams), params))
+    m = re.match(r"^(\d+(?:\.\d+)?)%(f16)?$", text)
+    if not m:
+        raise ValueError(f"budget {budget!r}: want N tokens, P% of the context, P%f16 of an f16 exact cache's "
+                         "bytes, or N{B,KiB,MiB,GiB}")
+    if context is None or context < 1:
+        raise ValueError(f"budget {budget!r} is a share of the context: give context=<tokens>")
+    share = float(m.group(1)) / 100.0
+    if m.group(2) is None:
+        return max(1, math.ceil(share * context))
+    f16_bytes = _core.stream_arena_bytes("exact", "f16", head_dim, context)
+    return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(share * f16_bytes), params))
+
+
+def _as_rows(x: Any, name: str) -> np.ndarray:
+    """float32, C-contiguous, on the CPU: no copy when it already is one."""
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach()
+        if getattr(x, "device", None) is not None and x.device.type != "cpu":
+            raise ValueError(f"{name}: a {x.device.type} tensor; this build attends on the CPU")
+        x = x.numpy() if x.dtype.__str__() == "torch.float32" else x.float().numpy()
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class Cache:
+    """A KV cache for ``n_layers`` x ``n_kv_heads`` streams, each keeping at
+    most ``budget`` tokens by ``method`` in ``dtype`` rows, in one arena of
+    ``nbytes`` bytes fixed at construction.
+
+    Parameters
+    ----------
+    n_layers, n_heads, n_kv_heads, head_dim : model shape (n_heads a multiple of n_kv_heads).
+    method : a registry name (``kvcompress.methods()``), default "sink-window".
+    budget : tokens per stream (int or "512"), "25%" of ``context``, "25%f16" of an
+        f16 exact cache's bytes for ``context``, or bytes of the whole cache ("96KiB").
+    context : tokens the caller will append (for the share spellings).
+    dtype : storage type, default "int8" (``kvcompress.dtypes()``).
+    seed : the counter-based generator's seed (randomised methods).
+    **params : method parameters by their command-line names ("subgen_t" or "subgen-t").
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *,
+                 method: str = RECOMMENDED["method"], budget: Union[int, str] = 1024,
+                 context: Optional[int] = None, dtype: str = RECOMMENDED["dtype"], seed: int = 1,
+                 **params: Any) -> None:
+        plist = _param_list(params)
+        tokens = _budget_tokens(budget, method=method, dtype=dtype, head_dim=head_dim,
+                                n_streams=n_layers * n_kv_heads, context=context, params=plist)
+        self._c = _core.Cache(n_layers, n_heads, n_kv_heads, head_dim, method, tokens, dtype, seed, plist)
+        self.method, self.dtype, self.budget = method, dtype, tokens
+
+    @classmethod
+    def from_bytes(cls, snapshot: bytes) -> "Cache":
+        """A cache restored from ``to_bytes()``'s snapshot (validated first:
+        a corrupted snapshot raises KvcError, it is never used)."""
+        self = cls.__new__(cls)
+        self._c = _core.Cache(bytes(snapshot))
+        self.method = self.dtype = None
+        self.budget = None
+        return self
+
+    def to_bytes(self) -> bytes:
+        """The whole arena: the cache, position-independent and portable."""
+        return self._c.snapshot()
+
+    def append(self, layer: int, k: Any, v: Any) -> None:
+        """Appends one token's keys and values of ``layer``: (n_kv_heads, head_dim) each."""
+        self._c.append(layer, _as_rows(k, "k"), _as_rows(v, "v"))
+
+    def attend(self, layer: int, q: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Attention of ``layer`` for one position: q (n_heads, head_dim) -> (n_heads, head_dim) float32.
+        ``out``, if given, is a C-contiguous float32 array written in place."""
+        if out is None:
+            out = np.empty((self._c.n_heads, self._c.head_dim), dtype=np.float32)
+        self._c.attend(layer, _as_rows(q, "q"), out)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arena (everything the cache holds)."""
+        return self._c.arena_bytes()
+
+    def usage(self) -> dict[str, int]:
+        """Rows and row bytes in use now and at their peak."""
+        e, pe, b, pb = self._c.usage()
+        return {"elements": e, "peak_elements": pe, "bytes": b, "peak_bytes": pb}
+
+    def checksum(self) -> int:
+        """The cache's checksum (equal for equal states, across machines)."""
+        return self._c.checksum()
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(n_layers, n_heads, n_kv_heads, head_dim)."""
+        return (self._c.n_layers, self._c.n_heads, self._c.n_kv_heads, self._c.head_dim)
