@@ -170,7 +170,9 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
                                     int fixed_grid, void *host_buf, size_t host_bytes, void *workspace,
                                     size_t workspace_bytes, void *stream, kvc_cuda_batch_plan *plan)
 {
-    if (!plan_shape_ok(c, n_seqs, max_pages)) return check_cache(c) != KVC_OK ? check_cache(c) : KVC_E_ARG;
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (!plan_shape_ok(c, n_seqs, max_pages)) return KVC_E_ARG;
     if (n_rows == nullptr || plan == nullptr || host_buf == nullptr || workspace == nullptr ||
         ((uintptr_t)host_buf % 16u) != 0 || ((uintptr_t)workspace % 256u) != 0)
         return KVC_E_ARG;

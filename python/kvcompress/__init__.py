@@ -106,7 +106,7 @@ def _as_rows(x: Any, name: str) -> np.ndarray:
         x = x.detach()
         if getattr(x, "device", None) is not None and x.device.type != "cpu":
             raise ValueError(f"{name}: a {x.device.type} tensor; this build attends on the CPU")
-        x = x.numpy() if x.dtype.__str__() == "torch.float32" else x.float().numpy()
+        x = x.float().numpy()  # float() is the tensor itself when it is float32
     return np.ascontiguousarray(x, dtype=np.float32)
 
 

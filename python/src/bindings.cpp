@@ -35,6 +35,23 @@ void check(kvc_status s, const char *what)
     if (s != KVC_OK) throw status_error{(int)s, std::string(what) + ": " + kvc_status_str(s)};
 }
 
+// A stream configuration from the command line's names (method, storage
+// type, parameter name/value pairs), every refusal a status_error.
+kvc_stream_config stream_config(const std::string &method, const std::string &dtype, uint32_t head_dim, uint32_t budget,
+                                uint64_t seed, const std::vector<std::string> &params)
+{
+    kvc_method m;
+    check(kvc_method_parse(method.c_str(), &m), ("method '" + method + "'").c_str());
+    kvc_dtype t;
+    check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+    kvc_stream_config c = kvc_stream_config_default(m, head_dim, head_dim, budget, seed);
+    c.dtype = t;
+    for (size_t i = 0; i + 1 < params.size(); i += 2)
+        check(kvc_stream_config_set(&c, params[i].c_str(), params[i + 1].c_str()),
+              ("parameter '" + params[i] + "' = '" + params[i + 1] + "'").c_str());
+    return c;
+}
+
 using f32_matrix = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using f32_out = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
@@ -45,18 +62,10 @@ class cache
     cache(uint32_t n_layers, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, const std::string &method,
           uint32_t budget, const std::string &dtype, uint64_t seed, const std::vector<std::string> &params)
     {
-        kvc_method m;
-        check(kvc_method_parse(method.c_str(), &m), ("method '" + method + "'").c_str());
-        kvc_dtype t;
-        check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
         std::memset(&cfg_, 0, sizeof cfg_);
         cfg_.n_layers = n_layers, cfg_.n_heads = n_heads, cfg_.n_kv_heads = n_kv_heads, cfg_.head_dim = head_dim;
         cfg_.policy = KVC_BUDGET_UNIFORM;
-        cfg_.stream = kvc_stream_config_default(m, head_dim, head_dim, budget, seed);
-        cfg_.stream.dtype = t;
-        for (size_t i = 0; i + 1 < params.size(); i += 2)
-            check(kvc_stream_config_set(&cfg_.stream, params[i].c_str(), params[i + 1].c_str()),
-                  ("parameter '" + params[i] + "' = '" + params[i + 1] + "'").c_str());
+        cfg_.stream = stream_config(method, dtype, head_dim, budget, seed, params);
         if (const char *why = kvc_cache_config_problem(&cfg_)) throw status_error{(int)KVC_E_ARG, why};
         bytes_ = kvc_cache_arena_bytes(&cfg_);
         allocate(bytes_);
@@ -190,24 +199,12 @@ NB_MODULE(_core, m)
         .def_prop_ro("head_dim", &cache::head_dim);
     m.def("stream_budget_for_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
                                         uint64_t bytes, const std::vector<std::string> &params) {
-        kvc_method mm;
-        check(kvc_method_parse(method.c_str(), &mm), "method");
-        kvc_dtype t;
-        check(kvc_dtype_parse(dtype.c_str(), &t), "storage type");
-        kvc_stream_config c = kvc_stream_config_default(mm, head_dim, head_dim, 1, 1);
-        c.dtype = t;
-        for (size_t i = 0; i + 1 < params.size(); i += 2)
-            check(kvc_stream_config_set(&c, params[i].c_str(), params[i + 1].c_str()), "parameter");
+        const kvc_stream_config c = stream_config(method, dtype, head_dim, 1, 1, params);
         return kvc_stream_budget_for_bytes(&c, bytes);
     });
     m.def("stream_arena_bytes",
           [](const std::string &method, const std::string &dtype, uint32_t head_dim, uint32_t budget) {
-              kvc_method mm;
-              check(kvc_method_parse(method.c_str(), &mm), "method");
-              kvc_dtype t;
-              check(kvc_dtype_parse(dtype.c_str(), &t), "storage type");
-              kvc_stream_config c = kvc_stream_config_default(mm, head_dim, head_dim, budget, 1);
-              c.dtype = t;
+              const kvc_stream_config c = stream_config(method, dtype, head_dim, budget, 1, {});
               return kvc_stream_arena_bytes(&c);
           });
 }

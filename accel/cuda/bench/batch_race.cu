@@ -28,6 +28,7 @@
 #include "kvc/kvc.h"
 #include "kvc/kvc_cuda_batch.h"
 #include "bench_support.cuh"
+#include "kernels/batch_layout.cuh"
 #include "kvc_cuda_compat.h"
 
 namespace
@@ -54,8 +55,7 @@ __global__ void fill_words(uint32_t *pool, size_t n_words, unsigned dtype)
 
 __global__ void fill_headers(unsigned char *pool, size_t n_pages, size_t page_bytes, unsigned dtype, uint32_t d)
 {
-    const size_t row_bytes = dtype == KVC_DTYPE_F16 ? 2u * d : dtype == KVC_DTYPE_I8 ? 4u + d : 4u * (d / 32u) + d / 2u;
-    const size_t voff = (64u * row_bytes + 15u) / 16u * 16u;
+    const size_t row_bytes = kvc_cuda::batch_row_bytes((int)dtype, d), voff = kvc_cuda::page_v_offset((int)dtype, d);
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < n_pages * 128u;
          r += (size_t)gridDim.x * blockDim.x) {
         unsigned char *page = pool + (r / 128u) * page_bytes;
@@ -68,8 +68,8 @@ __global__ void fill_headers(unsigned char *pool, size_t n_pages, size_t page_by
                 reinterpret_cast<__half *>(row)[2u * g + 1u] = __float2half_rn(-1.5f);
             }
         if (i < 64u) {
-            reinterpret_cast<float *>(page + 2u * voff)[i] = 0.0f;
-            page[2u * voff + 256u + i] = 3u;
+            reinterpret_cast<float *>(page + kvc_cuda::page_lw_offset((int)dtype, d))[i] = 0.0f;
+            page[kvc_cuda::page_role_offset((int)dtype, d) + i] = 3u;
         }
     }
 }
@@ -95,7 +95,7 @@ double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, con
 {
     const size_t d = c.head_dim, G = c.group, E = s.B * s.Hkv, PB = kvc_cuda_page_bytes(c.dtype, d);
     const size_t pages = (rows + 63u) / 64u, row_bytes = (size_t)kvc_row_bytes(c.dtype, d);
-    const size_t voff = (64u * row_bytes + 15u) / 16u * 16u;
+    const size_t voff = kvc_cuda::page_v_offset((int)c.dtype, (uint32_t)d);
     std::vector<unsigned char> pool(c.n_pages * PB);
     CK(cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost));
     std::vector<__half> qh(s.B * s.Hq * d), oh(s.B * s.Hq * d);
