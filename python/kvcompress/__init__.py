@@ -21,6 +21,8 @@ import numpy as np
 from . import _core
 
 __all__ = ["Cache", "KvcError", "methods", "dtypes", "RECOMMENDED"]
+# kvcompress.hf (transformers' Cache and attention, the kvpress press) imports
+# torch and transformers: it is loaded only when asked for.
 __version__ = "0.1.0"
 
 
@@ -96,7 +98,8 @@ def _budget_tokens(budget: Union[int, str], *, method: str, dtype: str, head_dim
     share = float(m.group(1)) / 100.0
     if m.group(2) is None:
         return max(1, math.ceil(share * context))
-    f16_bytes = _core.stream_arena_bytes("exact", "f16", head_dim, context)
+    # the f16 exact cache of the context: every token (no sink or window split)
+    f16_bytes = _core.stream_arena_bytes("exact", "f16", head_dim, context, ["sink", "0", "window", "0"])
     return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(share * f16_bytes), params))
 
 
@@ -162,6 +165,40 @@ class Cache:
             out = np.empty((self._c.n_heads, self._c.head_dim), dtype=np.float32)
         self._c.attend(layer, _as_rows(q, "q"), out)
         return out
+
+    def extend(self, layer: int, k: Any, v: Any, q: Any = None, out: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
+        """Appends ``n`` tokens of ``layer`` in order: k, v (n, n_kv_heads, head_dim).
+        With ``q`` (n, n_heads, head_dim), each token's queries attend right after
+        the token is appended (a prompt read through the cache, causal by
+        construction) and the (n, n_heads, head_dim) outputs are returned
+        (written into ``out`` when given). One call into C for the whole prompt.
+        The methods that score the attention they receive (H2O, TOVA) see it."""
+        kr, vr = _as_rows(k, "k"), _as_rows(v, "v")
+        if q is None:
+            self._c.extend(layer, kr, vr)
+            return None
+        qr = _as_rows(q, "q")
+        if out is None:
+            out = np.empty(qr.shape, dtype=np.float32)
+        self._c.extend(layer, kr, vr, qr, out)
+        return out
+
+    def prefill_queries(self, layer: int, q: Any) -> None:
+        """The prompt's last queries (n, n_heads, head_dim) for the query-aware
+        methods (SnapKV's observation window), given before the prompt is
+        appended; the other methods ignore them."""
+        self._c.prefill_queries(layer, _as_rows(q, "q"))
+
+    def restore(self, snapshot: bytes) -> None:
+        """Puts back a ``to_bytes()`` snapshot of this cache (validated first:
+        a corrupted or foreign snapshot raises KvcError and changes nothing)."""
+        self._c.restore(bytes(snapshot))
+
+    @property
+    def observes(self) -> bool:
+        """Whether the method scores the attention its rows receive (H2O, TOVA):
+        its queries must then go through ``attend``/``extend``."""
+        return self._c.observes()
 
     @property
     def nbytes(self) -> int:

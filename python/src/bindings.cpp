@@ -4,14 +4,17 @@
 // Python layer). A kvc_status other than KVC_OK becomes kvcompress.KvcError
 // carrying the code and kvc_status_str's message. Python-level behaviour
 // (budget spellings, defaults, docstrings) is in python/kvcompress/__init__.py.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -35,10 +38,23 @@ void check(kvc_status s, const char *what)
     if (s != KVC_OK) throw status_error{(int)s, std::string(what) + ": " + kvc_status_str(s)};
 }
 
+// Protected spans take pct percent of the budget (none for exact, which
+// keeps every token anyway), as the command line's --protect does.
+void apply_protect(kvc_stream_config &c, double pct)
+{
+    c.n_protect = pct > 0 && c.method != KVC_METHOD_EXACT ? (uint32_t)((double)c.budget * pct / 100.0) : 0u;
+}
+
 // A stream configuration from the command line's names (method, storage
-// type, parameter name/value pairs), every refusal a status_error.
+// type, parameter name/value pairs), every refusal a status_error. Beside the
+// method's own parameters (the registry's), the command line's settings of
+// every stream: "sink" and "window" (first and last tokens kept exactly,
+// default 32 each), "protect" (percent of the budget, 0..50, for protected
+// spans: tokens near a key outlier kept exact; ignored by exact, as on the
+// command line), "protect-radius" (1..4096) and "prefix-len" (the prompt
+// length the prefill methods compress).
 kvc_stream_config stream_config(const std::string &method, const std::string &dtype, uint32_t head_dim, uint32_t budget,
-                                uint64_t seed, const std::vector<std::string> &params)
+                                uint64_t seed, const std::vector<std::string> &params, double *protect_pct = nullptr)
 {
     kvc_method m;
     check(kvc_method_parse(method.c_str(), &m), ("method '" + method + "'").c_str());
@@ -46,14 +62,48 @@ kvc_stream_config stream_config(const std::string &method, const std::string &dt
     check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
     kvc_stream_config c = kvc_stream_config_default(m, head_dim, head_dim, budget, seed);
     c.dtype = t;
-    for (size_t i = 0; i + 1 < params.size(); i += 2)
-        check(kvc_stream_config_set(&c, params[i].c_str(), params[i + 1].c_str()),
-              ("parameter '" + params[i] + "' = '" + params[i + 1] + "'").c_str());
+    double pct = 0;
+    for (size_t i = 0; i + 1 < params.size(); i += 2) {
+        const std::string &name = params[i], &text = params[i + 1];
+        const std::string what = "parameter '" + name + "' = '" + text + "'";
+        char *end = nullptr;
+        if (name == "protect" || name == "protect-radius" || name == "prefix-len" || name == "sink" ||
+            name == "window") {
+            const double x = std::strtod(text.c_str(), &end);
+            const bool whole = x >= 0 && x <= (double)KVC_MAX_BUDGET * 16 && x == (double)(uint32_t)x;
+            const bool sized = name == "sink" || name == "window";
+            const double lo = sized || name == "protect" ? 0 : 1;
+            const double hi = name == "protect"          ? 50
+                              : name == "protect-radius" ? 4096
+                              : sized                    ? KVC_MAX_BUDGET
+                                                         : 1u << 28;
+            if (end == text.c_str() || *end != 0 || !(x >= lo && x <= hi) || (name != "protect" && !whole))
+                throw status_error{(int)KVC_E_ARG, what + ": want sink and window 0..2^24 tokens, protect 0..50 "
+                                                          "(percent of the budget), protect-radius 1..4096, "
+                                                          "prefix-len 1..2^28"};
+            if (name == "protect")
+                pct = x;
+            else if (name == "protect-radius")
+                c.protect_radius = (uint32_t)x;
+            else if (name == "prefix-len")
+                c.prefix_len = (uint32_t)x;
+            else if (name == "sink")
+                c.n_sink = (uint32_t)x;
+            else
+                c.n_window = (uint32_t)x;
+            continue;
+        }
+        check(kvc_stream_config_set(&c, name.c_str(), text.c_str()), what.c_str());
+    }
+    if (protect_pct != nullptr) *protect_pct = pct;
+    apply_protect(c, pct);
     return c;
 }
 
 using f32_matrix = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using f32_out = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using f32_rows3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using f32_out3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 
 // A cache and the arena it lives in (caller memory for the core: this object owns it).
 class cache
@@ -88,12 +138,75 @@ class cache
         check(kvc_cache_append(c_, nullptr, layer, k.data(), v.data()), "append");
     }
 
-    void attend(uint32_t layer, f32_matrix q, f32_out out) const
+    // One position's attention. A method that scores the attention its rows
+    // receive (kvc_cache_observes: H2O, TOVA) is given it (the observed
+    // attend), as the C decoders do; the others take the plain attend.
+    void attend(uint32_t layer, f32_matrix q, f32_out out)
     {
         need(q, heads(), "q");
         if (out.shape(0) != heads() || out.shape(1) != head_dim())
             throw status_error{(int)KVC_E_ARG, "out: wrong shape"};
-        check(kvc_cache_attend(c_, nullptr, layer, q.data(), out.data()), "attend");
+        attend_rows(layer, q.data(), out.data());
+    }
+
+    // n tokens of one layer in order (k, v: n x n_kv_heads x head_dim); with
+    // q (n x n_heads x head_dim) each token's queries attend right after the
+    // token is appended, into out: a prompt read through the cache, causal by
+    // construction. One call for the prompt instead of 2n from Python; the
+    // GIL is released. On a failure at token t, tokens before t stay appended
+    // (the error says which t).
+    void extend(uint32_t layer, f32_rows3 k, f32_rows3 v, std::optional<f32_rows3> q, std::optional<f32_out3> out)
+    {
+        const size_t n = k.shape(0);
+        need3(k, n, cfg_kv_heads(), "k"), need3(v, n, cfg_kv_heads(), "v");
+        if (q.has_value() != out.has_value()) throw status_error{(int)KVC_E_ARG, "extend: give q and out together"};
+        if (q) need3(*q, n, heads(), "q"), need3_out(*out, n, heads(), "out");
+        const size_t kv_row = (size_t)cfg_kv_heads() * head_dim(), q_row = (size_t)heads() * head_dim();
+        nb::gil_scoped_release unlocked;
+        for (size_t t = 0; t < n; t++) {
+            kvc_status s = kvc_cache_append(c_, nullptr, layer, k.data() + t * kv_row, v.data() + t * kv_row);
+            if (s == KVC_OK && q) s = attend_status(layer, q->data() + t * q_row, out->data() + t * q_row);
+            if (s != KVC_OK) {
+                nb::gil_scoped_acquire locked;
+                check(s, ("extend: token " + std::to_string(t)).c_str());
+            }
+        }
+    }
+
+    // The prompt's last queries (n x n_heads x head_dim) for the query-aware
+    // methods (SnapKV), given before the prompt is appended.
+    void prefill_queries(uint32_t layer, f32_rows3 q)
+    {
+        need3(q, q.shape(0), heads(), "q");
+        check(kvc_cache_prefill_queries(c_, nullptr, layer, q.data(), q.shape(0)), "prefill_queries");
+    }
+
+    // Puts a snapshot of this cache's own size back (validated first: on a
+    // bad snapshot nothing changes).
+    void restore(nb::bytes snapshot)
+    {
+        if (snapshot.size() != bytes_)
+            throw status_error{(int)KVC_E_ARG, "restore: the snapshot is not this cache's size"};
+        std::unique_ptr<void, freer> fresh(aligned(bytes_));
+        std::memcpy(fresh.get(), snapshot.c_str(), bytes_);
+        check(kvc_cache_validate(fresh.get(), bytes_), "restore");
+        arena_.swap(fresh);
+        c_ = static_cast<kvc_cache *>(arena_.get());
+    }
+
+    bool observes() const { return kvc_cache_observes(c_) != 0; }
+
+    // bench/python_overhead.py's peer: `iters` attends timed inside C on this
+    // very cache and buffers (no Python between them); nanoseconds per call.
+    double c_attend_ns(uint32_t layer, f32_matrix q, f32_out out, uint32_t iters)
+    {
+        need(q, heads(), "q");
+        if (out.shape(0) != heads() || out.shape(1) != head_dim() || iters < 1)
+            throw status_error{(int)KVC_E_ARG, "c_attend_ns: wrong out shape or iters < 1"};
+        const auto t0 = std::chrono::steady_clock::now();
+        for (uint32_t i = 0; i < iters; i++) attend_rows(layer, q.data(), out.data());
+        const std::chrono::duration<double, std::nano> dt = std::chrono::steady_clock::now() - t0;
+        return dt.count() / iters;
     }
 
     nb::bytes snapshot() const { return nb::bytes(static_cast<const char *>(arena_.get()), bytes_); }
@@ -115,12 +228,33 @@ class cache
     struct freer {
         void operator()(void *p) const { std::free(p); }
     };
-    void allocate(size_t bytes)
+    static void *aligned(size_t bytes)
     {
         void *p =
             std::aligned_alloc(KVC_ARENA_ALIGN, (bytes + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN);
         if (p == nullptr) throw std::bad_alloc();
-        arena_.reset(p);
+        return p;
+    }
+    void allocate(size_t bytes) { arena_.reset(aligned(bytes)); }
+    kvc_status attend_status(uint32_t layer, const float *q, float *out)
+    {
+        if (!kvc_cache_observes(c_)) return kvc_cache_attend(c_, nullptr, layer, q, out);
+        const size_t wb = kvc_cache_attend_observed_work_bytes(c_, layer);
+        if (wb == 0) return KVC_E_ARG; // a layer out of range (the cache is validated)
+        if (work_.size() < (wb + 7) / 8) work_.resize((wb + 7) / 8);
+        return kvc_cache_attend_observed(c_, nullptr, layer, q, out, work_.data(), work_.size() * 8);
+    }
+    void attend_rows(uint32_t layer, const float *q, float *out) { check(attend_status(layer, q, out), "attend"); }
+    template <class A> void need3_shape(const A &a, size_t n, uint32_t rows, const char *name) const
+    {
+        if (a.shape(0) != n || a.shape(1) != rows || a.shape(2) != head_dim())
+            throw status_error{(int)KVC_E_ARG, std::string(name) + ": want shape (" + std::to_string(n) + ", " +
+                                                   std::to_string(rows) + ", " + std::to_string(head_dim()) + ")"};
+    }
+    void need3(const f32_rows3 &a, size_t n, uint32_t rows, const char *name) const { need3_shape(a, n, rows, name); }
+    void need3_out(const f32_out3 &a, size_t n, uint32_t rows, const char *name) const
+    {
+        need3_shape(a, n, rows, name);
     }
     void need(const f32_matrix &a, uint32_t rows, const char *name) const
     {
@@ -132,6 +266,7 @@ class cache
     std::unique_ptr<void, freer> arena_;
     size_t bytes_ = 0;
     kvc_cache *c_ = nullptr;
+    std::vector<uint64_t> work_; // the observed attend's workspace (8-aligned), grown as the views grow
 };
 
 } // namespace
@@ -139,6 +274,9 @@ class cache
 NB_MODULE(_core, m)
 {
     m.doc() = "kvcompress's C core (use the kvcompress package, not this module)";
+    // caches still referenced at interpreter exit (a traceback's frames) are
+    // not leaks worth a warning: the process is ending
+    nb::set_leak_warnings(false);
     // kvcompress.KvcError (defined in Python) is given once at import: a
     // status_error becomes KvcError(code, message)
     m.def("set_error_class", [](nb::object cls) { g_error_class = cls.release().ptr(); });
@@ -189,6 +327,12 @@ NB_MODULE(_core, m)
         .def(nb::init<nb::bytes>())
         .def("append", &cache::append)
         .def("attend", &cache::attend)
+        .def("extend", &cache::extend, nb::arg("layer"), nb::arg("k"), nb::arg("v"), nb::arg("q").none() = nb::none(),
+             nb::arg("out").none() = nb::none())
+        .def("prefill_queries", &cache::prefill_queries)
+        .def("restore", &cache::restore)
+        .def("observes", &cache::observes)
+        .def("c_attend_ns", &cache::c_attend_ns)
         .def("snapshot", &cache::snapshot)
         .def("arena_bytes", &cache::arena_bytes)
         .def("usage", &cache::usage)
@@ -199,12 +343,23 @@ NB_MODULE(_core, m)
         .def_prop_ro("head_dim", &cache::head_dim);
     m.def("stream_budget_for_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
                                         uint64_t bytes, const std::vector<std::string> &params) {
-        const kvc_stream_config c = stream_config(method, dtype, head_dim, 1, 1, params);
-        return kvc_stream_budget_for_bytes(&c, bytes);
+        // the command line's fit: the budget for the bytes without protected
+        // spans, then shrunk until the arena with its spans fits
+        double pct = 0;
+        kvc_stream_config c = stream_config(method, dtype, head_dim, 1, 1, params, &pct);
+        apply_protect(c, 0);
+        c.budget = kvc_stream_budget_for_bytes(&c, bytes);
+        if (c.budget == 0) return 0u;
+        apply_protect(c, pct);
+        while (c.n_protect && c.budget > 1 && (kvc_stream_arena_bytes(&c) == 0 || kvc_stream_arena_bytes(&c) > bytes)) {
+            c.budget--;
+            apply_protect(c, pct);
+        }
+        return kvc_stream_arena_bytes(&c) == 0 ? 0u : c.budget;
     });
-    m.def("stream_arena_bytes",
-          [](const std::string &method, const std::string &dtype, uint32_t head_dim, uint32_t budget) {
-              const kvc_stream_config c = stream_config(method, dtype, head_dim, budget, 1, {});
-              return kvc_stream_arena_bytes(&c);
-          });
+    m.def("stream_arena_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
+                                   uint32_t budget, const std::vector<std::string> &params) {
+        const kvc_stream_config c = stream_config(method, dtype, head_dim, budget, 1, params);
+        return kvc_stream_arena_bytes(&c);
+    });
 }

@@ -27,19 +27,17 @@
 // mass_kernel: the per-entry attention mass sum_q e^{x_qi - M_q} / den_q (the
 //   score methods' observation), from the merged M and den.
 //
-// KVC_BUG=1..8 injects the bugs of the test matrix (tests/bug_matrix.sh); the
-// library is built with KVC_BUG=0.
+// Bugs 1..8 of the test matrix (tests/bug_matrix.sh) are compiled in only
+// when KVC_BUG_MATRIX is set (injected_bug.cuh); the library never sets it.
+// Each site keeps the clean code in its #else, line for line.
 #ifndef KVC_CUDA_ATTEND_SPLIT_CUH
 #define KVC_CUDA_ATTEND_SPLIT_CUH
 
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "injected_bug.cuh"
 #include "kvc_cuda_compat.h"
-
-#ifndef KVC_BUG
-#define KVC_BUG 0
-#endif
 
 namespace kvc_cuda
 {
@@ -393,8 +391,8 @@ __device__ __forceinline__ void value_tile(const attend_args &a, const seg_desc 
                                            const float *sc, float (&acc)[kMaxQ][4], const value_split &vs)
 {
     if (vs.g >= vs.groups) return;
-#if KVC_BUG == 3
-    const uint32_t end = min(len + 1u, (vs.g + 1u) * vs.span); // one row past the tile
+#if KVC_BUG_MATRIX
+    const uint32_t end = min(len + (kvc_injected_bug == 3 ? 1u : 0u), (vs.g + 1u) * vs.span); // 3: one row past
 #else
     const uint32_t end = min(len, (vs.g + 1u) * vs.span);
 #endif
@@ -471,12 +469,14 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
     for (uint32_t r0 = first; r0 < last; r0 += kTile) {
         const uint32_t len = min((uint32_t)kTile, last - r0);
         const unsigned counted = score_rows<DT, KVEC, UNROLL>(a, s, r0, len, qs, sc);
-#if KVC_BUG == 7
-        if (counted) n_included += counted; // not atomic
+#if KVC_BUG_MATRIX
+        if (counted && kvc_injected_bug == 7)
+            n_included += counted; // 7: not atomic
+        else if (counted)
+            atomicAdd(&n_included, counted);
+        if (kvc_injected_bug != 1) __syncthreads(); // 1: no barrier after the scores
 #else
         if (counted) atomicAdd(&n_included, counted);
-#endif
-#if KVC_BUG != 1
         __syncthreads();
 #endif
         // phase 2: one warp per query row
@@ -486,8 +486,8 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
 #pragma unroll
             for (int k = 0; k < kTile / 32; k++) {
                 const uint32_t r = lane + 32u * (uint32_t)k;
-#if KVC_BUG == 6
-                x[k] = sc[qi * kTile + r]; // the whole tile, written or not
+#if KVC_BUG_MATRIX
+                x[k] = r < len || kvc_injected_bug == 6 ? sc[qi * kTile + r] : -INFINITY; // 6: written or not
 #else
                 x[k] = r < len ? sc[qi * kTile + r] : -INFINITY;
 #endif
@@ -588,14 +588,21 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) split_kernel(const atten
 template <bool MAX> __device__ float block_reduce(float v, float *red, float *result)
 {
     const uint32_t lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;
-#if KVC_BUG == 5
-    if (lane < 16) v = MAX ? fmaxf(v, __shfl_xor_sync(kFull, v, 16)) : v + __shfl_xor_sync(kFull, v, 16);
-    for (int o = 8; o > 0; o >>= 1) v = MAX ? fmaxf(v, __shfl_xor_sync(kFull, v, o)) : v + __shfl_xor_sync(kFull, v, o);
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 5) { // a full-mask shuffle reached by 16 lanes
+        if (lane < 16) v = MAX ? fmaxf(v, __shfl_xor_sync(kFull, v, 16)) : v + __shfl_xor_sync(kFull, v, 16);
+        for (int o = 8; o > 0; o >>= 1)
+            v = MAX ? fmaxf(v, __shfl_xor_sync(kFull, v, o)) : v + __shfl_xor_sync(kFull, v, o);
+    } else {
+        v = MAX ? warp_max(v) : warp_sum(v);
+    }
 #else
     v = MAX ? warp_max(v) : warp_sum(v);
 #endif
     if (lane == 0) red[warp] = v;
-#if KVC_BUG != 2
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug != 2) __syncthreads(); // 2: no barrier between the write and the read
+#else
     __syncthreads();
 #endif
     if (warp == 0) {
@@ -606,8 +613,8 @@ template <bool MAX> __device__ float block_reduce(float v, float *red, float *re
             w = MAX ? fmaxf(w, other) : w + other;
         }
         if (lane == 0) *result = w;
-#if KVC_BUG == 4
-        __syncthreads();
+#if KVC_BUG_MATRIX
+        if (kvc_injected_bug == 4) __syncthreads(); // 4: a barrier inside if (warp == 0)
 #endif
     }
     __syncthreads();
@@ -633,7 +640,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const attend_args a)
         factor[b] = f;
         den += f * p[b * stride + 1];
     }
-#if KVC_BUG != 8
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug != 8) __syncthreads(); // 8, the control: a redundant barrier dropped
+#else
     __syncthreads(); // redundant: block_reduce below has barriers (the matrix's control)
 #endif
     den = block_reduce<false>(den, red, &result);

@@ -27,8 +27,9 @@
 // registers). Queries: q beta / sigma rounded to f16, sigma a power of two
 // per query row with max |q beta| / sigma in (1/2, 1], x = sigma S + log w.
 //
-// KVC_BUG 9..11 inject the bug-matrix kinds of these kernels (a wrong
-// fragment index, a missing cp.async wait, a page-table off-by-one).
+// Bugs 9..11 of the test matrix (a wrong fragment index, a missing cp.async
+// wait, a page-table off-by-one) are compiled in only when KVC_BUG_MATRIX is
+// set (injected_bug.cuh); the library never sets it.
 #ifndef KVC_CUDA_BATCH_DECODE_CUH
 #define KVC_CUDA_BATCH_DECODE_CUH
 
@@ -38,13 +39,10 @@
 #include <string.h>
 
 #include "cp_async.cuh"
+#include "injected_bug.cuh"
 #include "kvc_cuda_compat.h"
 #include "batch_layout.cuh"
 #include "mma_f16.cuh"
-
-#ifndef KVC_BUG
-#define KVC_BUG 0
-#endif
 
 namespace kvc_cuda
 {
@@ -178,8 +176,8 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     unsigned char *buf0 = smem + batch_q_bytes(D);
     constexpr uint32_t PB = page_bytes(DT, D);
     const int32_t *pages = a.page_ids + a.page_indptr[it.entry] + it.page0;
-#if KVC_BUG == 11
-    pages += 1; // the page-table off-by-one
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 11) pages += 1; // the page-table off-by-one
 #endif
     issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB); // first page in flight while q is prepared
 
@@ -204,8 +202,8 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         const uint32_t *row_g = reinterpret_cast<const uint32_t *>(qh + g * D + 16u * s + 2u * t);
         const uint32_t *row_g8 = reinterpret_cast<const uint32_t *>(qh + (g + 8u) * D + 16u * s + 2u * t);
         qa[s][0] = row_g[0], qa[s][1] = row_g8[0], qa[s][2] = row_g[4], qa[s][3] = row_g8[4];
-#if KVC_BUG == 9
-        qa[s][1] = row_g[4], qa[s][2] = row_g8[0]; // a wrong fragment index: a[1] and a[2] swapped
+#if KVC_BUG_MATRIX
+        if (kvc_injected_bug == 9) qa[s][1] = row_g[4], qa[s][2] = row_g8[0]; // a wrong fragment: a[1], a[2] swapped
 #endif
     }
     const float sig_g = sigma[g], sig_g8 = sigma[g + 8u];
@@ -219,7 +217,11 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         unsigned char *page = buf0 + (uint32_t)(pi & 1) * PB;
         if (pi + 1 < it.n_pages) {
             issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)pages[pi + 1] * PB);
-#if KVC_BUG != 10
+#if KVC_BUG_MATRIX
+            if (kvc_injected_bug != 10) kvc_cp_async_wait(1); // 10: no wait before the page is read
+        } else if (kvc_injected_bug != 10) {
+            kvc_cp_async_wait(0);
+#else
             kvc_cp_async_wait(1); // this page's group is complete, the next one in flight
         } else {
             kvc_cp_async_wait(0);

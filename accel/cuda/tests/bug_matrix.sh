@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The injected-bug matrix (accel/cuda/README.md, the injected-bug matrix, re-created for the
-# kernels of accel/cuda): every variant cuda_bug<k>[_asan|_tsan] (KVC_BUG=k)
-# runs the matrix shapes (f16, 3 query heads, n = 4001, 4096 and 1001) in
-# four configurations of the CPU SIMT runtime:
+# kernels of accel/cuda): the binaries cuda_matrix[_asan|_tsan] hold every
+# injected bug (built with KVC_BUG_MATRIX=1, kernels/injected_bug.cuh); with
+# the environment variable KVC_BUG=k each runs bug k on the matrix shapes
+# (f16, 3 query heads, n = 4001, 4096 and 1001) in four configurations of the CPU SIMT runtime:
 #   fwd      the default schedule, poison 0xFF (NaN)
 #   rev7f    the reversed schedule, poison 0x7F (3.4e38: survives fmaxf)
 #   asan     AddressSanitizer + UBSan, default schedule
@@ -24,12 +25,12 @@ names=("none" "no barrier after the scores" "no barrier between a reduction's wr
        "batch: mma A fragment registers 1 and 2 swapped" "batch: no cp.async wait before a page is read"
        "batch: page table read one entry late")
 run() { # bug config -> prints pass|CAUGHT(why)
-    local exe=$bin/cuda_bug$1 out rc
+    local exe=$bin/cuda_matrix out rc
     case $2 in
-    fwd) out=$(SIMT_POISON=0xFF timeout 600 "$exe" matrix 2>&1); rc=$? ;;
-    rev7f) out=$(SIMT_SCHEDULE=reverse SIMT_POISON=0x7F timeout 600 "$exe" matrix 2>&1); rc=$? ;;
-    asan) out=$(ASAN_OPTIONS=detect_leaks=0 timeout 600 "${exe}_asan" matrix 2>&1); rc=$? ;;
-    tsan) out=$(TSAN_OPTIONS=halt_on_error=1 timeout 900 "${exe}_tsan" matrix 2>&1); rc=$? ;;
+    fwd) out=$(KVC_BUG=$1 SIMT_POISON=0xFF timeout 600 "$exe" matrix 2>&1); rc=$? ;;
+    rev7f) out=$(KVC_BUG=$1 SIMT_SCHEDULE=reverse SIMT_POISON=0x7F timeout 600 "$exe" matrix 2>&1); rc=$? ;;
+    asan) out=$(KVC_BUG=$1 ASAN_OPTIONS=detect_leaks=0 timeout 600 "${exe}_asan" matrix 2>&1); rc=$? ;;
+    tsan) out=$(KVC_BUG=$1 TSAN_OPTIONS=halt_on_error=1 timeout 900 "${exe}_tsan" matrix 2>&1); rc=$? ;;
     esac
     if [ $rc -eq 0 ]; then echo pass; return; fi
     local why="exit $rc"

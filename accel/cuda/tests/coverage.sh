@@ -3,7 +3,7 @@
 # .cuh) as the CPU SIMT runtime executes them: builds the kernels' test with
 # gcov instrumentation (g++ --coverage, -O0), runs it in the default mode and
 # in the bug matrix's mode, and prints gcov's lines-executed per file. The
-# KVC_BUG branches are preprocessed out, so they are not counted. Fails
+# injected bugs are preprocessed out (no KVC_BUG_MATRIX), so not counted. Fails
 # unless every line of the kernels (.cuh) ran.
 # usage: coverage.sh BUILD_DIR   (BUILD_DIR has core/libkvc.a)
 set -euo pipefail

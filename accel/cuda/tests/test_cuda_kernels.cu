@@ -545,8 +545,17 @@ void run_table_case(unsigned t, rng &r, int steps)
 
 int run_batch_checks(bool matrix, bool one_type, double *worst_ratio); // test_cuda_batch.cu
 
+// The injected-bug matrix's switch (kernels/injected_bug.cuh): the kernels of a
+// KVC_BUG_MATRIX build read it; in every other build nothing does.
+int kvc_injected_bug = 0;
+
 int main(int argc, char **argv)
 {
+    if (const char *bug = std::getenv("KVC_BUG")) {
+        kvc_injected_bug = std::atoi(bug);
+        std::printf("KVC_BUG=%d: the injected bug (in a KVC_BUG_MATRIX build; other builds ignore it)\n",
+                    kvc_injected_bug);
+    }
     const bool matrix = argc > 1 && !std::strcmp(argv[1], "matrix");
     const bool one_type = argc > 1 && !std::strcmp(argv[1], "one-type");
     if (argc > 1 && !std::strcmp(argv[1], "batch")) { // the batched decode's checks alone

@@ -1,0 +1,307 @@
+"""kvcompress inside transformers and kvpress (docs/python.md).
+
+    import kvcompress.hf as kvc_hf
+    cache = kvc_hf.KvcCache.for_model(model, method="sink-window", budget="25%f16", context=4096)
+    out = model.generate(ids, past_key_values=cache, max_new_tokens=32)
+
+``KvcCache`` is a transformers ``Cache`` whose layers hold nothing in torch:
+every token's keys and values go into the library's C cache, and the
+attention function registered here as ``"kvcompress"`` answers each query
+from it (``Cache.extend``: a prompt is read through the cache token by token,
+causal by construction). Other caches (a ``DynamicCache``) are answered by
+transformers' SDPA, so a model switched to ``"kvcompress"`` runs unchanged with
+them. ``KvcPress`` is a kvpress press: exact prefill as kvpress does, then the
+prompt's rows go into the library's cache, which answers the question and the
+answer. Batch size 1, CPU tensors.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from . import Cache as KvcArena
+from . import RECOMMENDED
+
+# kvpress, when installed, is imported before the attention function is
+# registered: kvpress wraps every attention function registered when it is
+# imported (its head-wise key masking), which ours does not need.
+try:
+    from kvpress.presses.base_press import BasePress, is_prefilling
+except ImportError:  # kvpress not installed: KvcCache alone
+    BasePress = object  # type: ignore[misc,assignment]
+    is_prefilling = None  # type: ignore[assignment]
+
+__all__ = ["ATTENTION", "KvcCache", "KvcLayer", "KvcPress", "kvcompress_attention", "model_shape"]
+
+#: The name under which the attention function is registered with transformers.
+ATTENTION = "kvcompress"
+
+
+def model_shape(config: Any) -> tuple[int, int, int, int]:
+    """(n_layers, n_heads, n_kv_heads, head_dim) of a transformers config."""
+    config = getattr(config, "text_config", None) or config
+    n_heads = int(config.num_attention_heads)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_heads
+    return (int(config.num_hidden_layers), n_heads, int(getattr(config, "num_key_value_heads", None) or n_heads),
+            int(head_dim))
+
+
+class _Shared:
+    """The C cache of a whole model and the point a kvpress pipeline may come
+    back to (the compressed context): its length and snapshot."""
+
+    def __init__(self, arena: KvcArena) -> None:
+        self.arena = arena
+        self.mark_len: Optional[int] = None
+        self.mark: Optional[bytes] = None
+        self.dirty = False  # appended since the mark
+
+
+class _Rows:
+    """What ``layer.keys`` gives: the shape of the rows a layer has seen and
+    slicing along the sequence, so that code written for DynamicLayer
+    (``keys[:, :, :n]`` to drop an answer, kvpress's pipeline) works; the rows
+    themselves live in the C cache."""
+
+    def __init__(self, shape: tuple[int, int, int, int]) -> None:
+        self.shape = torch.Size(shape)
+
+    def __getitem__(self, index: Any) -> "_Rows":
+        if not (isinstance(index, tuple) and len(index) == 3 and all(i == slice(None) for i in index[:2])
+                and isinstance(index[2], slice) and index[2].start in (None, 0) and index[2].step in (None, 1)):
+            raise NotImplementedError("a kvcompress layer's rows are in its C cache: only [:, :, :n] is supported")
+        n = self.shape[2] if index[2].stop is None else min(int(index[2].stop), self.shape[2])
+        return _Rows((self.shape[0], self.shape[1], n, self.shape[3]))
+
+
+class KvcLayer(CacheLayerMixin):
+    """One model layer's view of the C cache: counts the positions it has
+    seen and hands the step's keys and values to the attention function."""
+
+    is_compileable = False
+    is_sliding = False
+
+    def __init__(self, shared: _Shared, layer_idx: int, seen: int = 0) -> None:
+        super().__init__()
+        self.shared, self.layer_idx, self.seen = shared, layer_idx, seen
+        self.pending: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        pass
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
+               cache_kwargs: Optional[dict[str, Any]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pending is not None:
+            raise RuntimeError(f"layer {self.layer_idx}: the previous step's keys never reached the attention "
+                               f"function: load or switch the model with attn_implementation='{ATTENTION}'")
+        if key_states.shape[0] != 1:
+            raise ValueError(f"a kvcompress cache holds one sequence; got a batch of {key_states.shape[0]}")
+        self.pending = (key_states, value_states)
+        key_states._kvcompress_layer = self  # the attention function finds this layer through it
+        return key_states, value_states
+
+    def attend(self, query: torch.Tensor, scaling: Optional[float]) -> torch.Tensor:
+        """The pending tokens appended, each followed by its queries' attend:
+        (1, n_heads, L, d) -> (1, L, n_heads, d)."""
+        k, v = self.pending
+        self.pending = None
+        d = query.shape[-1]
+        scale = (scaling if scaling is not None else 1.0 / math.sqrt(d)) * math.sqrt(d)  # the core's beta is 1/sqrt(d)
+        q = query[0].transpose(0, 1).float()
+        if scale != 1.0:
+            q = q * scale
+        out = self.shared.arena.extend(self.layer_idx, k[0].transpose(0, 1), v[0].transpose(0, 1), q)
+        self.seen += k.shape[2]
+        self.shared.dirty = True
+        return torch.from_numpy(out).to(query.dtype).unsqueeze(0)
+
+    def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
+        return self.seen + cache_position.shape[0], 0
+
+    def get_seq_length(self) -> int:
+        return self.seen
+
+    def get_max_cache_shape(self) -> int:
+        return -1
+
+    @property
+    def keys(self) -> _Rows:
+        return _Rows((1, self.shared.arena.shape[2], self.seen, self.shared.arena.shape[3]))
+
+    @keys.setter
+    def keys(self, rows: Any) -> None:
+        self._truncate(rows)
+
+    values = keys
+
+    def _truncate(self, rows: Any) -> None:
+        if rows is None:  # CacheLayerMixin.__init__'s empty layer
+            return
+        n = rows.shape[2]
+        if n == self.seen:
+            return
+        sh = self.shared
+        if n != sh.mark_len or sh.mark is None:
+            raise NotImplementedError(f"layer {self.layer_idx}: a compressed cache cannot drop tokens except back "
+                                      f"to its compressed context ({sh.mark_len} positions); asked for {n}")
+        if sh.dirty:
+            sh.arena.restore(sh.mark)  # every layer at once, back to the mark
+            sh.dirty = False
+        self.seen = n
+
+    def reset(self) -> None:
+        raise NotImplementedError("a kvcompress cache is not reset in place: make a new one")
+
+
+def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attention_mask: Optional[torch.Tensor], dropout: float = 0.0,
+                         scaling: Optional[float] = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """transformers' attention interface: keys from a kvcompress layer are
+    answered by the C cache; any other cache's by transformers' SDPA."""
+    layer = getattr(key, "_kvcompress_layer", None)
+    if layer is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    if query.device.type != "cpu":
+        raise ValueError(f"kvcompress attends on the CPU; the query is on {query.device}")
+    return layer.attend(query, scaling), None
+
+
+ALL_ATTENTION_FUNCTIONS.register(ATTENTION, kvcompress_attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
+
+
+def _use_kvcompress_attention(model: Any) -> None:
+    if model.config._attn_implementation != ATTENTION:
+        model.set_attn_implementation(ATTENTION)
+
+
+class KvcCache(Cache):
+    """A transformers ``Cache`` in the library's fixed arena: ``nbytes`` bytes,
+    set at construction, whatever the sequence length.
+
+    Make it with ``KvcCache.for_model(model, ...)``: the model is switched to
+    the ``"kvcompress"`` attention (other caches keep SDPA). ``method``,
+    ``budget``, ``context``, ``dtype``, ``seed`` and method parameters are
+    ``kvcompress.Cache``'s."""
+
+    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, **kvc: Any) -> None:
+        self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
+        super().__init__(layers=[KvcLayer(self.shared, i) for i in range(n_layers)])
+
+    @classmethod
+    def for_model(cls, model: Any, **kvc: Any) -> "KvcCache":
+        _use_kvcompress_attention(model)
+        return cls(*model_shape(model.config), **kvc)
+
+    @property
+    def arena(self) -> KvcArena:
+        """The underlying ``kvcompress.Cache``."""
+        return self.shared.arena
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arena: everything the cache holds."""
+        return self.shared.arena.nbytes
+
+
+def _queries(module: torch.nn.Module, hidden_states: torch.Tensor, kwargs: dict) -> torch.Tensor:
+    """The layer's post-RoPE queries (1, n_heads, L, d), as kvpress's own
+    query-aware presses compute them."""
+    from kvpress.utils import get_prerope_query_states
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    q = get_prerope_query_states(module, hidden_states)
+    cos, sin = kwargs["position_embeddings"]
+    q, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    return q
+
+
+@dataclass
+class KvcPress(BasePress):
+    """A kvpress press that puts the prompt into the library's cache.
+
+    kvpress prefills exactly; after each layer this press appends the layer's
+    keys and values to its C cache in token order (the method evicts, weighs
+    and quantises as it streams), then replaces the layer in kvpress's cache,
+    so that the question and the answer are answered by the library's attend.
+
+    method, dtype : the library's (``kvcompress.methods()``, ``dtypes()``).
+    compression_ratio : kvpress's ratio r: the cache gets (1 - r) of an f16
+        exact cache's bytes for the prompt, what a kvpress press at ratio r
+        keeps in f16 rows.
+    budget : instead of the ratio, any ``kvcompress.Cache`` budget spelling
+        ("25%f16", "96KiB", tokens); the prompt is the context.
+    params : method parameters by their command-line names.
+    observe_queries : for SnapKV-like methods, the prompt's last queries
+        given first (question-agnostic: the prompt's own end).
+    """
+
+    method: str = RECOMMENDED["method"]
+    dtype: str = RECOMMENDED["dtype"]
+    compression_ratio: float = 0.0
+    budget: Optional[Union[int, str]] = None
+    params: dict = field(default_factory=dict)
+    observe_queries: int = 32
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.compression_ratio < 1.0:
+            raise ValueError(f"compression_ratio {self.compression_ratio}: want 0 <= r < 1")
+        self.shared: Optional[_Shared] = None
+
+    def post_init_from_model(self, model: Any) -> None:
+        _use_kvcompress_attention(model)
+
+    def _budget(self) -> Union[int, str]:
+        if self.budget is not None:
+            return self.budget
+        return f"{100.0 * (1.0 - self.compression_ratio):.6f}%f16"
+
+    def forward_hook(self, module: torch.nn.Module, input: Any, kwargs: dict, output: Any) -> Any:
+        hidden_states = kwargs["hidden_states"]
+        cache = kwargs["past_key_values"]
+        q_len = hidden_states.shape[1]
+        idx = module.layer_idx
+        if isinstance(cache.layers[idx], KvcLayer) or not is_prefilling(kwargs["cache_position"], q_len):
+            return output
+        layer = cache.layers[idx]
+        keys, values = layer.keys, layer.values  # (1, n_kv_heads, L, d)
+        if keys.shape[0] != 1:
+            raise ValueError(f"KvcPress compresses one sequence; got a batch of {keys.shape[0]}")
+        if self.shared is None or idx == 0:
+            n_layers, n_heads, n_kv, d = model_shape(module.config)
+            params = dict(self.params)
+            if self.method.endswith("-prefill"):  # the prefill methods compress the prompt: its length
+                params.setdefault("prefix_len", q_len)
+            self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv, d, method=self.method, dtype=self.dtype,
+                                           budget=self._budget(), context=q_len, seed=self.seed, **params))
+        arena = self.shared.arena
+        k, v = keys[0].transpose(0, 1), values[0].transpose(0, 1)
+        if arena.observes:  # the method scores the attention each token's rows receive: the prompt's queries
+            q = _queries(module, hidden_states, kwargs)[0].transpose(0, 1) * (module.scaling * math.sqrt(k.shape[-1]))
+            arena.extend(idx, k, v, q)
+        else:
+            if self.observe_queries > 0:
+                q = _queries(module, hidden_states[:, -self.observe_queries:], {
+                    "position_embeddings": tuple(t[:, -self.observe_queries:] for t in kwargs["position_embeddings"])})
+                arena.prefill_queries(idx, q[0].transpose(0, 1) * (module.scaling * math.sqrt(k.shape[-1])))
+            arena.extend(idx, k, v)
+        cache.layers[idx] = KvcLayer(self.shared, idx, seen=q_len)
+        if idx == len(cache.layers) - 1:  # the compressed context: kvpress's pipeline comes back to it
+            self.shared.mark_len, self.shared.mark, self.shared.dirty = q_len, arena.to_bytes(), False
+        return output
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the last prompt's cache (0 before the first)."""
+        return self.shared.arena.nbytes if self.shared is not None else 0
