@@ -106,8 +106,15 @@ class KvcLayer(CacheLayerMixin):
         if key_states.shape[0] != 1:
             raise ValueError(f"a kvcompress cache holds one sequence; got a batch of {key_states.shape[0]}")
         self.pending = (key_states, value_states)
-        key_states._kvcompress_layer = self  # the attention function finds this layer through it
-        return key_states, value_states
+        # What the model's attention receives: empty tensors on the meta device
+        # that point at this layer. The "kvcompress" attention answers from the
+        # C cache; any other attention fails loudly on them (a tensor on the
+        # meta device) instead of attending over this step's tokens alone.
+        shape = (1, key_states.shape[1], 0, key_states.shape[3])
+        key_marker = torch.empty(shape, dtype=key_states.dtype, device="meta")
+        value_marker = torch.empty(shape, dtype=value_states.dtype, device="meta")
+        key_marker._kvcompress_layer = self
+        return key_marker, value_marker
 
     def attend(self, query: torch.Tensor, scaling: Optional[float]) -> torch.Tensor:
         """The pending tokens appended, each followed by its queries' attend:

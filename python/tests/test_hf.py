@@ -141,6 +141,18 @@ def test_a_batch_of_two_is_refused(lm):
             model(ids.repeat(2, 1), past_key_values=cache)
 
 
+def test_another_attention_fails_loudly_on_a_kvcompress_cache(lm):
+    tok, model, ids = lm
+    cache = kvc_hf.KvcCache.for_model(model, method="sink-window", budget=128)
+    model.set_attn_implementation("sdpa")  # a model not (or no longer) on the kvcompress attention
+    try:
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            with torch.no_grad():
+                model(ids, past_key_values=cache)
+    finally:
+        model.set_attn_implementation(kvc_hf.ATTENTION)
+
+
 def test_press_in_kvpress_pipeline_answers_from_the_library(lm):
     kvpress = pytest.importorskip("kvpress", reason="kvpress is not installed")
     tok, model, ids = lm
