@@ -160,7 +160,7 @@ class cache
         const size_t n = k.shape(0);
         need3(k, n, cfg_kv_heads(), "k"), need3(v, n, cfg_kv_heads(), "v");
         if (q.has_value() != out.has_value()) throw status_error{(int)KVC_E_ARG, "extend: give q and out together"};
-        if (q) need3(*q, n, heads(), "q"), need3_out(*out, n, heads(), "out");
+        if (q) need3(*q, n, heads(), "q"), need3(*out, n, heads(), "out");
         const size_t kv_row = (size_t)cfg_kv_heads() * head_dim(), q_row = (size_t)heads() * head_dim();
         nb::gil_scoped_release unlocked;
         for (size_t t = 0; t < n; t++) {
@@ -245,16 +245,12 @@ class cache
         return kvc_cache_attend_observed(c_, nullptr, layer, q, out, work_.data(), work_.size() * 8);
     }
     void attend_rows(uint32_t layer, const float *q, float *out) { check(attend_status(layer, q, out), "attend"); }
-    template <class A> void need3_shape(const A &a, size_t n, uint32_t rows, const char *name) const
+    // an (n, rows, head_dim) array's shape, or a status_error naming it
+    template <class A> void need3(const A &a, size_t n, uint32_t rows, const char *name) const
     {
         if (a.shape(0) != n || a.shape(1) != rows || a.shape(2) != head_dim())
             throw status_error{(int)KVC_E_ARG, std::string(name) + ": want shape (" + std::to_string(n) + ", " +
                                                    std::to_string(rows) + ", " + std::to_string(head_dim()) + ")"};
-    }
-    void need3(const f32_rows3 &a, size_t n, uint32_t rows, const char *name) const { need3_shape(a, n, rows, name); }
-    void need3_out(const f32_out3 &a, size_t n, uint32_t rows, const char *name) const
-    {
-        need3_shape(a, n, rows, name);
     }
     void need(const f32_matrix &a, uint32_t rows, const char *name) const
     {
