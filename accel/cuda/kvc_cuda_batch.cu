@@ -104,8 +104,11 @@ batch_ws workspace_of(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
 
 bool plan_shape_ok(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
 {
-    return check_cache(c) == KVC_OK && n_seqs >= 1u && n_seqs <= 65535u && max_pages <= (size_t)c->n_pages &&
-           n_seqs * c->n_kv_heads <= (1u << 24);
+    // max_pages counts page reads: entries may share pages (a prompt's
+    // positions read one kv head's list, kvcompress.device), so it may pass
+    // n_pages; its ceiling is the pool's (the items' count is 32-bit)
+    return check_cache(c) == KVC_OK && n_seqs >= 1u && n_seqs <= 65535u &&
+           max_pages <= (size_t)(1u << 31) / kPageRows && n_seqs * c->n_kv_heads <= (1u << 24);
 }
 
 } // namespace

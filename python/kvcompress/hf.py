@@ -12,7 +12,10 @@ causal by construction). Other caches (a ``DynamicCache``) are answered by
 transformers' SDPA, so a model switched to ``"kvcompress"`` runs unchanged with
 them. ``KvcPress`` is a kvpress press: exact prefill as kvpress does, then the
 prompt's rows go into the library's cache, which answers the question and the
-answer. Batch size 1, CPU tensors.
+answer. Batch size 1. CPU tensors; on CUDA tensors (a package built with the
+GPU table) ``KvcCache`` keeps the rows in device pages and answers with the
+batched kernels, for the methods whose decisions are slot arithmetic
+(``kvcompress.device``: exact and sink-window).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ except ImportError:  # kvpress not installed: KvcCache alone
     BasePress = object  # type: ignore[misc,assignment]
     is_prefilling = None  # type: ignore[assignment]
 
-__all__ = ["ATTENTION", "KvcCache", "KvcLayer", "KvcPress", "kvcompress_attention", "model_shape"]
+__all__ = ["ATTENTION", "KvcCache", "KvcLayer", "KvcPagedLayer", "KvcPress", "kvcompress_attention", "model_shape"]
 
 #: The name under which the attention function is registered with transformers.
 ATTENTION = "kvcompress"
@@ -169,6 +172,33 @@ class KvcLayer(CacheLayerMixin):
         raise NotImplementedError("a kvcompress cache is not reset in place: make a new one")
 
 
+class KvcPagedLayer(KvcLayer):
+    """One model layer of a ``kvcompress.device.PagedCache``: the step's keys
+    and values go into device pages and the queries are answered there
+    (exact and sink-window; docs/python.md, "CUDA tensors")."""
+
+    def attend(self, query: torch.Tensor, scaling: Optional[float]) -> torch.Tensor:
+        k, v = self.pending
+        self.pending = None
+        d = query.shape[-1]
+        out = self.shared.arena.extend(self.layer_idx, k, v, query,
+                                       scaling if scaling is not None else 1.0 / math.sqrt(d))
+        self.seen += k.shape[2]
+        return out
+
+    @property
+    def keys(self) -> _Rows:
+        pc = self.shared.arena
+        return _Rows((1, pc.n_kv_heads, self.seen, pc.head_dim))
+
+    @keys.setter
+    def keys(self, rows: Any) -> None:
+        if rows is not None and rows.shape[2] != self.seen:
+            raise NotImplementedError(f"layer {self.layer_idx}: a paged kvcompress cache cannot drop tokens")
+
+    values = keys
+
+
 def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attention_mask: Optional[torch.Tensor], dropout: float = 0.0,
                          scaling: Optional[float] = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
@@ -178,8 +208,9 @@ def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if layer is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    if query.device.type != "cpu":
-        raise ValueError(f"kvcompress attends on the CPU; the query is on {query.device}")
+    if query.device.type != "cpu" and not isinstance(layer, KvcPagedLayer):
+        raise ValueError(f"a kvcompress.Cache attends on the CPU; the query is on {query.device} "
+                         f"(KvcCache.for_model(..., paged=True) keeps CUDA tensors on the device)")
     return layer.attend(query, scaling), None
 
 
@@ -201,14 +232,28 @@ class KvcCache(Cache):
     ``budget``, ``context``, ``dtype``, ``seed`` and method parameters are
     ``kvcompress.Cache``'s."""
 
-    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, **kvc: Any) -> None:
-        self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
-        super().__init__(layers=[KvcLayer(self.shared, i) for i in range(n_layers)])
+    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *, paged: bool = False,
+                 **kvc: Any) -> None:
+        if paged:
+            from .device import PagedCache
+            self.shared = _Shared(PagedCache(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
+            layer = KvcPagedLayer
+        else:
+            self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
+            layer = KvcLayer
+        super().__init__(layers=[layer(self.shared, i) for i in range(n_layers)])
 
     @classmethod
-    def for_model(cls, model: Any, **kvc: Any) -> "KvcCache":
+    def for_model(cls, model: Any, paged: Optional[bool] = None, **kvc: Any) -> "KvcCache":
+        """paged: keep the rows in device pages (``kvcompress.device``); by
+        default when the model is on a CUDA device, with the model's device."""
         _use_kvcompress_attention(model)
-        return cls(*model_shape(model.config), **kvc)
+        device = next(model.parameters()).device
+        if paged is None:
+            paged = device.type == "cuda"
+        if paged:
+            kvc.setdefault("device", device)
+        return cls(*model_shape(model.config), paged=paged, **kvc)
 
     @property
     def arena(self) -> KvcArena:

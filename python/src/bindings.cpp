@@ -18,7 +18,14 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#ifdef KVC_PY_CUDA
+#define KVC_ADVANCED // the device path's header is the advanced tier's
+#endif
 #include "kvc/kvc.h"
+#ifdef KVC_PY_CUDA
+#include "kvc/kvc_cuda_batch.h"
+#include "kernels/batch_layout.cuh"
+#endif
 
 namespace nb = nanobind;
 
@@ -265,6 +272,118 @@ class cache
     std::vector<uint64_t> work_; // the observed attend's workspace (8-aligned), grown as the views grow
 };
 
+#ifdef KVC_PY_CUDA
+// The device path (python/kvcompress/device.py): one layer's paged pool of
+// kvc_cuda_batch.h. Tensors and buffers arrive as addresses (torch's
+// data_ptr) with element type and strides; device.py owns the memory, checks
+// devices, shapes and sizes, and keeps everything alive across the calls.
+// On the SIMT runtime "device" memory is host memory.
+struct dev_tensor {
+    uintptr_t data;
+    int elem; // kvc_cuda_elem
+    int64_t seq_stride, head_stride;
+    kvc_cuda_tensor view() const
+    {
+        return kvc_cuda_tensor{reinterpret_cast<void *>(data), (kvc_cuda_elem)elem, seq_stride, head_stride};
+    }
+};
+
+template <class T> T *addr(uintptr_t p) { return reinterpret_cast<T *>(p); }
+
+struct paged_layer {
+    paged_layer(const std::string &dtype, uint32_t head_dim, uint32_t n_kv_heads, uint32_t group, float beta,
+                uintptr_t pool, uint32_t n_pages)
+    {
+        kvc_dtype t;
+        check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+        c_.dtype = (unsigned)t, c_.head_dim = head_dim, c_.n_kv_heads = n_kv_heads, c_.group = group;
+        c_.beta = beta, c_.pool = addr<void>(pool), c_.n_pages = n_pages;
+        check(kvc_cuda_paged_check(&c_), "paged layer");
+    }
+    void set_pool(uintptr_t pool, uint32_t n_pages)
+    {
+        kvc_cuda_paged c = c_;
+        c.pool = addr<void>(pool), c.n_pages = n_pages;
+        check(kvc_cuda_paged_check(&c), "paged layer's pool");
+        c_ = c;
+    }
+    void set_beta(float beta)
+    {
+        kvc_cuda_paged c = c_;
+        c.beta = beta;
+        check(kvc_cuda_paged_check(&c), "paged layer's score scale");
+        c_ = c;
+    }
+    void append(size_t n_seqs, uintptr_t slots, const dev_tensor &k, const dev_tensor &v, uintptr_t stream)
+    {
+        kvc_status s;
+        {
+            nb::gil_scoped_release unlocked;
+            s = kvc_cuda_batch_append(&c_, n_seqs, addr<const int32_t>(slots), k.view(), v.view(), addr<void>(stream));
+        }
+        check(s, "kvc_cuda_batch_append");
+    }
+    size_t workspace_bytes(size_t n_seqs, size_t max_pages) const
+    {
+        return kvc_cuda_batch_workspace_bytes(&c_, n_seqs, max_pages);
+    }
+    size_t plan_host_bytes(size_t n_seqs, size_t max_pages) const
+    {
+        return kvc_cuda_batch_plan_host_bytes(&c_, n_seqs, max_pages);
+    }
+    // plans the step and attends it: the plan is this step's alone, so the
+    // two calls are one here
+    void attend(size_t n_seqs, nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> n_rows,
+                size_t max_pages, uintptr_t host_buf, size_t host_bytes, uintptr_t workspace, size_t workspace_bytes,
+                uintptr_t page_indptr, uintptr_t page_ids, const dev_tensor &q, const dev_tensor &out, uintptr_t stream)
+    {
+        if (n_rows.shape(0) != n_seqs * c_.n_kv_heads)
+            throw status_error{(int)KVC_E_ARG, "n_rows: want one count per (sequence, kv head)"};
+        kvc_status s;
+        {
+            nb::gil_scoped_release unlocked;
+            kvc_cuda_batch_plan plan{};
+            s = kvc_cuda_batch_plan_step(&c_, n_seqs, n_rows.data(), max_pages, 0, addr<void>(host_buf), host_bytes,
+                                         addr<void>(workspace), workspace_bytes, addr<void>(stream), &plan);
+            if (s == KVC_OK)
+                s = kvc_cuda_batch_attend(&c_, &plan, addr<const int32_t>(page_indptr), addr<const int32_t>(page_ids),
+                                          q.view(), out.view(), addr<void>(workspace), addr<void>(stream));
+        }
+        check(s, "kvc_cuda_batch_attend");
+    }
+    kvc_cuda_paged c_{};
+};
+
+// The stored rows of the given slots, dequantised by the reference row
+// kernels, from a host copy of a pool: (keys, values), each (n, head_dim).
+nb::tuple paged_rows(const std::string &dtype, uint32_t head_dim, uintptr_t pool, size_t pool_bytes,
+                     const std::vector<int64_t> &slots)
+{
+    kvc_dtype t;
+    check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+    const size_t pb = kvc_cuda_page_bytes((unsigned)t, head_dim);
+    if (pb == 0) throw status_error{(int)KVC_E_UNSUPPORTED, "paged_rows: a type or dimension the pages refuse"};
+    const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
+    const size_t rb = (size_t)kvc_row_bytes((unsigned)t, head_dim);
+    const size_t voff = kvc_cuda::page_v_offset((int)t, head_dim);
+    const size_t n = slots.size();
+    float *kd = new float[n * head_dim], *vd = new float[n * head_dim];
+    nb::capsule kown(kd, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+    nb::capsule vown(vd, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+    const unsigned char *base = addr<const unsigned char>(pool);
+    for (size_t i = 0; i < n; i++) {
+        const int64_t sl = slots[i];
+        if (sl < 0 || (size_t)(sl / 64 + 1) * pb > pool_bytes)
+            throw status_error{(int)KVC_E_ARG, "paged_rows: slot " + std::to_string(sl) + " is outside the pool"};
+        const unsigned char *page = base + (size_t)(sl / 64) * pb;
+        rk.load(page + (size_t)(sl % 64) * rb, kd + i * head_dim, head_dim);
+        rk.load(page + voff + (size_t)(sl % 64) * rb, vd + i * head_dim, head_dim);
+    }
+    using f32_out = nb::ndarray<nb::numpy, float, nb::ndim<2>>;
+    return nb::make_tuple(f32_out(kd, {n, (size_t)head_dim}, kown), f32_out(vd, {n, (size_t)head_dim}, vown));
+}
+#endif
+
 } // namespace
 
 NB_MODULE(_core, m)
@@ -353,6 +472,30 @@ NB_MODULE(_core, m)
         }
         return kvc_stream_arena_bytes(&c) == 0 ? 0u : c.budget;
     });
+#ifdef KVC_PY_CUDA
+    m.attr("cuda_backend") = KVC_PY_CUDA_BACKEND;
+    m.attr("cuda_page_rows") = (int)KVC_CUDA_PAGE_ROWS;
+    m.attr("cuda_max_group") = (int)KVC_CUDA_BATCH_MAX_GROUP;
+    m.def("cuda_page_bytes", [](const std::string &dtype, uint32_t head_dim) {
+        kvc_dtype t;
+        check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+        return kvc_cuda_page_bytes((unsigned)t, head_dim);
+    });
+    nb::class_<dev_tensor>(m, "DevTensor")
+        .def(nb::init<uintptr_t, int, int64_t, int64_t>(), nb::arg("data"), nb::arg("elem"), nb::arg("seq_stride"),
+             nb::arg("head_stride"));
+    nb::class_<paged_layer>(m, "PagedLayer")
+        .def(nb::init<const std::string &, uint32_t, uint32_t, uint32_t, float, uintptr_t, uint32_t>())
+        .def("set_pool", &paged_layer::set_pool)
+        .def("set_beta", &paged_layer::set_beta)
+        .def("append", &paged_layer::append)
+        .def("workspace_bytes", &paged_layer::workspace_bytes)
+        .def("plan_host_bytes", &paged_layer::plan_host_bytes)
+        .def("attend", &paged_layer::attend);
+    m.def("paged_rows", &paged_rows);
+#else
+    m.attr("cuda_backend") = nb::none();
+#endif
     m.def("stream_arena_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
                                    uint32_t budget, const std::vector<std::string> &params) {
         const kvc_stream_config c = stream_config(method, dtype, head_dim, budget, 1, params);

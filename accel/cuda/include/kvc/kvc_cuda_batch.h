@@ -132,9 +132,10 @@ typedef struct kvc_cuda_batch_plan {
     uint32_t capacity;       /**< items the workspace holds */
 } kvc_cuda_batch_plan;
 
-/** @brief Device workspace bytes for @p n_seqs sequences with at most
- *  @p max_pages pages in use in the layer (the plan's items and their
- *  partial states); 0 for arguments the plan would refuse. */
+/** @brief Device workspace bytes for @p n_seqs sequences whose entries read
+ *  at most @p max_pages pages in all (1 .. 2^25; a page two entries share
+ *  counts twice, so this may exceed the pool's n_pages): the plan's items and
+ *  their partial states; 0 for arguments the plan would refuse. */
 size_t kvc_cuda_batch_workspace_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages);
 
 /** @brief Host bytes the plan builds its items in (pinned memory makes its copy asynchronous). */

@@ -1,0 +1,197 @@
+"""kvcompress.device: the paged cache of kvc_cuda_batch.h driven from torch,
+and KvcCache(paged=True) in transformers. Runs where the package has a CUDA
+table: "simt" (CI: pip wheel -C cmake.define.KVC_PYTHON_SIMT=ON, the kernels
+on the CPU runtime over CPU tensors) or "gpu" (CUDA tensors); skips with a
+message otherwise.
+
+Every output is checked against the f64 softmax attention over the rows as
+they are stored (read back and dequantised by the reference row kernels),
+within batch_bound below: the bound accel/cuda/tests/test_cuda_batch.cu
+derives for the batched kernel (queries rounded to f16 after a power-of-two
+scaling, the tensor core's f32 sums, probabilities rounded to f16, the split
+merge), restated here for the test's weights (1) and roles (both).
+"""
+import math
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
+
+import kvcompress.device as kd  # noqa: E402
+
+if kd.backend() is None:
+    pytest.skip("this kvcompress has no CUDA table (build it with -C cmake.define.KVC_PYTHON_SIMT=ON or "
+                "KVC_CUDA_GPU=ON)", allow_module_level=True)
+if kd.backend() == "gpu" and not torch.cuda.is_available():
+    pytest.skip("the GPU build needs a CUDA device; torch sees none", allow_module_level=True)
+DEVICE = "cuda" if kd.backend() == "gpu" else "cpu"
+SEED = 20261127
+U, UH, HALF_SUB = 2.0 ** -24, 2.0 ** -11, 2.0 ** -25
+
+
+def batch_bound(q, K, V, beta, dtype, out_unit=U):
+    """Per-coordinate bound on |kernel - f64 attention over the stored rows K,
+    V| for one query q (float64 arrays), as batch_bound in test_cuda_batch.cu:
+      score  dx_i = (c u_h + (d + 40) u) S_i + 2^-25 sigma K_i [+ 2^-25 Qa for int4] + 6u |x_i|
+             (c = 2 for int4 keys rounded to f16, else 1; S_i = sum |q beta k_i|, K_i = sum |k_i|)
+      weight eta = max_i dx_i + max dx + 4u |x_i - m| + 8u
+      out    (2 eta + rel_num + rel_den + u_h) A + H / den + u_out |out|,
+             A = sum p |v|max / sum p, H = sum 2^-25 vabs_i (vabs: 127 times the warp's
+             largest int8 value scale, |v_i|max otherwise), pages + items <= 2 pages."""
+    d, n = q.shape[0], K.shape[0]
+    qb = q * beta
+    qmax, qa = np.abs(qb).max(), np.abs(qb).sum()
+    sigma = 2.0 ** (math.floor(math.log2(qmax)) + 1) if qmax > 2.0 ** -126 else 1.0
+    x = K @ qb
+    i4 = dtype == "int4"
+    dx = (((2.0 if i4 else 1.0) * UH + (d + 40.0) * U) * (np.abs(K) @ np.abs(qb)) +
+          HALF_SUB * sigma * np.abs(K).sum(1) + (HALF_SUB * qa if i4 else 0.0) + 6.0 * U * np.abs(x))
+    m = x.max()
+    p = np.exp(x - m)
+    eta = (dx + dx.max() + 4.0 * U * np.abs(x - m) + 8.0 * U).max()
+    vmax = np.abs(V).max(1)
+    vabs = vmax.copy()
+    if dtype == "int8":  # the warp's 16 rows share the largest value scale (127 s = |v|max)
+        for w in range(0, n, 16):
+            vabs[w:w + 16] = vmax[w:w + 16].max()
+    pages = -(-n // 64)
+    pi = 4.0 * 2 * pages * U
+    rel = 2.0 * eta + (UH + 2 * U + 40 * U + pi) + (16 * U + pi) + UH
+    ref = (p @ V) / p.sum()
+    return ref, rel * (p @ vmax) / p.sum() + HALF_SUB * vabs.sum() / p.sum() + out_unit * np.abs(ref)
+
+
+def check_outputs(cache, layer, q, out, t0, scaling, worst):
+    """out (1, n, Hq, d) of positions t0 .. t0 + n - 1 against the stored rows:
+    a call that did not wrap the ring reads rows 0 .. t; a one-position call
+    reads every row present."""
+    n, hq, d = out.shape[1], out.shape[2], out.shape[3]
+    group = hq // cache.n_kv_heads
+    for h in range(cache.n_kv_heads):
+        K, V, positions = cache.rows(layer, h)
+        K, V = K.double().numpy(), V.double().numpy()
+        for i in range(n):
+            t = t0 + i
+            rows = len(positions) if n == 1 else t + 1
+            assert n == 1 or positions[:rows] == list(range(rows))
+            for j in range(group):
+                qh = q[0, h * group + j, i].double().cpu().numpy()
+                ref, tol = batch_bound(qh, K[:rows], V[:rows], scaling, cache.dtype)
+                got = out[0, i, h * group + j].double().cpu().numpy()
+                err = np.abs(got - ref)
+                assert (err <= tol).all(), (f"{cache.method} {cache.dtype} layer {layer} position {t} head "
+                                            f"{h * group + j}: {err.max():.3g} > {tol[err.argmax()]:.3g}")
+                worst[0] = max(worst[0], (err / tol).max())
+
+
+@pytest.mark.parametrize("method,dtype,d", [("exact", "f16", 64), ("exact", "int8", 128), ("sink-window", "f16", 128),
+                                            ("sink-window", "int8", 64), ("sink-window", "int4", 64)])
+def test_paged_attend_within_the_derived_bound(method, dtype, d):
+    """A prompt of 40 positions in one call, then one position at a time past
+    the budget (64 rows: the ring wraps), every output within batch_bound."""
+    g = torch.Generator().manual_seed(SEED)
+    print(f"seed {SEED}")
+    hkv, group, scaling = 2, 2, 1.0 / math.sqrt(d)
+    cache = kd.PagedCache(1, hkv * group, hkv, d, method=method, dtype=dtype,
+                          budget=64 if method == "sink-window" else None, sink=4, device=DEVICE)
+    worst = [0.0]
+
+    def step(n):
+        k, v = (torch.randn(1, hkv, n, d, generator=g).to(DEVICE) for _ in range(2))
+        q = (2.0 * torch.randn(1, hkv * group, n, d, generator=g)).to(DEVICE)
+        t0 = cache.seen(0)
+        out = cache.extend(0, k, v, q, scaling)
+        assert out.shape == (1, n, hkv * group, d) and out.dtype == q.dtype
+        check_outputs(cache, 0, q, out, t0, scaling, worst)
+
+    step(40)
+    for _ in range(30):
+        step(1)
+    _, _, positions = cache.rows(0, 0)
+    # the core's sink-window stream keeps the 4 sinks and the last 64 - 4 positions of the 70
+    assert sorted(positions) == (list(range(4)) + list(range(10, 70)) if method == "sink-window" else list(range(70)))
+    print(f"{method} {dtype} d={d}: worst error / derived bound = {worst[0]:.3g}")
+
+
+def test_a_call_across_the_ring_equals_the_same_positions_one_call_each():
+    """One call of 80 positions (64 in one launch pair, 16 one by one) gives
+    the bits of 64 positions then 16 calls of one."""
+    g = torch.Generator().manual_seed(SEED)
+    d = 64
+    k, v = (torch.randn(1, 1, 80, d, generator=g).to(DEVICE) for _ in range(2))
+    q = torch.randn(1, 2, 80, d, generator=g).to(DEVICE)
+    a = kd.PagedCache(1, 2, 1, d, method="sink-window", dtype="int8", budget=64, sink=4, device=DEVICE)
+    b = kd.PagedCache(1, 2, 1, d, method="sink-window", dtype="int8", budget=64, sink=4, device=DEVICE)
+    whole = a.extend(0, k, v, q, 0.125)
+    parts = [b.extend(0, k[:, :, :64], v[:, :, :64], q[:, :, :64], 0.125)]
+    parts += [b.extend(0, k[:, :, t:t + 1], v[:, :, t:t + 1], q[:, :, t:t + 1], 0.125) for t in range(64, 80)]
+    assert torch.equal(whole, torch.cat(parts, dim=1))
+
+
+def test_bad_input_is_refused_with_a_message():
+    with pytest.raises(ValueError, match="decides from the rows"):
+        kd.PagedCache(1, 2, 1, 64, method="h2o", budget=64, device=DEVICE)
+    with pytest.raises(ValueError, match="dimension 64 or 128"):
+        kd.PagedCache(1, 2, 1, 96, method="exact", dtype="f16", device=DEVICE)
+    with pytest.raises(ValueError, match="group"):
+        kd.PagedCache(1, 34, 2, 64, method="exact", device=DEVICE)
+    with pytest.raises(ValueError, match="less than one page"):
+        kd.PagedCache(1, 2, 1, 64, budget="1KiB", device=DEVICE)
+    c = kd.PagedCache(1, 2, 1, 64, method="sink-window", budget=64, device=DEVICE)
+    k = torch.zeros(1, 1, 3, 64, device=DEVICE)
+    with pytest.raises(ValueError, match="want shape"):
+        c.extend(0, k, k, torch.zeros(1, 3, 3, 64, device=DEVICE), 0.125)
+    with pytest.raises(ValueError, match="scaling"):
+        c.extend(0, k, k, torch.zeros(1, 2, 3, 64, device=DEVICE), float("nan"))
+    assert c.seen(0) == 0  # refused calls leave the cache as it was
+
+
+def test_bytes_are_whole_pages():
+    pb = kd.page_bytes("int8", 64)
+    c = kd.PagedCache(3, 6, 2, 64, method="sink-window", dtype="int8", budget="25%f16", context=1024, device=DEVICE)
+    f16 = 3 * 2 * 1024 * 2 * 2 * 64  # an f16 exact cache's keys and values for the context
+    assert c.nbytes == 3 * 2 * (f16 // 6 // 4 // pb) * pb and c.nbytes <= f16 // 4
+    assert c.budget == (f16 // 6 // 4 // pb) * 64
+
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A two-layer Llama with random weights (seeded): head_dim 64, 4 query
+    heads over 2 kv heads; what the SIMT runtime can run in seconds."""
+    torch.manual_seed(SEED)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                   max_position_embeddings=256)
+    model = transformers.LlamaForCausalLM(cfg).to(DEVICE).eval()
+    ids = torch.randint(0, 128, (1, 50), generator=torch.Generator().manual_seed(SEED)).to(DEVICE)
+    return model, ids
+
+
+@pytest.mark.parametrize("method,dtype", [("exact", "f16"), ("sink-window", "int8")])
+def test_generate_on_paged_rows_within_the_bound_at_every_layer(tiny, monkeypatch, method, dtype):
+    """model.generate with KvcCache(paged=True): every layer's every output
+    within batch_bound of the stored rows (sink-window: 50 prompt positions
+    and 20 new tokens pass its 64 rows)."""
+    import kvcompress.hf as kvc_hf
+    model, ids = tiny
+    worst = [0.0]
+    original = kvc_hf.KvcPagedLayer.attend
+
+    def checked(self, query, scaling):
+        t0 = self.seen
+        out = original(self, query, scaling)
+        check_outputs(self.shared.arena, self.layer_idx, query, out, t0, scaling, worst)
+        return out
+
+    monkeypatch.setattr(kvc_hf.KvcPagedLayer, "attend", checked)
+    cache = kvc_hf.KvcCache.for_model(model, paged=True, method=method, dtype=dtype,
+                                      budget=64 if method == "sink-window" else None, sink=4)
+    with torch.no_grad():
+        text = model.generate(ids, past_key_values=cache, max_new_tokens=20, do_sample=False)
+    assert text.shape == (1, 70) and cache.shared.arena.seen(0) == 69  # the last token is not attended yet
+    print(f"{method} {dtype}: {cache.nbytes} bytes of pages, worst error / derived bound = {worst[0]:.3g}")
