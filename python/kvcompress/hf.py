@@ -330,6 +330,9 @@ class KvcPress(BasePress):
         keys, values = layer.keys, layer.values  # (1, n_kv_heads, L, d)
         if keys.shape[0] != 1:
             raise ValueError(f"KvcPress compresses one sequence; got a batch of {keys.shape[0]}")
+        if keys.device.type != "cpu":
+            raise ValueError(f"KvcPress streams into the C cache on the CPU; the keys are on {keys.device} "
+                             f"(on CUDA, KvcCache.for_model keeps exact and sink-window rows in device pages)")
         if self.shared is None or idx == 0:
             n_layers, n_heads, n_kv, d = model_shape(module.config)
             params = dict(self.params)
