@@ -276,8 +276,9 @@ class PagedCache:
         lay.seen += m
         cap = self.budget if self.budget is not None else t0 + m
         n_rows = np.array([min(t0 + i + 1, cap) for i in range(m) for _ in range(hkv)], dtype=np.int32)
+        # every position's page list is its kv head's: entry h's j-th page is h + hkv * j
         P = lay.pages_per_entry
-        ids = np.array([h + hkv * j for _ in range(m) for h in range(hkv) for j in range(P)], dtype=np.int32)
+        ids = np.tile((np.arange(hkv, dtype=np.int32)[:, None] + hkv * np.arange(P, dtype=np.int32)).ravel(), m)
         indptr = np.arange(m * hkv + 1, dtype=np.int32) * P
         tables = torch.from_numpy(np.concatenate([indptr, ids])).to(self.device)
         max_pages = int(((n_rows.astype(np.int64) + PAGE_ROWS - 1) // PAGE_ROWS).sum())
@@ -289,7 +290,9 @@ class PagedCache:
             self._work = torch.empty(wb + 256, dtype=torch.uint8, device=self.device)
         work = self._work.data_ptr() + (-self._work.data_ptr()) % 256
         o = _core.DevTensor(out[i0].data_ptr(), _ELEM[out.dtype], out.stride(0), out.stride(1))
+        # The plan's copy from self._host is from pageable memory, which CUDA
+        # stages before cudaMemcpyAsync returns, so the next step may reuse
+        # the buffer without a synchronisation (CUDA runtime API, "API
+        # synchronization behavior").
         lay.core.attend(m, n_rows, max_pages, self._host.ctypes.data, self._host.nbytes, work, wb,
                         tables.data_ptr(), tables[m * hkv + 1:].data_ptr(), view(q), o, stream)
-        if self.device.type == "cuda":  # the host buffers are reused by the next step's plan
-            torch.cuda.current_stream(self.device).synchronize()

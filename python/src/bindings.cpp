@@ -45,6 +45,14 @@ void check(kvc_status s, const char *what)
     if (s != KVC_OK) throw status_error{(int)s, std::string(what) + ": " + kvc_status_str(s)};
 }
 
+// a storage type by its command-line name, or a status_error naming it
+kvc_dtype parse_dtype(const std::string &dtype)
+{
+    kvc_dtype t;
+    check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+    return t;
+}
+
 // Protected spans take pct percent of the budget (none for exact, which
 // keeps every token anyway), as the command line's --protect does.
 void apply_protect(kvc_stream_config &c, double pct)
@@ -65,8 +73,7 @@ kvc_stream_config stream_config(const std::string &method, const std::string &dt
 {
     kvc_method m;
     check(kvc_method_parse(method.c_str(), &m), ("method '" + method + "'").c_str());
-    kvc_dtype t;
-    check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+    const kvc_dtype t = parse_dtype(dtype);
     kvc_stream_config c = kvc_stream_config_default(m, head_dim, head_dim, budget, seed);
     c.dtype = t;
     double pct = 0;
@@ -294,9 +301,7 @@ struct paged_layer {
     paged_layer(const std::string &dtype, uint32_t head_dim, uint32_t n_kv_heads, uint32_t group, float beta,
                 uintptr_t pool, uint32_t n_pages)
     {
-        kvc_dtype t;
-        check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
-        c_.dtype = (unsigned)t, c_.head_dim = head_dim, c_.n_kv_heads = n_kv_heads, c_.group = group;
+        c_.dtype = (unsigned)parse_dtype(dtype), c_.head_dim = head_dim, c_.n_kv_heads = n_kv_heads, c_.group = group;
         c_.beta = beta, c_.pool = addr<void>(pool), c_.n_pages = n_pages;
         check(kvc_cuda_paged_check(&c_), "paged layer");
     }
@@ -359,8 +364,7 @@ struct paged_layer {
 nb::tuple paged_rows(const std::string &dtype, uint32_t head_dim, uintptr_t pool, size_t pool_bytes,
                      const std::vector<int64_t> &slots)
 {
-    kvc_dtype t;
-    check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
+    const kvc_dtype t = parse_dtype(dtype);
     const size_t pb = kvc_cuda_page_bytes((unsigned)t, head_dim);
     if (pb == 0) throw status_error{(int)KVC_E_UNSUPPORTED, "paged_rows: a type or dimension the pages refuse"};
     const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
@@ -477,9 +481,7 @@ NB_MODULE(_core, m)
     m.attr("cuda_page_rows") = (int)KVC_CUDA_PAGE_ROWS;
     m.attr("cuda_max_group") = (int)KVC_CUDA_BATCH_MAX_GROUP;
     m.def("cuda_page_bytes", [](const std::string &dtype, uint32_t head_dim) {
-        kvc_dtype t;
-        check(kvc_dtype_parse(dtype.c_str(), &t), ("storage type '" + dtype + "'").c_str());
-        return kvc_cuda_page_bytes((unsigned)t, head_dim);
+        return kvc_cuda_page_bytes((unsigned)parse_dtype(dtype), head_dim);
     });
     nb::class_<dev_tensor>(m, "DevTensor")
         .def(nb::init<uintptr_t, int, int64_t, int64_t>(), nb::arg("data"), nb::arg("elem"), nb::arg("seq_stride"),
