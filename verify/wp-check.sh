@@ -6,7 +6,11 @@
 #
 # Appends (so they land in the last -then stage, if any):
 #   -wp -wp-rte -wp-par ${WP_PAR:-2} -wp-timeout ${WP_TIMEOUT:-10}
-#   -wp-report-json ${WP_LOGDIR}/NAME.json
+#   -wp-cache update -wp-cache-dir DIR -wp-report-json ${WP_LOGDIR}/NAME.json
+# DIR is $KVC_WP_CACHE_DIR if set, else $WP_CACHE_DEFAULT, else
+# ${WP_LOGDIR}/wp-cache. After the run it writes ${WP_LOGDIR}/NAME.stats.json:
+# wall seconds, whether every goal came from the cache, and the slowest goal's
+# prover time (what the per-goal timeouts are sized from).
 # frama-c exits 0 even when goals are left unproved, hence the JSON check:
 # the job passes only if frama-c exited 0, total > 0 and valid == total
 # (and, if Eva ran in the job, it raised 0 alarms).
@@ -29,8 +33,10 @@ mkdir -p "$logdir"
 json="$logdir/$name.json"; log="$logdir/$name.log"
 rm -f "$json"
 start=$(date +%s.%N)
+cache=${KVC_WP_CACHE_DIR:-${WP_CACHE_DEFAULT:-$logdir/wp-cache}}
+mkdir -p "$cache"
 frama-c "$@" -wp -wp-rte -wp-par "${WP_PAR:-2}" -wp-timeout "${WP_TIMEOUT:-10}" \
-        -wp-report-json "$json" >"$log" 2>&1
+        -wp-cache update -wp-cache-dir "$cache" -wp-report-json "$json" >"$log" 2>&1
 rc=$?
 end=$(date +%s.%N)
 python3 - "$json" "$name" "$rc" "$start" "$end" "$log" <<'PY'
@@ -45,6 +51,18 @@ except Exception:
     print(f"FAIL {name}: no WP report (frama-c rc={rc}, see {log})")
     sys.exit(1)
 total, valid = g.get("total", 0), g.get("valid", 0)
+# the slowest prover answer of a goal proved in this run (cached answers
+# carry the time of the run that computed them), and how many were cached
+times = []
+for line in text.splitlines():
+    if re.match(r"\[wp\] \[(?!Qed\])[^\]]+\] Goal .*: Valid", line):
+        t = re.findall(r"\((\d+(?:\.\d+)?)(ms|s)\)", line)
+        if t:
+            times.append(float(t[-1][0]) / (1000.0 if t[-1][1] == "ms" else 1.0))
+cached = len(re.findall(r"^\[wp\] \[[^\]]+\] Goal .*\(cached\)$", text, re.M))
+json.dump({"job": name, "wall_s": round(secs, 1), "total": total, "valid": valid,
+           "slowest_goal_s": max(times) if times else 0.0, "cached_goals": cached},
+          open(path[:-len(".json")] + ".stats.json", "w"))
 ok = rc == 0 and total > 0 and valid == total and sum(alarms) == 0
 eva = f", Eva alarms {sum(alarms)}" if alarms else ""
 print(f"{'PASS' if ok else 'FAIL'} {name}: {valid}/{total} WP goals proved{eva} in {secs:.1f}s"

@@ -26,7 +26,17 @@
 /* The first three bytes without the version, to tell "another version" from garbage. */
 #define KVC_MAGIC_FAMILY(m) ((m)&0xFFFFFF00u)
 
-/* Reserve `bytes` at the cursor; returns the offset of the reservation. */
+/* Reserve `bytes` at the cursor; returns the offset of the reservation.
+ * The callers' bounds (budgets <= 2^24 tokens, rows <= 1032 bytes) keep the
+ * cursor below 2^62, far from the wrap the precondition excludes. */
+/*@ requires \valid(cursor);
+    requires *cursor + bytes <= 4611686018427387904;
+    assigns *cursor;
+    ensures \result == \old(*cursor);
+    ensures *cursor == kvc_align_l(\old(*cursor) + bytes);
+    ensures *cursor % 64 == 0;
+    ensures \old(*cursor) + bytes <= *cursor <= \old(*cursor) + bytes + 63;
+*/
 static inline uint64_t kvc_carve(uint64_t *cursor, uint64_t bytes)
 {
     uint64_t off = *cursor;

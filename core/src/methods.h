@@ -106,7 +106,28 @@ void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out);
 /* BalanceKV's parameter rules, shared by its streaming and prefill forms. */
 const char *kvc_balancekv_fields(const kvc_stream_config *c);
 
+/*@ // the fields of a plan the layout reads, in the ranges the planner allows
+    predicate kvc_plan_dims_ok(kvc_stream_plan *p) =
+      \valid_read(p) && 1 <= p->d <= 256 && 1 <= p->dv <= 256 &&
+      p->n_sink <= 16777216 && p->n_window <= 16777216 && p->n_protect <= 16777216;
+    logic integer kvc_stream_rows_l(kvc_stream_plan *p, integer n, integer dim) =
+      n * kvc_row_bytes_l(p->dtype, dim);
+*/
+
+/*@ // what a method's plan function may assume and must give (verify wp_sizes):
+    // its worst-case elements never exceed the tokens the budget left it
+    predicate kvc_method_plan_pre(kvc_stream_config *c, kvc_stream_plan *p) =
+      \valid_read(c) && \valid(p) && \separated(c, p) && 1 <= c->d <= 256 && 1 <= c->dv <= 256 &&
+      p->d == c->d && p->dv == c->dv && p->method_tokens <= 16777216;
+    predicate kvc_method_plan_post(kvc_stream_config *c, kvc_stream_plan *p, integer worst) =
+      0 <= worst <= p->method_tokens * (c->d + c->dv);
+*/
+
 /* Rows [first, first + n) of K and V as one segment in both sets, all of weight `scale`. */
+/*@ requires \valid(seg) && \valid_read(K) && \valid_read(V) && \separated(seg, K, V);
+    assigns *seg;
+    ensures \result == 1 && seg->n == n && seg->scale == scale && seg->role == KVC_SET_BOTH && seg->weights == \null;
+*/
 static inline size_t kvc_segment_rows_uniform(kvc_segment *seg, const kvc_rows *K, const kvc_rows *V, size_t first,
                                               size_t n, double scale)
 {

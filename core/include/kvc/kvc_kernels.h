@@ -38,6 +38,8 @@ typedef struct kvc_kernels kvc_kernels;
  *  (kvc_sizes.h), the compile-time form: one definition for both. */
 /*@ requires dim <= 16777216;
     assigns \nothing;
+    ensures \result == kvc_row_bytes_l(t, dim);
+    ensures \result % 4 == 0 && \result <= 4 * dim + 8;
 */
 static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim) { return KVC_ROW_BYTES(t, dim); }
 

@@ -88,6 +88,7 @@ uint64_t kvc_rng_next(kvc_rng *r);
     assigns r->counter;
     ensures in_range: \result < bound;
     ensures advanced: r->counter > \old(r->counter);
+    ensures bounded: r->counter <= \old(r->counter) + 64;
 */
 uint32_t kvc_rng_below(kvc_rng *r, uint32_t bound);
 

@@ -40,6 +40,20 @@
                     ? 4u * (((uint64_t)(dim) + 31u) / 32u) + (((uint64_t)(dim) + 1u) / 2u + 3u) / 4u * 4u              \
                     : 0u))
 
+/* The same formulas in ACSL, for the proofs of the size arithmetic
+ * (verify/: wp_sizes on LP64 and ILP32). Types 4 and 5 (KIVI) have no rows. */
+/*@ logic integer kvc_row_bytes_l(integer t, integer dim) =
+      t == 0 ? 4 * dim :
+      t == 1 ? (2 * dim + 3) / 4 * 4 :
+      t == 2 ? 4 + (dim + 3) / 4 * 4 :
+      t == 3 ? 4 + (2 * dim + 3) / 4 * 4 :
+      t == 6 ? 4 * ((dim + 31) / 32) + ((dim + 1) / 2 + 3) / 4 * 4 : 0;
+    logic integer kvc_align_l(integer x) = (x + 63) / 64 * 64;
+    // a carved region: 64-aligned, and it ends at or before `next`
+    predicate kvc_region_before(integer off, integer bytes, integer next) =
+      off % 64 == 0 && 0 <= off && 0 <= bytes && off + bytes <= next;
+*/
+
 /** @p x rounded up to KVC_ARENA_ALIGN, as uint64_t. */
 #define KVC_SIZE_ALIGN(x) (((uint64_t)(x) + (KVC_ARENA_ALIGN - 1u)) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN)
 

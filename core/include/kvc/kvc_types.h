@@ -125,8 +125,10 @@ kvc_status kvc_dtype_parse(const char *name, kvc_dtype *out);
 /** Largest budget in tokens (keeps every size product far from overflow on 32-bit). */
 #define KVC_MAX_BUDGET (1u << 24)
 
-/** Round @p x up to a multiple of ::KVC_ARENA_ALIGN (in the type of @p x). */
-#define KVC_ALIGN_UP(x) (((x) + (KVC_ARENA_ALIGN - 1u)) & ~(KVC_ARENA_ALIGN - 1u + 0 * (x)))
+/** Round @p x up to a multiple of ::KVC_ARENA_ALIGN (in the type of @p x,
+ *  promoted). Written with a division, not a mask: the same machine code, and
+ *  linear arithmetic for the provers (WP treats `&` as uninterpreted). */
+#define KVC_ALIGN_UP(x) (((x) + (KVC_ARENA_ALIGN - 1u)) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN)
 
 #ifdef __cplusplus
 }

@@ -60,8 +60,8 @@ double kvc_k_dot_f32__ref(const float *a, const float *b, size_t n);
 double kvc_k_sqdist_f32__ref(const float *a, const float *b, size_t n);
 
 /**
- * @brief e^x for x <= 0, in [0, 1]. The contract is trusted (an axiom for WP)
- *        and checked at run time by the unit tests.
+ * @brief e^x for x <= 0, in [0, 1]. The contract is trusted (an axiom for WP).
+ * trusted-by: tests/unit/test_attend.c and test_trust.c (range over x <= 0).
  */
 /*@ requires x <= 0.0;
     assigns \nothing;
@@ -70,8 +70,8 @@ double kvc_k_sqdist_f32__ref(const float *a, const float *b, size_t n);
 double kvc_exp_nonpos(double x);
 
 /**
- * @brief Natural logarithm of a positive finite number. Trusted contract,
- *        checked at run time by the unit tests.
+ * @brief Natural logarithm of a positive finite number. Trusted contract.
+ * trusted-by: tests/unit/test_attend.c and test_trust.c.
  */
 /*@ requires x > 0.0;
     assigns \nothing;

@@ -45,11 +45,13 @@ void kvc_k_f32_axpy__ref(double *acc, double p, const float *r, size_t dim);
 double kvc_k_f32_absmax__ref(const float *r, size_t dim);
 
 /* ---- f16 (binary16 bits); the conversions are trusted like the libm
-   wrappers (bit casts WP does not model) and checked by tests/unit/test_dtype ---- */
+   wrappers (bit casts WP does not model) ---- */
 
+/* trusted-by: tests/unit/test_dtype.c (round trip, extremes, subnormals) */
 /*@ assigns \nothing; */
 uint16_t kvc_f32_to_f16(float f);
 
+/* trusted-by: tests/unit/test_dtype.c (round trip, extremes, subnormals) */
 /*@ assigns \nothing; */
 float kvc_f16_to_f32(uint16_t h);
 
@@ -106,15 +108,16 @@ void kvc_k_f16_axpy__ref(double *acc, double p, const uint16_t *r, size_t dim);
 double kvc_k_f16_absmax__ref(const uint16_t *r, size_t dim);
 
 /* t rounded half away from zero and clamped to [-127, 127] (trusted like the
-   f16 conversions: float-to-int rounding is beyond the provers; the unit
-   tests check the contract). */
+   f16 conversions: float-to-int rounding is beyond the provers).
+   trusted-by: tests/unit/test_dtype.c */
 /*@ assigns \nothing;
     ensures -127 <= \result <= 127;
 */
 int kvc_round_clamp127(double t);
 
 /* t rounded half away from zero and clamped to [-32767, 32767] (trusted,
-   like kvc_round_clamp127). */
+   like kvc_round_clamp127).
+   trusted-by: tests/unit/test_dtype.c */
 /*@ assigns \nothing;
     ensures -32767 <= \result <= 32767;
 */

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "acsl_lemmas.h"
 #include "arena.h"
 #include "kvc/kvc_kernels.h"
 
@@ -20,10 +21,22 @@ typedef struct kvc_rows {
     const kvc_row_kernels *rk; /* NULL where only the layout is needed (views, checks) */
 } kvc_rows;
 
+/*@ // n rows of r, readable and writable (what an accessor of the proofs' trusted base gives)
+    predicate kvc_rows_ok(kvc_rows *r, integer n) =
+      \valid_read(r) && 1 <= r->dim <= 256 && 0 < r->stride <= 1032 && 0 <= n <= 16777216 && \valid(r->base + (0 .. n * r->stride - 1));
+*/
+
 /* Bytes of n rows of dim elements. */
+/*@ requires n <= 16777216 && dim <= 256;
+    assigns \nothing;
+    ensures \result == n * kvc_row_bytes_l(dtype, dim);
+    ensures \result <= 16777216 * 1032;
+*/
 static inline uint64_t kvc_rows_bytes(unsigned dtype, uint64_t n, uint64_t dim)
 {
-    return n * kvc_row_bytes(dtype, dim);
+    const uint64_t row = kvc_row_bytes(dtype, dim);
+    //@ ghost kvc_mul_le(n, 16777216, row, 1032);
+    return n * row;
 }
 
 /* The row array at byte offset `off` of `owner`. */
@@ -40,7 +53,17 @@ static inline kvc_rows kvc_rows_at(const void *owner, uint64_t off, size_t dim, 
 
 static inline void *kvc_row(const kvc_rows *r, size_t i) { return r->base + i * r->stride; }
 
-/* Quantise x into row i. */
+/* Quantise x into row i.
+ * trusted-by: tests/kernels/test_backends.c runs every table's row kernels
+ * against the reference ones, whose contracts wp_rows proves; the dispatch
+ * through the table is outside WP (Frama-C 25 cannot prove a call through a
+ * function pointer). */
+/*@ requires \valid_read(r) && 1 <= r->dim <= 256;
+    requires \valid(r->base + (i * r->stride .. i * r->stride + r->stride - 1));
+    requires \valid_read(x + (0 .. r->dim - 1));
+    requires \separated(r->base + (i * r->stride .. i * r->stride + r->stride - 1), x + (0 .. r->dim - 1));
+    assigns r->base[i * r->stride .. i * r->stride + r->stride - 1];
+*/
 static inline void kvc_row_store(const kvc_rows *r, size_t i, const float *x)
 {
     r->rk->store(kvc_row(r, i), x, r->dim);
@@ -72,7 +95,14 @@ static inline const unsigned char *kvc_segment_value_rows(const kvc_segment *s)
     return (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q);
 }
 
-/* Segment rows [first, first + n) of keys k and values v (v may be NULL for a key-only set). */
+/* Segment rows [first, first + n) of keys k and values v (v may be NULL for a key-only set).
+ * trusted-by: tests/unit/test_dtype.c (every method's view attended under
+ * every storage type) and tests/kernels/test_backends.c (methods on every
+ * table); f32 rows are reinterpreted as floats here, a cast outside WP's
+ * typed memory model. */
+/*@ requires \valid(s) && \valid_read(k) && (v == \null || \valid_read(v)) && \separated(s, k) && \separated(s, v);
+    assigns s->dtype, s->keys, s->values, s->keys_q, s->values_q;
+*/
 static inline void kvc_segment_rows(kvc_segment *s, const kvc_rows *k, const kvc_rows *v, size_t first)
 {
     s->dtype = k->dtype;
