@@ -61,6 +61,57 @@ static const char *field_problem(const kvc_stream_config *c)
     return o->fields ? o->fields(c) : NULL;
 }
 
+/* The budget split between the exact regions and the method: sinks, window,
+ * protected rows, the current token, and what is left to the method (0 for
+ * sink-window, whose window takes the rest). field_problem's rules hold. */
+/*@ requires \valid_read(c) && \valid(p) && \separated(c, p);
+    requires 1 <= c->d <= 256 && 1 <= c->dv <= 256 && 1 <= c->budget <= 16777216;
+    requires c->n_sink <= 16777216 && c->n_window <= 16777216 && c->n_protect <= 16777216;
+    requires tok == c->d + c->dv;
+    requires window_is_budget != 0 ==> c->n_sink + c->n_protect + 1 <= c->budget;
+    requires window_is_budget == 0 ==> c->n_sink + c->n_window + c->n_protect + 2 <= c->budget;
+    assigns p->n_sink, p->n_protect, p->n_window, p->method_tokens, p->budget_elements;
+    ensures p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens == c->budget;
+    ensures p->budget_elements == \old(c->budget) * tok;
+    ensures p->n_window <= 16777216 && p->method_tokens <= 16777216;
+    ensures window_is_budget == 0 ==> p->method_tokens >= 1;
+*/
+static void plan_split(const kvc_stream_config *c, unsigned window_is_budget, uint64_t tok, kvc_stream_plan *p)
+{
+    p->n_sink = c->n_sink;
+    p->n_protect = c->n_protect;
+    if (window_is_budget) {
+        p->n_window = c->budget - c->n_sink - c->n_protect - 1u; /* the FIFO is the rest of the budget */
+        p->method_tokens = 0;
+    } else {
+        p->n_window = c->n_window;
+        p->method_tokens = c->budget - c->n_sink - c->n_window - c->n_protect - 1u;
+    }
+    const uint64_t budget = c->budget;
+    //@ ghost kvc_mul_le(budget, 16777216, tok, 512);
+    p->budget_elements = budget * tok;
+}
+
+/* The plan's worst case: the exact regions at their full size plus the
+ * method's worst case. With the method's plan contract (worst <=
+ * method_tokens * (d + dv), kvc_method_plan_post) it never exceeds the
+ * budget: the budget theorem at plan time. */
+/*@ requires \valid(p) && 1 <= p->d <= 256 && 1 <= p->dv <= 256;
+    requires p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216;
+    requires p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
+    requires method_worst <= p->method_tokens * (p->d + p->dv);
+    assigns p->worst_elements;
+    ensures p->worst_elements <= p->budget_elements;
+*/
+static void plan_worst(kvc_stream_plan *p, uint64_t method_worst)
+{
+    const uint64_t tok = (uint64_t)p->d + p->dv;
+    const uint64_t exact_tokens = (uint64_t)p->n_sink + p->n_window + p->n_protect + 1u;
+    //@ ghost kvc_mul_le(exact_tokens, 16777216, tok, 512);
+    //@ assert split: exact_tokens * tok + p->method_tokens * tok == (exact_tokens + p->method_tokens) * tok;
+    p->worst_elements = exact_tokens * tok + method_worst;
+}
+
 /* Derive the plan; returns NULL or the rule the configuration breaks. */
 static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
 {
@@ -71,31 +122,21 @@ static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
 
     kvc_stream_plan p;
     memset(&p, 0, sizeof p);
-    const uint64_t tok = (uint64_t)c->d + c->dv;
     p.method = c->method;
     p.dtype = (uint32_t)c->dtype;
     p.d = c->d;
     p.dv = c->dv;
     p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
-    p.n_sink = c->n_sink;
-    p.n_protect = c->n_protect;
     p.protect_radius = c->n_protect ? (c->protect_radius ? c->protect_radius : 25u) : 0u;
-    p.budget_elements = (uint64_t)c->budget * tok;
     uint64_t method_worst = 0;
 
     const kvc_method_ops *o = kvc_method_ops_of(c->method);
-    if (o->window_is_budget) {
-        p.n_window = c->budget - c->n_sink - c->n_protect - 1u; /* the FIFO is the rest of the budget */
-        p.method_tokens = 0;
-    } else {
-        p.n_window = c->n_window;
-        p.method_tokens = c->budget - c->n_sink - c->n_window - c->n_protect - 1u;
-    }
+    plan_split(c, o->window_is_budget, (uint64_t)c->d + c->dv, &p);
     if (o->plan) {
         why = o->plan(c, &p, &method_worst);
         if (why != NULL) return why;
     }
-    p.worst_elements = ((uint64_t)p.n_sink + p.n_window + p.n_protect + 1u) * tok + method_worst;
+    plan_worst(&p, method_worst);
     if (p.n_protect) p.metadata_bytes += p.n_window; /* the window's outlier flags */
     kvc_stream_layout lay;
     p.arena_bytes = kvc_stream_layout_make(&p, kvc_stream_method_bytes(&p), &lay);
