@@ -4,7 +4,7 @@
  * Proof structure (verify/ wp_exact, docs/proofs.md): the functions on the
  * typed state (exact_*_st) are proved free of runtime errors with the state
  * predicate exact_ok; the row arrays come from one trusted accessor
- * (exact_regions), and the method table's entries are one-line casts from
+ * (exact_rows), and the method table's entries are one-line casts from
  * the stream's void pointer to the typed state. */
 #include "arena.h"
 #include "methods.h"

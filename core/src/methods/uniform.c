@@ -50,17 +50,21 @@ static uint64_t uniform_layout(uniform_state *s, const kvc_stream_plan *p)
     return cur;
 }
 
-/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
-    requires \valid_read(s) && \separated(s, p);
+/* The RNG counter bound is part of the check: a legitimate state never
+ * breaks it (at most one draw of at most 64 words per token offered), and a
+ * corrupted counter near 2^64 would wrap inside kvc_rng_below. */
+/*@ requires kvc_plan_dims_ok(p) && 1 <= p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
     assigns \nothing;
-    ensures \result == 1 ==> s->d == p->d && s->dv == p->dv && s->capacity == p->capacity && s->seen == method_in;
+    ensures \result == 1 ==> uniform_ok(s, p) && s->seen == method_in;
 */
 static int uniform_check_st(const uniform_state *s, const kvc_stream_plan *p, uint64_t method_in)
 {
     uniform_state want;
     uniform_layout(&want, p);
     return s->magic == KVC_MAGIC_UNIFORM && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
-           s->off_k == want.off_k && s->off_v == want.off_v && s->off_tok == want.off_tok && s->seen == method_in;
+           s->off_k == want.off_k && s->off_v == want.off_v && s->off_tok == want.off_tok && s->seen == method_in &&
+           s->seen <= UINT32_MAX && s->rng.counter <= 64u * s->seen;
 }
 
 /*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
