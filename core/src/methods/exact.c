@@ -90,10 +90,7 @@ static int exact_check_st(const exact_state *s, const kvc_stream_plan *p, uint64
     assigns \nothing;
     ensures \result == 1 <==> s->count < s->capacity;
 */
-static int exact_can_accept_st(const exact_state *s)
-{
-    return s->count < s->capacity;
-}
+static int exact_can_accept_st(const exact_state *s) { return s->count < s->capacity; }
 
 /* The wrapper calls update only after can_accept said yes. */
 /*@ requires exact_ok(s, p) && exact_rows_ok(s, p, K, V) && s->count < s->capacity;

@@ -172,8 +172,8 @@ static void uniform_update_st(uniform_state *s, const kvc_stream_plan *p, const 
     assigns *seg;
     ensures \result == 1 && seg->n == (s->seen < s->capacity ? s->seen : s->capacity);
 */
-static size_t uniform_view_st(const uniform_state *s, const kvc_stream_plan *p, const kvc_rows *K,
-                              const kvc_rows *V, const uint32_t *tok, kvc_segment *seg)
+static size_t uniform_view_st(const uniform_state *s, const kvc_stream_plan *p, const kvc_rows *K, const kvc_rows *V,
+                              const uint32_t *tok, kvc_segment *seg)
 {
     const uint32_t kept = kept_of(s);
     (void)p, (void)tok;
