@@ -13,20 +13,22 @@
  * kvc_rng_normal's assigns clause. The proof jobs define KVC_WP_TRUSTED_LIBM
  * (verify/CMakeLists.txt) so that WP sees these prototypes only; every build
  * compiles the bodies. */
-/* trusted-by: not yet checked at run time (portable_math's log on (0, 1]). */
+/* trusted-by: tests/unit/test_portable_math.c (rng_wrapper_contracts: kvc_pm_log on (0, 1]). */
 /*@ requires 0.0 < x <= 1.0;
     assigns \nothing;
     ensures \is_finite(\result) && -746.0 <= \result <= 0.0;
 */
 static double rng_log01(double x);
-/* trusted-by: not yet checked at run time (libm sqrt on [0, 1521]). */
+/* trusted-by: tests/unit/test_portable_math.c (rng_wrapper_contracts: sqrt on [0, 1521]). */
 /*@ requires \is_finite(x) && 0.0 <= x <= 1521.0;
     assigns \nothing;
     ensures \is_finite(\result) && 0.0 <= \result <= 39.0;
 */
 static double rng_sqrt(double x);
-/* trusted-by: not yet checked at run time (portable_math's cos). */
-/*@ requires \is_finite(x);
+/* kvc_pm_cos answers NaN past |x| = 2^20, hence the range in the precondition
+ * (the caller's argument, 2 pi u, is below 6.3).
+ * trusted-by: tests/unit/test_portable_math.c (rng_wrapper_contracts: kvc_pm_cos on [-2^20, 2^20]). */
+/*@ requires \is_finite(x) && -1048576.0 <= x <= 1048576.0;
     assigns \nothing;
     ensures \is_finite(\result) && -1.0 <= \result <= 1.0;
 */

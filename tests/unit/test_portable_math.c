@@ -70,11 +70,42 @@ static int special_values(void)
     return 0;
 }
 
+/* The trusted contracts of rng.c's libm wrappers (axioms of the wp_rng_float
+ * proof): log on (0, 1] is finite in [-746, 0], sqrt on [0, 1521] is finite in
+ * [0, 39], cos on [-2^20, 2^20] is finite in [-1, 1]. Swept over each domain,
+ * its ends and the subnormals included. */
+static int rng_wrapper_contracts(void)
+{
+    const int n = 200000;
+    for (int i = 0; i <= n; i++) {
+        const double x = i == 0 ? 0x1p-1074 : exp(-744.0 * (double)(n - i) / n); /* (0, 1], both ends */
+        const double y = kvc_pm_log(x);
+        CHECK_MSG(isfinite(y) && y >= -746.0 && y <= 0.0, "log(%a) = %a", x, y);
+    }
+    for (int i = 0; i <= n; i++) {
+        const double x = 1521.0 * i / n;
+        const double y = sqrt(x);
+        CHECK_MSG(isfinite(y) && y >= 0.0 && y <= 39.0, "sqrt(%a) = %a", x, y);
+    }
+    for (int i = 0; i <= n; i++) {
+        const double x = -1048576.0 + 2097152.0 * i / n;
+        const double y = kvc_pm_cos(x);
+        CHECK_MSG(isfinite(y) && y >= -1.0 && y <= 1.0, "cos(%a) = %a", x, y);
+    }
+    for (int i = 0; i <= n; i++) { /* the range the random normals use, finely */
+        const double x = 6.283185307179586 * i / n;
+        const double y = kvc_pm_cos(x);
+        CHECK_MSG(isfinite(y) && y >= -1.0 && y <= 1.0, "cos(%a) = %a", x, y);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {
         {"exp_log_cos_close_to_libm", exp_log_cos_close_to_libm},
         {"special_values", special_values},
+        {"rng_wrapper_contracts", rng_wrapper_contracts},
     };
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
