@@ -78,6 +78,7 @@ static const char *field_problem(const kvc_stream_config *c)
 */
 static void plan_split(const kvc_stream_config *c, unsigned window_is_budget, uint64_t tok, kvc_stream_plan *p)
 {
+    const uint64_t budget = c->budget;
     p->n_sink = c->n_sink;
     p->n_protect = c->n_protect;
     if (window_is_budget) {
@@ -87,7 +88,6 @@ static void plan_split(const kvc_stream_config *c, unsigned window_is_budget, ui
         p->n_window = c->n_window;
         p->method_tokens = c->budget - c->n_sink - c->n_window - c->n_protect - 1u;
     }
-    const uint64_t budget = c->budget;
     //@ ghost kvc_mul_le(budget, 16777216, tok, 512);
     p->budget_elements = budget * tok;
 }
