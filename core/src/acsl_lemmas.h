@@ -16,4 +16,15 @@
   static void kvc_mul_le(uint64_t a, uint64_t b, uint64_t c, uint64_t e) {}
 */
 
+/*@ ghost
+  // row i of an array of n rows of s bytes ends inside the array, and the
+  // array is below the largest (2^24 rows of 1032 bytes)
+  /@ requires i < n;
+     assigns \nothing;
+     ensures i * s + s <= n * s;
+     ensures n <= 16777216 && s <= 1032 ==> n * s <= 17314086912;
+  @/
+  static void kvc_row_in(uint64_t i, uint64_t n, uint64_t s) {}
+*/
+
 #endif

@@ -15,22 +15,28 @@ typedef struct kvc_stream_layout {
  * the method's sub-arena), each 64-aligned. Returns the arena bytes; every
  * region lies inside them and after the previous one (proved on LP64 and
  * ILP32: verify wp_sizes). */
+/*@ // what kvc_stream_layout_make gives: every region 64-aligned, after the
+    // header and after the previous one, inside `bytes` (proved: wp_sizes)
+    predicate kvc_stream_layout_ok(kvc_stream_layout *lay, kvc_stream_plan *p, integer bytes) =
+      512 <= lay->off_sink_k &&
+      kvc_region_before(lay->off_sink_k, kvc_stream_rows_l(p, p->n_sink, p->d), lay->off_sink_v) &&
+      kvc_region_before(lay->off_sink_v, kvc_stream_rows_l(p, p->n_sink, p->dv), lay->off_win_k) &&
+      kvc_region_before(lay->off_win_k, kvc_stream_rows_l(p, p->n_window, p->d), lay->off_win_v) &&
+      kvc_region_before(lay->off_win_v, kvc_stream_rows_l(p, p->n_window, p->dv), lay->off_pend_k) &&
+      kvc_region_before(lay->off_pend_k, 4 * p->d, lay->off_pend_v) &&
+      kvc_region_before(lay->off_pend_v, 4 * (p->dv + (p->dtype == 0 ? 0 : p->d + p->dv)), lay->off_prot_k) &&
+      kvc_region_before(lay->off_prot_k, kvc_stream_rows_l(p, p->n_protect, p->d), lay->off_prot_v) &&
+      kvc_region_before(lay->off_prot_v, kvc_stream_rows_l(p, p->n_protect, p->dv), lay->off_wflag) &&
+      kvc_region_before(lay->off_wflag, p->n_protect ? p->n_window : 0, lay->off_method) &&
+      kvc_region_before(lay->off_method, lay->method_bytes, bytes);
+*/
+
 /*@ requires kvc_plan_dims_ok(p);
     requires method_bytes <= 4503599627370496;
     requires \valid(lay) && \separated(p, lay);
     assigns *lay;
-    ensures 512 <= lay->off_sink_k;
-    ensures kvc_region_before(lay->off_sink_k, kvc_stream_rows_l(p, p->n_sink, p->d), lay->off_sink_v);
-    ensures kvc_region_before(lay->off_sink_v, kvc_stream_rows_l(p, p->n_sink, p->dv), lay->off_win_k);
-    ensures kvc_region_before(lay->off_win_k, kvc_stream_rows_l(p, p->n_window, p->d), lay->off_win_v);
-    ensures kvc_region_before(lay->off_win_v, kvc_stream_rows_l(p, p->n_window, p->dv), lay->off_pend_k);
-    ensures kvc_region_before(lay->off_pend_k, 4 * p->d, lay->off_pend_v);
-    ensures kvc_region_before(lay->off_pend_v, 4 * (p->dv + (p->dtype == 0 ? 0 : p->d + p->dv)), lay->off_prot_k);
-    ensures kvc_region_before(lay->off_prot_k, kvc_stream_rows_l(p, p->n_protect, p->d), lay->off_prot_v);
-    ensures kvc_region_before(lay->off_prot_v, kvc_stream_rows_l(p, p->n_protect, p->dv), lay->off_wflag);
-    ensures kvc_region_before(lay->off_wflag, p->n_protect ? p->n_window : 0, lay->off_method);
-    ensures kvc_region_before(lay->off_method, method_bytes, \result);
     ensures lay->method_bytes == method_bytes;
+    ensures kvc_stream_layout_ok(lay, p, \result);
     ensures \result % 64 == 0 && \result <= method_bytes + 274877906944;
 */
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay);
@@ -39,7 +45,13 @@ uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes,
     ensures \result == 472;
 */
 size_t kvc_stream_header_bytes(void);
-/* The method's own arena bytes for a plan (0 for sink-window). */
+/* The method's own arena bytes for a plan (0 for sink-window).
+ * trusted-by: assigns nothing, a dispatch to the method's arena_size (size
+ * arithmetic only: wp_sizes proves exact's and uniform's); stream_check
+ * bounds the answer before the layout uses it. */
+/*@ requires \valid_read(p);
+    assigns \nothing;
+*/
 uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p);
 
 /* For the cache manager (cache.c): the per-call check once, then the entry

@@ -13,7 +13,13 @@
  * the table's `store` kernel); the pending token stays f32 (it is the
  * current token, attended at full precision), and with a quantised type a
  * staging row beside it receives the window's oldest token, dequantised,
- * on its way to the method. */
+ * on its way to the method.
+ *
+ * Proof structure (verify wp_stream, docs/proofs.md): stream_check proves
+ * stream_ok; an append's checks (append_admit) write nothing; the typed core
+ * of the append (commit_pending and its helpers) works on the regions one
+ * trusted accessor (stream_regions_of) makes from the checked layout; the
+ * method table is reached through trusted one-line dispatches. */
 #include <math.h>
 #include <stdint.h>
 
@@ -48,12 +54,142 @@ _Static_assert(sizeof(struct kvc_stream) == KVC_SIZE_STREAM_HEADER, "the stream 
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
 
+/* ---- what the proofs know of a stream (verify wp_stream, docs/proofs.md) ----
+ * stream_header_ok: the plan's dimensions in range and the stored layout the
+ * proved one (kvc_stream_layout_make), which stream_check recomputes;
+ * stream_counters_ok: the wrapper's counters against each other and the plan,
+ * the exact regions' worst case inside the plan's (the budget theorem's
+ * wrapper part). stream_check establishes both; an append preserves them. */
+/*@ // a storage type stored row by row (KIVI's types have no rows yet)
+    predicate kvc_stream_dtype_ok(integer t) = t == 0 || t == 1 || t == 2 || t == 3 || t == 6;
+    logic integer stream_exact_capacity(kvc_stream_plan *p) = p->n_sink + p->n_window + p->n_protect + 1;
+    logic integer stream_exact_tokens(struct kvc_stream *st) =
+      st->sink_used + st->win_count + st->has_pending + st->prot_count;
+    // the plan's fields the append path reads, in range
+    predicate stream_plan_ok(struct kvc_stream *st) =
+      \valid_read(st) && kvc_plan_dims_ok(&st->plan) && kvc_stream_dtype_ok(st->plan.dtype) &&
+      st->plan.protect_radius <= 4096 &&
+      stream_exact_capacity(&st->plan) * (st->plan.d + st->plan.dv) <= st->plan.worst_elements;
+    predicate stream_header_ok(struct kvc_stream *st) =
+      stream_plan_ok(st) &&
+      kvc_stream_layout_ok(&st->lay, &st->plan, st->plan.arena_bytes) && st->plan.arena_bytes <= PTRDIFF_MAX &&
+      st->lay.method_bytes <= 4503599627370496;
+    // the bounds every state between two appends keeps (the token count aside)
+    predicate stream_shape_ok(struct kvc_stream *st) =
+      st->sink_used <= st->plan.n_sink && st->win_count <= st->plan.n_window &&
+      (st->plan.n_window == 0 ? st->win_head == 0 : st->win_head < st->plan.n_window) &&
+      (st->sink_used < st->plan.n_sink ==> st->win_count == 0) &&
+      ((st->method_in > 0 || st->prot_count > 0) ==>
+         st->sink_used == st->plan.n_sink && st->win_count == st->plan.n_window) &&
+      st->prot_count <= st->plan.n_protect && st->peak_elements <= st->plan.worst_elements;
+    predicate stream_counters_ok(struct kvc_stream *st) =
+      stream_shape_ok(st) && st->has_pending <= 1 && (st->has_pending == 1 <==> st->n_seen > 0) &&
+      st->last_flag <= st->n_seen && st->n_seen <= 4294967295 &&
+      st->n_seen == stream_exact_tokens(st) + st->method_in;
+    predicate stream_ok(struct kvc_stream *st) = stream_header_ok(st) && stream_counters_ok(st);
+*/
+
+/* The wrapper's regions, typed: what append and commit read and write. Only
+ * the accessor stream_regions_of makes them (from the proved layout). */
+typedef struct stream_regions {
+    kvc_rows sk, sv, wk, wv, rk, rv; /* sinks, window ring, protected rows */
+    float *pk, *pv;                  /* the pending token (f32: d, dv) */
+    float *stage;                    /* quantised types: the staging row (d + dv floats) */
+    uint8_t *wflag;                  /* protected spans: an outlier flag per window slot */
+    unsigned char *method;           /* the method's sub-arena (lay.method_bytes) */
+} stream_regions;
+
+/*@ // the arena behind a handle, as bytes and as floats: what the accessor
+    // gives (the casts themselves are outside WP's typed memory model)
+    axiomatic KvcStreamArena {
+      logic unsigned char *stream_bytes_l(struct kvc_stream *st);
+      logic float *stream_floats_l(struct kvc_stream *st);
+    }
+    predicate stream_rows_at(struct kvc_stream *st, kvc_rows *r, integer off, integer dim) =
+      r->base == stream_bytes_l(st) + off && r->dim == dim && r->dtype == st->plan.dtype &&
+      r->stride == kvc_row_bytes_l(st->plan.dtype, dim);
+    predicate stream_regions_at(struct kvc_stream *st, stream_regions *R) =
+      \valid(stream_bytes_l(st) + (0 .. st->plan.arena_bytes - 1)) &&
+      \valid(stream_floats_l(st) + (0 .. st->plan.arena_bytes / 4 - 1)) &&
+      stream_rows_at(st, &R->sk, st->lay.off_sink_k, st->plan.d) &&
+      stream_rows_at(st, &R->sv, st->lay.off_sink_v, st->plan.dv) &&
+      stream_rows_at(st, &R->wk, st->lay.off_win_k, st->plan.d) &&
+      stream_rows_at(st, &R->wv, st->lay.off_win_v, st->plan.dv) &&
+      stream_rows_at(st, &R->rk, st->lay.off_prot_k, st->plan.d) &&
+      stream_rows_at(st, &R->rv, st->lay.off_prot_v, st->plan.dv) &&
+      R->pk == stream_floats_l(st) + st->lay.off_pend_k / 4 &&
+      R->pv == stream_floats_l(st) + st->lay.off_pend_v / 4 &&
+      R->stage == R->pv + st->plan.dv &&
+      R->wflag == stream_bytes_l(st) + st->lay.off_wflag &&
+      R->method == stream_bytes_l(st) + st->lay.off_method;
+    // what the code uses: each region valid, the byte regions pairwise apart
+    predicate stream_regions_ok(struct kvc_stream *st, stream_regions *R) =
+      \valid_read(R) && \separated(R, st) &&
+      R->sk.dim == st->plan.d && R->sv.dim == st->plan.dv && R->wk.dim == st->plan.d && R->wv.dim == st->plan.dv &&
+      R->rk.dim == st->plan.d && R->rv.dim == st->plan.dv &&
+      R->sk.dtype == st->plan.dtype && R->sv.dtype == st->plan.dtype && R->wk.dtype == st->plan.dtype &&
+      R->wv.dtype == st->plan.dtype && R->rk.dtype == st->plan.dtype && R->rv.dtype == st->plan.dtype &&
+      R->wk.stride == R->rk.stride && R->wv.stride == R->rv.stride && R->stage == R->pv + st->plan.dv &&
+      kvc_rows_ok(&R->sk, st->plan.n_sink) && kvc_rows_ok(&R->sv, st->plan.n_sink) &&
+      kvc_rows_ok(&R->wk, st->plan.n_window) && kvc_rows_ok(&R->wv, st->plan.n_window) &&
+      kvc_rows_ok(&R->rk, st->plan.n_protect) && kvc_rows_ok(&R->rv, st->plan.n_protect) &&
+      \valid(R->pk + (0 .. st->plan.d - 1)) && \valid(R->pv + (0 .. st->plan.dv - 1)) &&
+      (st->plan.dtype != 0 ==> \valid(R->stage + (0 .. st->plan.d + st->plan.dv - 1))) &&
+      (st->plan.n_protect > 0 ==> \valid(R->wflag + (0 .. st->plan.n_window - 1))) &&
+      \valid(R->method + (0 .. st->lay.method_bytes - 1)) &&
+      // only what the append path needs apart: a row is copied window ->
+      // protected, and the pending token is stored into sinks and window
+      \separated(R->rk.base + (0 .. st->plan.n_protect * R->rk.stride - 1),
+                 R->wk.base + (0 .. st->plan.n_window * R->wk.stride - 1)) &&
+      \separated(R->rv.base + (0 .. st->plan.n_protect * R->rv.stride - 1),
+                 R->wv.base + (0 .. st->plan.n_window * R->wv.stride - 1)) &&
+      \separated(R->pk + (0 .. st->plan.d - 1), R->sk.base + (0 .. st->plan.n_sink * R->sk.stride - 1),
+                 R->wk.base + (0 .. st->plan.n_window * R->wk.stride - 1)) &&
+      \separated(R->pv + (0 .. st->plan.dv - 1), R->sv.base + (0 .. st->plan.n_sink * R->sv.stride - 1),
+                 R->wv.base + (0 .. st->plan.n_window * R->wv.stride - 1));
+*/
+
+/* The accessor of the wrapper's regions (the trusted base, docs/proofs.md):
+ * byte offsets of the validated layout turned into typed pointers.
+ * trusted-by: stream_check compares the stored layout with the one
+ * kvc_stream_layout_make gives (wp_sizes proves it inside arena_bytes on
+ * LP64 and ILP32), and the handle promises arena_bytes bytes behind it
+ * (kvc_stream_init, kvc_stream_validate); the corrupted-arena tests
+ * (tests/unit/test_trust.c) and the API fuzzer under ASan. */
+/*@ requires stream_header_ok(st) && \valid(R) && \separated(R, st);
+    assigns *R;
+    ensures stream_regions_at(st, R) && stream_regions_ok(st, R);
+    ensures R->sk.rk == R->sv.rk == R->wk.rk == R->wv.rk == R->rk.rk == R->rv.rk;
+*/
+static void stream_regions_of(kvc_stream *st, const kvc_kernels *kern, stream_regions *R)
+{
+    const kvc_stream_plan *p = &st->plan;
+    const kvc_stream_layout *l = &st->lay;
+    R->sk = kvc_rows_at(st, l->off_sink_k, p->d, p->dtype, kern);
+    R->sv = kvc_rows_at(st, l->off_sink_v, p->dv, p->dtype, kern);
+    R->wk = kvc_rows_at(st, l->off_win_k, p->d, p->dtype, kern);
+    R->wv = kvc_rows_at(st, l->off_win_v, p->dv, p->dtype, kern);
+    R->rk = kvc_rows_at(st, l->off_prot_k, p->d, p->dtype, kern);
+    R->rv = kvc_rows_at(st, l->off_prot_v, p->dv, p->dtype, kern);
+    R->pk = KVC_AT(st, l->off_pend_k, float);
+    R->pv = KVC_AT(st, l->off_pend_v, float);
+    R->stage = R->pv + p->dv;
+    R->wflag = KVC_AT(st, l->off_wflag, uint8_t);
+    R->method = KVC_AT(st, l->off_method, unsigned char);
+}
+
 /* The first view segments that hold the most recent tokens in token order
  * (sinks, window ring, current token): a batched attend's causal block. */
 #define KVC_STREAM_CAUSAL_SEGMENTS 4u
 _Static_assert(KVC_STREAM_CAUSAL_SEGMENTS + 1u == KVC_STREAM_EXACT_SEGMENTS,
                "the protected spans follow the causal block");
 
+/* The digest of the fixed header (cfg, plan, lay).
+ * trusted-by: assigns nothing (it reads the header as bytes, a cast outside
+ * WP's typed model); tests/unit/test_trust.c flips header bits. */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+*/
 static uint64_t header_digest(const kvc_stream *st)
 {
     uint64_t h = kvc_digest(KVC_DIGEST_SEED, &st->cfg, sizeof st->cfg);
@@ -61,44 +197,147 @@ static uint64_t header_digest(const kvc_stream *st)
     return kvc_digest(h, &st->lay, sizeof st->lay);
 }
 
-static int method_check(const kvc_stream *st, const void *m)
+/* trusted-by: assigns nothing (the pointer-to-integer cast of kvc_aligned,
+ * outside WP's model); tests/unit/test_trust.c passes misaligned arenas. */
+/*@ assigns \nothing; */
+static int stream_aligned(const kvc_stream *st) { return kvc_aligned(st); }
+
+/* The method's own check, through the method table.
+ * trusted-by: assigns nothing, a dispatch through the method table (outside
+ * WP); exact's and uniform's checks are proved (wp_exact, wp_uniform). */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+*/
+static int method_check(const kvc_stream *st)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
-    return o != NULL && o->check(m, &st->plan, st->method_in);
+    return o != NULL && o->check(KVC_AT_C(st, st->lay.off_method, void), &st->plan, st->method_in);
 }
 
 /* A header without this format's magic: another format version of ours
  * (corrupt for this build) or never initialised. */
+/*@ assigns \nothing;
+    ensures \result == KVC_E_CORRUPT || \result == KVC_E_STATE;
+*/
 static kvc_status magic_status(uint32_t magic)
 {
     return KVC_MAGIC_FAMILY(magic) == KVC_MAGIC_FAMILY(KVC_MAGIC_STREAM) ? KVC_E_CORRUPT : KVC_E_STATE;
+}
+
+/*@ predicate layout_same(kvc_stream_layout *a, kvc_stream_layout *b) =
+      a->off_sink_k == b->off_sink_k && a->off_sink_v == b->off_sink_v &&
+      a->off_win_k == b->off_win_k && a->off_win_v == b->off_win_v && a->off_pend_k == b->off_pend_k &&
+      a->off_pend_v == b->off_pend_v && a->off_method == b->off_method && a->off_prot_k == b->off_prot_k &&
+      a->off_prot_v == b->off_prot_v && a->off_wflag == b->off_wflag && a->method_bytes == b->method_bytes;
+*/
+
+/* Everything an append may write besides the header's counters: the
+ * wrapper's regions and the method's sub-arena. */
+/* clang-format off */
+#define STREAM_REGION_BYTES(st, R)                                                                                     \
+    R->sk.base[0 .. st->plan.n_sink * R->sk.stride - 1], R->sv.base[0 .. st->plan.n_sink * R->sv.stride - 1],          \
+        R->wk.base[0 .. st->plan.n_window * R->wk.stride - 1], R->wv.base[0 .. st->plan.n_window * R->wv.stride - 1],  \
+        R->rk.base[0 .. st->plan.n_protect * R->rk.stride - 1], R->rv.base[0 .. st->plan.n_protect * R->rv.stride - 1], \
+        R->wflag[0 .. st->plan.n_window - 1], R->method[0 .. st->lay.method_bytes - 1], R->pk[0 .. st->plan.d - 1],    \
+        R->pv[0 .. st->plan.d + 2 * st->plan.dv - 1]
+/* clang-format on */
+
+/*@ ghost
+  // the proved layout's facts carry over to an equal copy (proved once, in a
+  // small context: in header_ok's, the provers time out on it)
+  /@ requires \valid_read(a) && \valid_read(b) && layout_same(a, b) && kvc_stream_layout_ok(a, p, bytes);
+     assigns \nothing;
+     ensures kvc_stream_layout_ok(b, p, bytes);
+  @/
+  static void layout_ok_copy(kvc_stream_layout *a, kvc_stream_layout *b, kvc_stream_plan *p, uint64_t bytes) {}
+*/
+
+/*@ requires \valid_read(a) && \valid_read(b);
+    assigns \nothing;
+    ensures \result != 0 ==> layout_same(a, b);
+*/
+static int layout_equal(const kvc_stream_layout *a, const kvc_stream_layout *b)
+{
+    return a->off_sink_k == b->off_sink_k && a->off_sink_v == b->off_sink_v && a->off_win_k == b->off_win_k &&
+           a->off_win_v == b->off_win_v && a->off_pend_k == b->off_pend_k && a->off_pend_v == b->off_pend_v &&
+           a->off_method == b->off_method && a->off_prot_k == b->off_prot_k && a->off_prot_v == b->off_prot_v &&
+           a->off_wflag == b->off_wflag && a->method_bytes == b->method_bytes;
+}
+
+/* The largest method sub-arena a plan can ask for (budgets <= 2^24 tokens,
+ * rows <= 1032 bytes stay far below); what the layout proof assumes. */
+#define KVC_METHOD_BYTES_MAX (1ull << 52)
+
+/* The fixed header: the plan's ranges, and the stored layout the one the
+ * plan gives (wp_sizes proves that one inside arena_bytes). The digest
+ * already makes a corrupted plan unlikely; these checks make it impossible
+ * for the accessor's offsets. */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+    ensures \result != 0 ==> stream_header_ok(st);
+*/
+static int header_ok(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = &st->plan;
+    if (p->d < 1 || p->d > KVC_MAX_HEAD_DIM || p->dv < 1 || p->dv > KVC_MAX_HEAD_DIM || p->n_sink > KVC_MAX_BUDGET ||
+        p->n_window > KVC_MAX_BUDGET || p->n_protect > KVC_MAX_BUDGET || p->protect_radius > 4096u ||
+        p->dtype >= KVC_DTYPE_COUNT || kvc_row_bytes(p->dtype, 1) == 0)
+        return 0;
+    //@ assert kvc_stream_dtype_ok(p->dtype);
+    const uint64_t exact_capacity = (uint64_t)p->n_sink + p->n_window + p->n_protect + 1u;
+    const uint64_t tok = (uint64_t)p->d + p->dv;
+    //@ ghost kvc_mul_le(exact_capacity, 3 * 16777216 + 1, tok, 512);
+    if (exact_capacity * tok > p->worst_elements || p->arena_bytes > (uint64_t)PTRDIFF_MAX) return 0;
+    //@ assert exact_capacity * tok <= p->worst_elements;
+    //@ assert stream_exact_capacity(&st->plan) * (st->plan.d + st->plan.dv) <= st->plan.worst_elements;
+    const uint64_t method_bytes = kvc_stream_method_bytes(p);
+    if (method_bytes > KVC_METHOD_BYTES_MAX) return 0;
+    kvc_stream_layout lay;
+    if (kvc_stream_layout_make(p, method_bytes, &lay) != p->arena_bytes || !layout_equal(&lay, &st->lay)) return 0;
+    //@ ghost layout_ok_copy(&lay, (kvc_stream_layout *)&st->lay, (kvc_stream_plan *)p, p->arena_bytes);
+    //@ assert st->lay.method_bytes <= 4503599627370496;
+    //@ assert kvc_plan_dims_ok(&st->plan);
+    return 1;
+}
+
+/* The wrapper's counters: sinks fill first, then the window, then tokens
+ * reach the method; every appended token is held exactly once. */
+/*@ requires stream_header_ok(st);
+    assigns \nothing;
+    ensures \result != 0 ==> stream_counters_ok(st);
+*/
+static int counters_ok(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = &st->plan;
+    if (st->n_seen > UINT32_MAX || st->method_in > st->n_seen || st->has_pending > 1u ||
+        st->has_pending != (st->n_seen > 0) || st->sink_used > p->n_sink || st->win_count > p->n_window ||
+        st->prot_count > p->n_protect)
+        return 0;
+    if (p->n_window ? st->win_head >= p->n_window : st->win_head != 0) return 0;
+    if (st->sink_used < p->n_sink && st->win_count != 0) return 0;
+    if ((st->method_in > 0 || st->prot_count > 0) && (st->sink_used < p->n_sink || st->win_count < p->n_window))
+        return 0;
+    const uint64_t held = (uint64_t)st->sink_used + st->win_count + st->has_pending + st->prot_count;
+    return st->last_flag <= st->n_seen && st->n_seen - st->method_in == held && st->peak_elements <= p->worst_elements;
 }
 
 /* The check every entry point runs before it reads anything else: the
  * handle, the fixed header (digest, and the layout recomputed from the plan),
  * the wrapper's counters against each other, and the method's own check.
  * Read-only: a refused call leaves the arena as it was. */
+/*@ requires st == \null || \valid_read(st);
+    assigns \nothing;
+    ensures \result == KVC_OK ==> stream_ok(st);
+*/
 static kvc_status stream_check(const kvc_stream *st)
 {
     if (st == NULL) return KVC_E_STATE;
-    if (!kvc_aligned(st)) return KVC_E_ARENA;
+    if (!stream_aligned(st)) return KVC_E_ARENA;
     if (st->magic != KVC_MAGIC_STREAM) return magic_status(st->magic);
     if (st->digest != header_digest(st)) return KVC_E_CORRUPT;
-    const kvc_stream_plan *p = &st->plan;
-    kvc_stream_layout lay;
-    if (kvc_stream_layout_make(p, kvc_stream_method_bytes(p), &lay) != p->arena_bytes ||
-        memcmp(&lay, &st->lay, sizeof lay) != 0 || p->arena_bytes > (uint64_t)PTRDIFF_MAX)
-        return KVC_E_CORRUPT;
-    /* sinks fill first, then the window, then tokens reach the method */
-    const uint64_t held = (uint64_t)st->sink_used + st->win_count + st->has_pending + st->prot_count;
-    if (st->has_pending > 1u || st->has_pending != (st->n_seen > 0) || st->sink_used > p->n_sink ||
-        st->win_count > p->n_window || (p->n_window ? st->win_head >= p->n_window : st->win_head != 0) ||
-        (st->sink_used < p->n_sink && st->win_count != 0) ||
-        ((st->method_in > 0 || st->prot_count > 0) && (st->sink_used < p->n_sink || st->win_count < p->n_window)) ||
-        st->prot_count > p->n_protect || st->last_flag > st->n_seen || st->n_seen != held + st->method_in ||
-        st->n_seen > UINT32_MAX || st->peak_elements > p->worst_elements)
-        return KVC_E_CORRUPT;
-    if (!method_check(st, KVC_AT_C(st, st->lay.off_method, void))) return KVC_E_CORRUPT;
+    if (!header_ok(st)) return KVC_E_CORRUPT;
+    if (!counters_ok(st)) return KVC_E_CORRUPT;
+    if (!method_check(st)) return KVC_E_CORRUPT;
     return KVC_OK;
 }
 
@@ -146,30 +385,58 @@ uint64_t kvc_stream_checksum(const kvc_stream *st)
     return h ? h : 1u;
 }
 
+/* The method's cache elements, through the method table.
+ * trusted-by: each method's elements never exceed the worst case its plan
+ * reserved (worst_elements minus the exact regions'): proved for exact and
+ * uniform (wp_exact, wp_uniform: count <= capacity = method_tokens); for
+ * every method, stream_check refuses peak_elements > worst_elements, and
+ * tests/unit/test_stream.c appends past the budget through every method of
+ * the registry and checks it. */
+/*@ requires stream_plan_ok(st);
+    assigns \nothing;
+    ensures \result + stream_exact_capacity(&st->plan) * (st->plan.d + st->plan.dv) <= st->plan.worst_elements;
+*/
 static uint64_t method_elements(const kvc_stream *st)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     return o->elements ? o->elements(method_of_c(st)) : 0;
 }
 
+/* Cache elements held now: the exact regions' and the method's. Never more
+ * than the plan's worst case (the budget theorem at run time). */
+/*@ requires stream_plan_ok(st) && stream_shape_ok(st) && st->has_pending <= 1;
+    assigns \nothing;
+    ensures \result <= st->plan.worst_elements;
+*/
 static uint64_t stream_elements(const kvc_stream *st)
 {
     const uint64_t exact_tokens = (uint64_t)st->sink_used + st->win_count + st->has_pending + st->prot_count;
-    return exact_tokens * (st->plan.d + st->plan.dv) + method_elements(st);
+    const uint64_t tok = (uint64_t)st->plan.d + st->plan.dv;
+    //@ ghost kvc_mul_le(exact_tokens, (uint64_t)st->plan.n_sink + st->plan.n_window + st->plan.n_protect + 1u, tok, tok);
+    //@ assert exact_tokens * tok <= stream_exact_capacity(&st->plan) * tok;
+    //@ assert stream_exact_capacity(&st->plan) * tok <= st->plan.worst_elements;
+    const uint64_t exact = exact_tokens * tok;
+    const uint64_t m = method_elements(st);
+    //@ assert m + exact <= st->plan.worst_elements;
+    return exact + m;
 }
 
-/* Hand one token that leaves the window to the method. */
-static void method_update(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v, uint64_t token)
+/* Hand one token that leaves the window to the method (sink-window has
+ * none: StreamingLLM drops the middle).
+ * trusted-by: a dispatch through the method table (outside WP); the update
+ * writes only the method's sub-arena: proved for exact and uniform
+ * (wp_exact, wp_uniform), the others under ASan (tests/unit/test_stream.c,
+ * tests/fuzz/fuzz_api.c). */
+/*@ requires stream_plan_ok(st) && \valid_read(R);
+    requires \valid_read(k + (0 .. st->plan.d - 1)) && \valid_read(v + (0 .. st->plan.dv - 1));
+    assigns R->method[0 .. st->lay.method_bytes - 1];
+*/
+static void method_hand(const kvc_stream *st, const stream_regions *R, const kvc_kernels *kern, const float *k,
+                        const float *v, uint64_t token)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     const kvc_method_ctx cx = {kern, &st->plan};
-    if (o->update) o->update(method_of(st), &cx, k, v, token); /* none: StreamingLLM drops the middle */
-    st->method_in++;
-}
-
-static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, const kvc_kernels *kern)
-{
-    return kvc_rows_at(st, off, dim, st->plan.dtype, kern);
+    if (o->update) o->update(R->method, &cx, k, v, token);
 }
 
 /* Protected spans. A token entering the window is an outlier when its key
@@ -188,19 +455,46 @@ static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, con
 #define KVC_FLAG_MIN_DEV 0.005
 #define KVC_FLAG_CONTEXT 32u
 
-static uint8_t outlier_flag(kvc_stream *st, const kvc_rows *wk, const float *k)
+/* sum = the n most recent keys of the window ring. */
+/*@ requires stream_plan_ok(st) && stream_shape_ok(st) && st->plan.n_window >= 1;
+    requires kvc_rows_ok(wk, st->plan.n_window) && wk->dim == st->plan.d;
+    requires 1 <= n <= st->win_count;
+    requires \valid(sum + (0 .. st->plan.d - 1));
+    assigns sum[0 .. st->plan.d - 1];
+*/
+static void window_key_sum(const kvc_stream *st, const kvc_rows *wk, uint32_t n, double *sum)
 {
-    const uint32_t W = st->plan.n_window, d = st->plan.d;
-    /* the KVC_FLAG_CONTEXT most recent keys, however long the window (sink-window's is the budget) */
-    const uint32_t n = st->win_count < KVC_FLAG_CONTEXT ? st->win_count : KVC_FLAG_CONTEXT;
-    if (n < 8u && n < W) return 0u;
-    double sum[KVC_MAX_HEAD_DIM];
+    const uint32_t W = st->plan.n_window, d = st->plan.d, head = st->win_head, count = st->win_count;
+    /*@ loop invariant 0 <= c <= d;
+        loop assigns c, sum[0 .. d - 1];
+        loop variant d - c;
+    */
     for (uint32_t c = 0; c < d; c++) sum[c] = 0.0;
-    for (uint32_t i = st->win_count - n; i < st->win_count; i++) {
-        uint32_t slot = st->win_head + i;
-        if (slot >= W) slot -= W;
-        wk->rk->axpy(sum, 1.0, kvc_row(wk, slot), d);
+    /*@ loop invariant count - n <= i <= count;
+        loop assigns i, sum[0 .. d - 1];
+        loop variant count - i;
+    */
+    for (uint32_t i = count - n; i < count; i++) {
+        const uint32_t slot = head + i < W ? head + i : head + i - W;
+        //@ ghost kvc_row_in(slot, W, wk->stride);
+        kvc_row_axpy(wk, slot, sum, 1.0);
     }
+}
+
+/* The cosine of k to the window's key sum against its moving statistics:
+ * 1 for an outlier. Floating-point only (no memory but k, sum and the two
+ * moving statistics).
+ * trusted-by: its memory: k and sum are d doubles/floats read in order (the
+ * loop bound is d); its statistics: tests/unit/test_stream.c (protected
+ * spans flag a planted needle, and non-finite statistics restart). */
+/*@ requires \valid(st) && 1 <= st->plan.d <= 256;
+    requires \valid_read(k + (0 .. st->plan.d - 1)) && \valid_read(sum + (0 .. st->plan.d - 1));
+    assigns st->flag_mu, st->flag_var;
+    ensures \result <= 1;
+*/
+static uint8_t flag_statistics(kvc_stream *st, const float *k, const double *sum)
+{
+    const uint32_t d = st->plan.d;
     double kk = 0.0, ss = 0.0, ks = 0.0;
     for (uint32_t c = 0; c < d; c++) kk += (double)k[c] * k[c], ss += sum[c] * sum[c], ks += (double)k[c] * sum[c];
     if (!(kk > 0.0) || !(ss > 0.0)) return 0u;
@@ -221,79 +515,220 @@ static uint8_t outlier_flag(kvc_stream *st, const kvc_rows *wk, const float *k)
     return flag;
 }
 
+/* Is the key k (entering the window) an outlier against the window before it? */
+/*@ requires stream_plan_ok(st) && stream_shape_ok(st) && \valid(st) && st->plan.n_window >= 1;
+    requires stream_regions_ok(st, R) && \valid_read(R);
+    requires \valid_read(k + (0 .. st->plan.d - 1));
+    assigns st->flag_mu, st->flag_var;
+    ensures \result <= 1;
+*/
+static uint8_t outlier_flag(kvc_stream *st, const stream_regions *R, const float *k)
+{
+    const uint32_t W = st->plan.n_window, count = st->win_count;
+    /* the KVC_FLAG_CONTEXT most recent keys, however long the window (sink-window's is the budget) */
+    const uint32_t n = count < KVC_FLAG_CONTEXT ? count : KVC_FLAG_CONTEXT;
+    if (n < 8u && n < W) return 0u;
+    if (n == 0) return 0u; /* unreachable: W >= 1 */
+    double sum[KVC_MAX_HEAD_DIM];
+    window_key_sum(st, &R->wk, n, sum);
+    return flag_statistics(st, k, sum);
+}
+
 /* The window's oldest token (id `token`, in `slot`) is leaving: is an outlier
  * within protect_radius positions of it? Earlier outliers: the latest that
  * left (last_flag); itself and later ones: the flags of the next slots. */
-static int leaves_protected(const kvc_stream *st, uint32_t slot, uint64_t token)
+/*@ requires stream_plan_ok(st) && stream_shape_ok(st) && st->plan.n_window >= 1 && st->plan.n_protect >= 1;
+    requires stream_regions_ok(st, R) && \valid_read(R);
+    requires slot < st->plan.n_window;
+    assigns \nothing;
+*/
+static int leaves_protected(const kvc_stream *st, const stream_regions *R, uint32_t slot, uint64_t token)
 {
-    const kvc_stream_plan *p = &st->plan;
-    const uint8_t *flag = KVC_AT_C(st, st->lay.off_wflag, uint8_t);
-    if (st->last_flag && token - (st->last_flag - 1u) <= p->protect_radius) return 1;
-    const uint32_t ahead = p->protect_radius < st->win_count ? p->protect_radius + 1u : st->win_count;
+    const uint32_t W = st->plan.n_window, radius = st->plan.protect_radius, count = st->win_count;
+    const uint64_t last = st->last_flag;
+    if (last && last - 1u <= token && token - (last - 1u) <= radius) return 1;
+    const uint32_t ahead = radius < count ? radius + 1u : count;
+    /*@ loop invariant 0 <= i <= ahead;
+        loop assigns i;
+        loop variant ahead - i;
+    */
     for (uint32_t i = 0; i < ahead; i++) {
         uint32_t s = slot + i;
-        if (s >= p->n_window) s -= p->n_window;
-        if (flag[s]) return 1;
+        if (s >= W) s -= W;
+        if (R->wflag[s]) return 1;
     }
     return 0;
 }
 
 /* Would committing the pending token push a token into the method? */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+*/
 static int commit_reaches_method(const kvc_stream *st)
 {
     return st->has_pending && st->sink_used >= st->plan.n_sink && st->win_count >= st->plan.n_window;
 }
 
-static void commit_pending(kvc_stream *st, const kvc_kernels *kern)
+/* Row kernels on row i of an n-row array, stated on the whole array: the
+ * append path's callers then reason about arrays, not byte ranges (their
+ * provers time out on the row arithmetic inside the stream's predicates). */
+/*@ requires kvc_rows_ok(r, n) && i < n;
+    requires \valid_read(x + (0 .. r->dim - 1));
+    requires \separated(r->base + (0 .. n * r->stride - 1), x + (0 .. r->dim - 1));
+    assigns r->base[0 .. n * r->stride - 1];
+*/
+static void row_store_in(const kvc_rows *r, uint32_t i, uint32_t n, const float *x)
 {
-    const kvc_stream_plan *p = &st->plan;
-    float *pk = KVC_AT(st, st->lay.off_pend_k, float);
-    float *pv = KVC_AT(st, st->lay.off_pend_v, float);
-    const uint64_t pend_token = st->n_seen - 1u;
-    if (st->sink_used < p->n_sink) {
-        const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, kern);
-        const kvc_rows sv = exact_rows(st, st->lay.off_sink_v, p->dv, kern);
-        kvc_row_store(&sk, st->sink_used, pk);
-        kvc_row_store(&sv, st->sink_used, pv);
-        st->sink_used++;
-        return;
+    (void)n; /* read by the proof only */
+    //@ ghost kvc_row_in(i, n, r->stride);
+    kvc_row_store(r, i, x);
+}
+
+/*@ requires kvc_rows_ok(to, n_to) && kvc_rows_ok(from, n_from) && to->stride == from->stride;
+    requires j < n_to && i < n_from;
+    requires \separated(to->base + (0 .. n_to * to->stride - 1), from->base + (0 .. n_from * from->stride - 1));
+    assigns to->base[0 .. n_to * to->stride - 1];
+*/
+static void row_copy_in(const kvc_rows *to, uint32_t j, uint32_t n_to, const kvc_rows *from, uint32_t i,
+                        uint32_t n_from)
+{
+    (void)n_to, (void)n_from; /* read by the proof only */
+    //@ ghost kvc_row_in(j, n_to, to->stride);
+    //@ ghost kvc_row_in(i, n_from, from->stride);
+    kvc_row_copy(to, j, from, i);
+}
+
+/*@ requires kvc_rows_ok(r, n) && i < n && \valid(x + (0 .. r->dim - 1));
+    assigns x[0 .. r->dim - 1];
+*/
+static void row_load_in(const kvc_rows *r, uint32_t i, uint32_t n, float *x)
+{
+    (void)n; /* read by the proof only */
+    //@ ghost kvc_row_in(i, n, r->stride);
+    kvc_row_load(r, i, x);
+}
+
+/*@ requires kvc_rows_ok(r, n) && i < n && r->dtype == 0;
+    assigns \nothing;
+    ensures \valid_read(\result + (0 .. r->dim - 1));
+*/
+static const float *row_f32_in(const kvc_rows *r, uint32_t i, uint32_t n)
+{
+    (void)n; /* read by the proof only */
+    //@ ghost kvc_row_in(i, n, r->stride);
+    return kvc_row_f32(r, i);
+}
+
+/* The window is full and the pending token needs its oldest slot (`slot`,
+ * the ring's head, holding token `oldest`): that token leaves for the
+ * protected rows (an outlier near it, and room) or for the method. Returns 1
+ * when it went to the method (the caller counts it: this function writes no
+ * 64-bit counter, so the regions' descriptions stay as they were). */
+/*@ requires stream_plan_ok(st) && stream_counters_ok(st) && \valid(st) && st->has_pending == 1;
+    requires st->plan.n_window >= 1 && st->win_count == st->plan.n_window && st->sink_used == st->plan.n_sink;
+    requires slot == st->win_head && oldest == st->n_seen - 1 - st->win_count;
+    requires stream_regions_ok(st, R) && \valid_read(kern) && \separated(R, st);
+    assigns st->prot_count,
+            R->rk.base[0 .. st->plan.n_protect * R->rk.stride - 1], R->rv.base[0 .. st->plan.n_protect * R->rv.stride - 1],
+            R->method[0 .. st->lay.method_bytes - 1], R->pv[0 .. st->plan.d + 2 * st->plan.dv - 1];
+    ensures \result == 0 || \result == 1;
+    ensures st->prot_count + \result == \old(st->prot_count) + 1;
+    ensures st->prot_count <= st->plan.n_protect;
+*/
+static int window_evict(kvc_stream *st, const stream_regions *R, const kvc_kernels *kern, uint32_t slot,
+                        uint64_t oldest)
+{
+    const uint32_t W = st->plan.n_window, n_protect = st->plan.n_protect, d = st->plan.d;
+    if (n_protect && st->prot_count < n_protect && leaves_protected(st, R, slot, oldest)) {
+        /* kept exactly: the stored row moves as bytes, no requantisation */
+        const uint32_t at = st->prot_count;
+        row_copy_in(&R->rk, at, n_protect, &R->wk, slot, W);
+        row_copy_in(&R->rv, at, n_protect, &R->wv, slot, W);
+        st->prot_count = at + 1u;
+        return 0;
     }
-    if (p->n_window == 0) {
-        method_update(st, kern, pk, pv, pend_token);
-        return;
+    if (st->plan.dtype == KVC_DTYPE_F32) {
+        method_hand(st, R, kern, row_f32_in(&R->wk, slot, W), row_f32_in(&R->wv, slot, W), oldest);
+    } else { /* the oldest row, dequantised into the staging row after the pending value */
+        row_load_in(&R->wk, slot, W, R->stage);
+        row_load_in(&R->wv, slot, W, R->stage + d);
+        method_hand(st, R, kern, R->stage, R->stage + d, oldest);
     }
-    const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, kern);
-    const kvc_rows wv = exact_rows(st, st->lay.off_win_v, p->dv, kern);
-    const uint8_t flag = p->n_protect ? outlier_flag(st, &wk, pk) : 0u; /* against the window before it */
+    return 1;
+}
+
+/* The sinks are full and there is a window: the pending token takes a free
+ * window slot, or the oldest one's (which leaves: window_evict). */
+/*@ requires stream_plan_ok(st) && stream_counters_ok(st) && \valid(st) && st->has_pending == 1;
+    requires st->plan.n_window >= 1 && st->sink_used == st->plan.n_sink;
+    requires stream_regions_ok(st, R) && \valid_read(kern) && \separated(R, st);
+    assigns st->win_count, st->win_head, st->prot_count, st->method_in, st->last_flag,
+            st->flag_mu, st->flag_var, STREAM_REGION_BYTES(st, R);
+    ensures st->win_count <= st->plan.n_window && st->win_head < st->plan.n_window;
+    ensures (st->method_in > 0 || st->prot_count > 0) ==> st->win_count == st->plan.n_window;
+    ensures st->prot_count <= st->plan.n_protect && st->last_flag <= st->n_seen;
+    ensures st->win_count + st->prot_count + st->method_in ==
+            \old(st->win_count + st->prot_count + st->method_in) + 1;
+*/
+static void commit_to_window(kvc_stream *st, const stream_regions *R, const kvc_kernels *kern)
+{
+    const uint32_t W = st->plan.n_window, n_protect = st->plan.n_protect;
+    const uint8_t flag = n_protect ? outlier_flag(st, R, R->pk) : 0u; /* against the window before it */
     uint32_t slot;
-    if (st->win_count < p->n_window) {
+    int to_method = 0, evicted = 0;
+    const uint64_t oldest = st->n_seen - 1u - st->win_count; /* the window's oldest token, when full */
+    if (st->win_count < W) {
         slot = st->win_head + st->win_count;
-        if (slot >= p->n_window) slot -= p->n_window;
+        if (slot >= W) slot -= W;
         st->win_count++;
     } else {
         slot = st->win_head;
-        const uint64_t oldest = st->n_seen - 1u - st->win_count;
-        if (p->n_protect && leaves_protected(st, slot, oldest) && st->prot_count < p->n_protect) {
-            /* kept exactly: the stored row moves as bytes, no requantisation */
-            const kvc_rows rk = exact_rows(st, st->lay.off_prot_k, p->d, kern);
-            const kvc_rows rv = exact_rows(st, st->lay.off_prot_v, p->dv, kern);
-            kvc_row_copy(&rk, st->prot_count, &wk, slot);
-            kvc_row_copy(&rv, st->prot_count, &wv, slot);
-            st->prot_count++;
-        } else if (p->dtype == KVC_DTYPE_F32) {
-            method_update(st, kern, (const float *)kvc_row(&wk, slot), (const float *)kvc_row(&wv, slot), oldest);
-        } else { /* the oldest row, dequantised into the staging row after the pending value */
-            float *stage_k = pv + p->dv, *stage_v = stage_k + p->d;
-            wk.rk->load(kvc_row(&wk, slot), stage_k, p->d);
-            wv.rk->load(kvc_row(&wv, slot), stage_v, p->dv);
-            method_update(st, kern, stage_k, stage_v, oldest);
-        }
-        if (p->n_protect && KVC_AT(st, st->lay.off_wflag, uint8_t)[slot]) st->last_flag = oldest + 1u;
-        st->win_head = slot + 1u == p->n_window ? 0u : slot + 1u;
+        to_method = window_evict(st, R, kern, slot, oldest);
+        evicted = 1;
+        st->win_head = slot + 1u == W ? 0u : slot + 1u;
     }
-    kvc_row_store(&wk, slot, pk);
-    kvc_row_store(&wv, slot, pv);
-    if (p->n_protect) KVC_AT(st, st->lay.off_wflag, uint8_t)[slot] = flag;
+    const int was_outlier = evicted && n_protect && R->wflag[slot];
+    row_store_in(&R->wk, slot, W, R->pk);
+    row_store_in(&R->wv, slot, W, R->pv);
+    if (n_protect) R->wflag[slot] = flag;
+    /* the 64-bit counters last */
+    if (to_method) st->method_in++;
+    if (was_outlier) st->last_flag = oldest + 1u;
+}
+
+/* The pending token moves into the exact regions: a sink, a window slot, or
+ * (window full) the window's oldest token leaves for the protected rows or
+ * the method and the pending token takes its slot. Writes only the regions;
+ * afterwards the token sits in exactly one place (the count of held and
+ * handed tokens grows by one, n_seen does not: append counts it). */
+/*@ requires stream_plan_ok(st) && stream_counters_ok(st) && \valid(st) && st->has_pending == 1;
+    requires stream_regions_ok(st, R) && \valid_read(kern) && \separated(R, st);
+    assigns st->sink_used, st->win_count, st->win_head, st->prot_count, st->method_in, st->last_flag,
+            st->flag_mu, st->flag_var, STREAM_REGION_BYTES(st, R);
+    ensures st->sink_used <= st->plan.n_sink && st->win_count <= st->plan.n_window;
+    ensures st->plan.n_window == 0 ? st->win_head == 0 : st->win_head < st->plan.n_window;
+    ensures st->sink_used < st->plan.n_sink ==> st->win_count == 0;
+    ensures (st->method_in > 0 || st->prot_count > 0) ==>
+              st->sink_used == st->plan.n_sink && st->win_count == st->plan.n_window;
+    ensures st->prot_count <= st->plan.n_protect && st->peak_elements <= st->plan.worst_elements;
+    ensures st->last_flag <= st->n_seen;
+    ensures st->sink_used + st->win_count + st->prot_count + st->method_in ==
+            \old(st->sink_used + st->win_count + st->prot_count + st->method_in) + 1;
+*/
+static void commit_pending(kvc_stream *st, const stream_regions *R, const kvc_kernels *kern)
+{
+    const uint32_t n_sink = st->plan.n_sink;
+    if (st->sink_used < n_sink) {
+        const uint32_t at = st->sink_used;
+        row_store_in(&R->sk, at, n_sink, R->pk);
+        row_store_in(&R->sv, at, n_sink, R->pv);
+        st->sink_used = at + 1u;
+    } else if (st->plan.n_window == 0) {
+        method_hand(st, R, kern, R->pk, R->pv, st->n_seen - 1u);
+        st->method_in++;
+    } else {
+        commit_to_window(st, R, kern);
+    }
 }
 
 kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
@@ -303,7 +738,30 @@ kvc_status kvc_stream_append(kvc_stream *st, const kvc_kernels *kern, const floa
     return kvc_stream_append_prechecked(st, kern, k, v);
 }
 
-kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
+/* Whether the method (through its table) takes one more token.
+ * trusted-by: assigns nothing, a dispatch through the method table; exact's
+ * is proved (wp_exact). */
+/*@ requires stream_header_ok(st);
+    assigns \nothing;
+*/
+static int method_can_accept(const kvc_stream *st)
+{
+    const kvc_method_ops *ops = kvc_method_ops_of(st->plan.method);
+    return ops->can_accept == NULL || ops->can_accept(method_of_c(st));
+}
+
+/* Every check of an append, before its first write (so a refused append
+ * leaves the arena byte-identical, the method's RNG included): the inputs,
+ * the kernel table, finiteness, the 32-bit token ids, the method's room. */
+/*@ requires stream_ok(st) && \valid(table) && (kern == \null || \valid_read(kern));
+    requires k == \null || \valid_read(k + (0 .. st->plan.d - 1));
+    requires v == \null || \valid_read(v + (0 .. st->plan.dv - 1));
+    requires \separated(table, st);
+    assigns *table;
+    ensures \result == KVC_OK ==> k != \null && v != \null && \valid_read(*table) && st->n_seen < 4294967295;
+*/
+static kvc_status append_admit(const kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v,
+                               const kvc_kernels **table)
 {
     if (k == NULL || v == NULL) return KVC_E_ARG;
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
@@ -311,17 +769,58 @@ kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern,
     if (!kvc_kernels_support(kern, st->plan.dtype)) return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
-    const kvc_method_ops *ops = kvc_method_ops_of(st->plan.method);
-    if (commit_reaches_method(st) && ops->can_accept && !ops->can_accept(method_of_c(st))) return KVC_E_CAPACITY;
+    if (commit_reaches_method(st) && !method_can_accept(st)) return KVC_E_CAPACITY;
+    *table = kern;
+    return KVC_OK;
+}
 
-    if (st->has_pending) commit_pending(st, kern);
-    memcpy(KVC_AT(st, st->lay.off_pend_k, float), k, st->plan.d * sizeof(float));
-    memcpy(KVC_AT(st, st->lay.off_pend_v, float), v, st->plan.dv * sizeof(float));
+/* An admitted append: the pending token committed, the new one pending. */
+/*@ requires stream_ok(st) && \valid(st) && st->n_seen < 4294967295;
+    requires stream_regions_ok(st, R) && \valid_read(R) && \valid_read(kern) && \separated(R, st);
+    requires \valid_read(k + (0 .. st->plan.d - 1)) && \valid_read(v + (0 .. st->plan.dv - 1));
+    requires \separated(k + (0 .. st->plan.d - 1), v + (0 .. st->plan.dv - 1),
+                        R->pk + (0 .. st->plan.d - 1), R->pv + (0 .. st->plan.dv - 1), st);
+    assigns st->sink_used, st->win_count, st->win_head, st->prot_count, st->method_in, st->last_flag,
+            st->flag_mu, st->flag_var, st->has_pending, st->n_seen, st->peak_elements,
+            STREAM_REGION_BYTES(st, R);
+    ensures stream_ok(st) && st->n_seen == \old(st->n_seen) + 1;
+*/
+static void append_commit(kvc_stream *st, const stream_regions *R, const kvc_kernels *kern, const float *k,
+                          const float *v)
+{
+    if (st->has_pending) commit_pending(st, R, kern);
+    const uint32_t d = st->plan.d, dv = st->plan.dv;
+    float *pk = R->pk, *pv = R->pv;
+    /*@ loop invariant 0 <= c <= d;
+        loop assigns c, pk[0 .. d - 1];
+        loop variant d - c;
+    */
+    for (uint32_t c = 0; c < d; c++) pk[c] = k[c];
+    /*@ loop invariant 0 <= c <= dv;
+        loop assigns c, pv[0 .. dv - 1];
+        loop variant dv - c;
+    */
+    for (uint32_t c = 0; c < dv; c++) pv[c] = v[c];
     st->has_pending = 1;
     st->n_seen++;
     const uint64_t e = stream_elements(st);
     if (e > st->peak_elements) st->peak_elements = e;
+}
+
+kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v)
+{
+    const kvc_kernels *table = NULL;
+    const kvc_status rc = append_admit(st, kern, k, v, &table);
+    if (rc != KVC_OK) return rc;
+    stream_regions R;
+    stream_regions_of(st, table, &R);
+    append_commit(st, &R, table, k, v);
     return KVC_OK;
+}
+
+static kvc_rows exact_rows(const kvc_stream *st, uint64_t off, uint32_t dim, const kvc_kernels *kern)
+{
+    return kvc_rows_at(st, off, dim, st->plan.dtype, kern);
 }
 
 /* An exact segment: rows [first, first + n) of keys and values, weight 1. */

@@ -279,7 +279,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
 /**
  * @brief Append the next token (its key and value, post-RoPE).
  * @param kern  kernel table; NULL: kvc_kernels_best() (pass kvc_kernels_ref() for arenas byte-identical across machines).
- * @param k     d finite floats.  @param v  dv finite floats.
+ * @param k     d finite floats.  @param v  dv finite floats (neither inside the stream's arena).
  * @return KVC_OK; KVC_E_NONFINITE, KVC_E_ARG (NULL), KVC_E_STATE (bad
  *         handle), KVC_E_CAPACITY (exact is full). On error nothing changed.
  */

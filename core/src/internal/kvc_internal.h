@@ -82,7 +82,13 @@ double kvc_log_pos(double x);
 const void *kvc_stream_method_state(const kvc_stream *st);
 
 /** @p kern, or for NULL the table kvc_kernels_best() names, resolved once per
- *  process (the library's own reading of a NULL table argument). */
+ *  process (the library's own reading of a NULL table argument).
+ *  trusted-by: never NULL (kvc_kernels_best always has the reference table;
+ *  tests/kernels/test_backends.c); an atomic cache outside WP's model. */
+/*@ requires kern == \null || \valid_read(kern);
+    assigns \nothing;
+    ensures \valid_read(\result);
+*/
 const kvc_kernels *kvc_kernels_or_best(const kvc_kernels *kern);
 
 #ifdef __cplusplus

@@ -69,11 +69,62 @@ static inline void kvc_row_store(const kvc_rows *r, size_t i, const float *x)
     r->rk->store(kvc_row(r, i), x, r->dim);
 }
 
+/* Row i of r into the floats x (dequantised).
+ * trusted-by: as kvc_row_store (the table's load kernels against the
+ * reference ones, whose contracts wp_rows proves). */
+/*@ requires \valid_read(r) && 1 <= r->dim <= 256;
+    requires \valid_read(r->base + (i * r->stride .. i * r->stride + r->stride - 1));
+    requires \valid(x + (0 .. r->dim - 1));
+    assigns x[0 .. r->dim - 1];
+*/
+static inline void kvc_row_load(const kvc_rows *r, size_t i, float *x) { r->rk->load(kvc_row(r, i), x, r->dim); }
+
+/* acc += p * row i of r (dequantised), in double.
+ * trusted-by: as kvc_row_store (the table's axpy kernels against the
+ * reference ones, whose contracts wp_rows proves). */
+/*@ requires \valid_read(r) && 1 <= r->dim <= 256;
+    requires \valid_read(r->base + (i * r->stride .. i * r->stride + r->stride - 1));
+    requires \valid(acc + (0 .. r->dim - 1));
+    assigns acc[0 .. r->dim - 1];
+*/
+static inline void kvc_row_axpy(const kvc_rows *r, size_t i, double *acc, double p)
+{
+    r->rk->axpy(acc, p, kvc_row(r, i), r->dim);
+}
+
+/* Row i of an f32 row array as floats.
+ * trusted-by: an f32 row is dim floats (kvc_row_bytes(KVC_DTYPE_F32, dim) ==
+ * 4 dim, wp_sizes) at a 4-aligned offset (every region is 64-aligned and
+ * every row size a multiple of 4); the reinterpretation is a cast outside
+ * WP's typed memory model. Checked by the f32 runs of every method under
+ * ASan (tests/unit/test_stream.c, tests/fuzz/fuzz_api.c). */
+/*@ requires \valid_read(r) && 1 <= r->dim <= 256 && r->dtype == 0;
+    requires \valid_read(r->base + (i * r->stride .. i * r->stride + r->stride - 1));
+    assigns \nothing;
+    ensures \valid_read(\result + (0 .. r->dim - 1));
+*/
+static inline const float *kvc_row_f32(const kvc_rows *r, size_t i)
+{
+    return (const float *)(const void *)kvc_row(r, i);
+}
+
 /* Row i of `from` into row j of `to` (same type and dim), as bytes. */
+/*@ requires \valid_read(to) && \valid_read(from) && to->stride == from->stride;
+    requires 0 < to->stride && j * to->stride + to->stride <= 17314086912 && i * to->stride + to->stride <= 17314086912;
+    requires \valid(to->base + (j * to->stride .. j * to->stride + to->stride - 1));
+    requires \valid_read(from->base + (i * to->stride .. i * to->stride + to->stride - 1));
+    requires \separated(to->base + (j * to->stride .. j * to->stride + to->stride - 1),
+                        from->base + (i * to->stride .. i * to->stride + to->stride - 1));
+    assigns to->base[j * to->stride .. j * to->stride + to->stride - 1];
+*/
 static inline void kvc_row_copy(const kvc_rows *to, size_t j, const kvc_rows *from, size_t i)
 {
-    if (to->base + j * to->stride != from->base + i * from->stride)
-        memcpy(kvc_row(to, j), kvc_row(from, i), to->stride);
+    const size_t n = to->stride, at = j * n, from_at = i * n;
+    /*@ loop invariant 0 <= b <= n;
+        loop assigns b, to->base[at .. at + n - 1];
+        loop variant n - b;
+    */
+    for (size_t b = 0; b < n; b++) to->base[at + b] = from->base[from_at + b];
 }
 
 /* Rows [i, i + n) of `from` into rows [j, j + n) of `to`. */
