@@ -484,9 +484,10 @@ static void window_key_sum(const kvc_stream *st, const kvc_rows *wk, uint32_t n,
 /* The cosine of k to the window's key sum against its moving statistics:
  * 1 for an outlier. Floating-point only (no memory but k, sum and the two
  * moving statistics).
- * trusted-by: its memory: k and sum are d doubles/floats read in order (the
- * loop bound is d); its statistics: tests/unit/test_stream.c (protected
- * spans flag a planted needle, and non-finite statistics restart). */
+ * trusted-by: its memory: it reads k[0 .. d-1] and sum[0 .. d-1] in one
+ * loop bounded by d, and writes the two statistics; its statistics:
+ * tests/unit/test_stream.c protected_spans_keep_needles (a planted needle is
+ * flagged, for every method, also under ASan). */
 /*@ requires \valid(st) && 1 <= st->plan.d <= 256;
     requires \valid_read(k + (0 .. st->plan.d - 1)) && \valid_read(sum + (0 .. st->plan.d - 1));
     assigns st->flag_mu, st->flag_var;

@@ -91,8 +91,9 @@ uint32_t kvc_cpu_features(void);
 const kvc_kernels *kvc_kernels_best(void);
 
 /** 1 when @p kern is usable for storage type @p t (right version, row kernels present). */
-/* trusted-by: assigns nothing (reads the table's fields; core/src/kernels.c),
- * tests/kernels/test_backends.c asks it of every table and type. */
+/* trusted-by: assigns nothing (it reads the table's fields:
+ * core/src/kernels.c); the API fuzzer (tests/fuzz/fuzz_api.c) calls it under
+ * ASan. */
 /*@ requires kern == \null || \valid_read(kern);
     assigns \nothing;
 */
