@@ -529,7 +529,6 @@ static uint8_t outlier_flag(kvc_stream *st, const stream_regions *R, const float
     /* the KVC_FLAG_CONTEXT most recent keys, however long the window (sink-window's is the budget) */
     const uint32_t n = count < KVC_FLAG_CONTEXT ? count : KVC_FLAG_CONTEXT;
     if (n < 8u && n < W) return 0u;
-    if (n == 0) return 0u; /* unreachable: W >= 1 */
     double sum[KVC_MAX_HEAD_DIM];
     window_key_sum(st, &R->wk, n, sum);
     return flag_statistics(st, k, sum);
