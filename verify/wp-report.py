@@ -55,6 +55,11 @@ def strip_comments(text):
     return "".join(out)
 
 
+def acsl_text(text):
+    """The ACSL annotations of a file (/*@ ... */ blocks and //@ lines)."""
+    return "\n".join(re.findall(r"/\*@(.*?)\*/", text, re.S) + re.findall(r"//@(.*)", text))
+
+
 def definitions(text):
     """(name, line, start offset) of every function defined at file level."""
     code = strip_comments(text)
@@ -175,6 +180,20 @@ def main():
         for key, (val, tot) in merged.items():
             proved.setdefault(key, []).append((job, val, tot))
 
+    # ACSL lemmas: every job assumes them, so each must be proved by some job
+    # (-wp-prop @lemma: wp_lemmas); one proved by none fails the report
+    lemmas = {}
+    for path in files + headers:
+        for m in re.finditer(r"\blemma\s+(\w+)\s*[{:]", acsl_text(open(path, errors="replace").read())):
+            lemmas.setdefault(m.group(1), os.path.relpath(path, a.root))
+    lemma_proofs = {}
+    for job, (rep, _) in jobs.items():
+        for sec in rep.get("wp:axiomatics", {}).values():
+            for key, goals in sec.items():
+                if key.startswith("lemma_"):
+                    g = goals.get("wp:main", {})
+                    lemma_proofs.setdefault(key[len("lemma_"):], []).append((job, g.get("valid", 0), g.get("total", 0)))
+
     lines = []
     w = lines.append
     w("### Jobs\n")
@@ -241,6 +260,18 @@ def main():
             w(f"| {fn} | {rel} | {con} | - | contract used by callers, body not proved |")
     w("")
 
+    w("### Lemmas\n")
+    w("| lemma | file | job | status |")
+    w("|---|---|---|---|")
+    unproved_lemmas = 0
+    for name, rel in sorted(lemmas.items()):
+        runs = lemma_proofs.get(name, [])
+        ok = any(val == tot and tot > 0 for _, val, tot in runs)
+        unproved_lemmas += not ok
+        where = ", ".join(job for job, _, _ in runs) or "-"
+        w(f"| {name} | {rel} | {where} | {'proved' if ok else 'UNPROVED (assumed by every job)'} |")
+    w("")
+
     w("### Trusted base\n")
     w("| function | file | how it is checked |")
     w("|---|---|---|")
@@ -263,7 +294,9 @@ def main():
         open(a.out, "w").write(text)
         print(f"wp-report: {len(jobs)} jobs, {tot_valid}/{tot_goals} goals, {n_proved}/{n_all} functions proved, "
               f"{len(trusted)} trusted; tables in {a.out}")
-    return 1 if bad else 0
+    if unproved_lemmas:
+        print(f"wp-report: {unproved_lemmas} lemma(s) proved by no job (see the Lemmas table)", file=sys.stderr)
+    return 1 if bad or unproved_lemmas else 0
 
 
 if __name__ == "__main__":
