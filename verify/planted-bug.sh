@@ -1,38 +1,45 @@
 #!/bin/sh
 # planted-bug.sh -- the proof gate must catch an off-by-one.
 #
-#   usage: planted-bug.sh WP_CHECK EXACT_C WORKDIR [frama-c args...]
+#   usage: planted-bug.sh WP_CHECK NAME SRC WORKDIR SED_EXPR GOAL [frama-c args...]
 #
-# Copies core/src/methods/exact.c to WORKDIR with one change, the key row of
-# an update stored one slot too far (count + 1: past the end when the method
-# is one token from full), runs the proof job on the copy and passes only if
-# the job FAILS on a precondition of that store (the row must lie inside the
-# method's rows). A gate that stayed green here could not be trusted to catch
-# anything. The job also runs on the unchanged copy first, which must pass,
-# so the red result is the plant's doing and not a broken setup.
+# Copies SRC to WORKDIR twice, the second copy with one change made by the
+# sed expression SED_EXPR (an index one too far), runs the proof job on both
+# and passes only if the unchanged copy proves and the planted one FAILS on
+# the goal GOAL (a precondition that keeps the access inside its rows). A
+# gate that stayed green here could not be trusted to catch anything; the
+# clean run first shows that the red result is the plant's doing and not a
+# broken setup. The planted bugs (verify/CMakeLists.txt):
+#   planted_bug         exact's update stores the key row at count + 1;
+#   planted_bug_stream  the window ring wraps a slot only past W, not at W.
 set -u
-check=$1 src=$2 work=$3
-shift 3
+if [ $# -lt 6 ]; then
+    echo "usage: $0 WP_CHECK NAME SRC WORKDIR SED_EXPR GOAL [frama-c args...]" >&2
+    exit 2
+fi
+check=$1 name=$2 src=$3 work=$4 plant=$5 goal=$6
+shift 6
 mkdir -p "$work"
-cp "$src" "$work/exact_clean.c"
-sed 's/kvc_row_store(K, s->count, k);/kvc_row_store(K, s->count + 1u, k);/' "$src" >"$work/exact_planted.c"
-if cmp -s "$src" "$work/exact_planted.c"; then
-    echo "FAIL planted_bug: the store to plant the bug in was not found in $src"
+base=$(basename "$src" .c)
+cp "$src" "$work/${base}_clean.c"
+sed "$plant" "$src" >"$work/${base}_planted.c"
+if cmp -s "$src" "$work/${base}_planted.c"; then
+    echo "FAIL $name: the code to plant the bug in ($plant) was not found in $src"
     exit 1
 fi
-if ! "$check" planted_clean "$@" "$work/exact_clean.c"; then
-    echo "FAIL planted_bug: the unchanged copy does not prove; nothing to compare"
+if ! "$check" "${name}_clean" "$@" "$work/${base}_clean.c"; then
+    echo "FAIL $name: the unchanged copy does not prove; nothing to compare"
     exit 1
 fi
-out=$("$check" planted_bug "$@" "$work/exact_planted.c")
+out=$("$check" "$name" "$@" "$work/${base}_planted.c")
 echo "$out"
 case $out in
 FAIL*) ;;
-*) echo "FAIL planted_bug: the job stayed green with the off-by-one"; exit 1 ;;
+*) echo "FAIL $name: the job stayed green with the off-by-one"; exit 1 ;;
 esac
-if printf '%s\n' "$out" | grep -q 'exact_update_st_call_kvc_row_store_requires'; then
-    echo "PASS planted_bug: the off-by-one fails the row store's precondition in exact_update_st"
+if printf '%s\n' "$out" | grep -q "$goal"; then
+    echo "PASS $name: the off-by-one fails $goal"
     exit 0
 fi
-echo "FAIL planted_bug: the job failed, but not on the planted store"
+echo "FAIL $name: the job failed, but not on $goal"
 exit 1
