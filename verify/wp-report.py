@@ -63,7 +63,9 @@ def acsl_text(text):
 def definitions(text):
     """(name, line, start offset) of every function defined at file level."""
     code = strip_comments(text)
-    code = re.sub(r"^\s*#.*$", lambda m: " " * len(m.group(0)), code, flags=re.M)
+    # preprocessor lines, continuation lines included (a multi-line #define
+    # before a function hid it); newlines kept so offsets still match
+    code = re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*$", lambda m: re.sub(r"[^\n]", " ", m.group(0)), code, flags=re.M)
     found, depth, last = [], 0, 0
     for i, ch in enumerate(code):
         if ch == "{":
