@@ -114,13 +114,22 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c);
       n * kvc_row_bytes_l(p->dtype, dim);
 */
 
+/* The bound kvc_stream_layout_make assumes of the method's region, which
+ * plan_build checks of every method's arena and metadata bytes. */
+#define KVC_METHOD_BYTES_MAX   4503599627370496u /* 2^52 */
+#define KVC_METADATA_BYTES_MAX 4503599627370496u
+
 /*@ // what a method's plan function may assume and must give (verify wp_sizes):
     // its worst-case elements never exceed the tokens the budget left it
     predicate kvc_method_plan_pre(kvc_stream_config *c, kvc_stream_plan *p) =
       \valid_read(c) && \valid(p) && \separated(c, p) && 1 <= c->d <= 256 && 1 <= c->dv <= 256 &&
-      p->d == c->d && p->dv == c->dv && p->method_tokens <= 16777216;
+      p->d == c->d && p->dv == c->dv && p->method_tokens <= 16777216 && p->n_window <= 16777216;
     predicate kvc_method_plan_post(kvc_stream_config *c, kvc_stream_plan *p, integer worst) =
       0 <= worst <= p->method_tokens * (c->d + c->dv);
+    // a method's arena and metadata bytes stay below 2^52, the bound
+    // kvc_stream_layout_make assumes of the method's region (plan.h)
+    predicate kvc_method_bytes_ok(integer bytes) = 0 <= bytes <= 4503599627370496;
+    predicate kvc_metadata_bytes_ok(integer bytes) = 0 <= bytes <= 4503599627370496;
 */
 
 /* Rows [first, first + n) of K and V as one segment in both sets, all of weight `scale`. */
@@ -138,6 +147,9 @@ static inline size_t kvc_segment_rows_uniform(kvc_segment *seg, const kvc_rows *
 }
 
 /* The table of a method, NULL for an unknown value. */
+/*@ assigns \nothing;
+    ensures \result == \null || \valid_read(\result);
+*/
 const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 
 /* ---- balancekv: the walk scratch in its arena (also Express's metadata count) ---- */

@@ -31,12 +31,69 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
     return c;
 }
 
-/* The first field rule a configuration breaks, or NULL. */
-static const char *field_problem(const kvc_stream_config *c)
+/*@ // the fields field_problem checks, and the budget split they allow
+    predicate kvc_config_fields_ok(kvc_stream_config *c, kvc_method_ops *o) =
+      \valid_read(c) && \valid_read(o) && 1 <= c->d <= 256 && 1 <= c->dv <= 256 && 1 <= c->budget <= 16777216 &&
+      c->n_sink <= 16777216 && c->n_window <= 16777216 && c->n_protect <= 16777216 && c->protect_radius <= 4096 &&
+      (o->window_is_budget != 0 ==> c->n_sink + c->n_protect + 1 <= c->budget) &&
+      (o->window_is_budget == 0 ==> c->n_sink + c->n_window + c->n_protect + 2 <= c->budget);
+*/
+
+/* ---- the method table's entries the planner calls (trusted dispatches,
+ * docs/proofs.md "Trusted base"): WP cannot follow a function pointer, so
+ * each call goes through one helper whose contract every method's entry
+ * must meet. */
+
+/* The method's own field rules, or NULL.
+ * trusted-by: assigns nothing (each fields function reads the configuration
+ * and returns a string literal); the configuration tests of every method
+ * (tests/unit/test_stream.c, test_params.c) and the API fuzzer. */
+/*@ requires \valid_read(o) && \valid_read(c);
+    assigns \nothing;
+*/
+static const char *method_fields(const kvc_method_ops *o, const kvc_stream_config *c)
+{
+    return o->fields ? o->fields(c) : NULL;
+}
+
+/* The method's plan: its parameters, its worst case and its metadata.
+ * trusted-by: writes the method's fields of the plan only; wp_exact,
+ * wp_uniform and wp_methods prove this contract (and the worst case within
+ * method_tokens * (d + dv)) for the plans of exact, uniform, K-norm, KeyDiff,
+ * H2O, TOVA and SnapKV; plan_build re-checks the worst case and the
+ * metadata bytes at run time for every method, so what the proof of
+ * plan_build assumes of the others is this assigns clause only. */
+/*@ requires \valid_read(o) && \valid_read(c) && \valid(p) && \valid(method_worst);
+    requires \separated(c, p, method_worst);
+    assigns p->capacity, p->t, p->s, p->m_max, p->delta0, p->subgen_estimator, p->bkv, p->prefix_method_tokens,
+            p->tail_capacity, p->xp, p->metadata_bytes, *method_worst;
+*/
+static const char *method_plan(const kvc_method_ops *o, const kvc_stream_config *c, kvc_stream_plan *p,
+                               uint64_t *method_worst)
+{
+    return o->plan ? o->plan(c, p, method_worst) : NULL;
+}
+
+/* Every byte of a plan zero, padding included: plans are compared bytewise
+ * (kvc_stream_validate).
+ * trusted-by: a memset of the whole object (WP's typed memory model cannot
+ * see a struct through the byte pointer memset takes). */
+/*@ requires \valid(p);
+    assigns *p;
+*/
+static void plan_zero(kvc_stream_plan *p) { memset(p, 0, sizeof *p); }
+
+/* The first field rule a configuration breaks, or NULL. o is the method's
+ * table (NULL for a method this build does not know). */
+/*@ requires c == \null || \valid_read(c);
+    requires o == \null || \valid_read(o);
+    assigns \nothing;
+    ensures \result == \null ==> kvc_config_fields_ok(c, o);
+*/
+static const char *field_problem(const kvc_stream_config *c, const kvc_method_ops *o)
 {
     if (c == NULL) return "configuration is NULL";
-    if (kvc_method_name(c->method) == NULL)
-        return "unknown method, or one this library was built without (CMake KVC_METHODS)";
+    if (o == NULL) return "unknown method, or one this library was built without (CMake KVC_METHODS)";
     if (c->d < 1 || c->d > KVC_MAX_HEAD_DIM) return "d must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
     if (c->dv < 1 || c->dv > KVC_MAX_HEAD_DIM)
         return "dv must be in 1..KVC_MAX_HEAD_DIM (256 unless the build sets it)";
@@ -45,7 +102,6 @@ static const char *field_problem(const kvc_stream_config *c)
     if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";
     if (c->n_protect > KVC_MAX_BUDGET || c->protect_radius > 4096u)
         return "n_protect must be <= 16777216 and protect_radius <= 4096 (0 = 25)";
-    const kvc_method_ops *o = kvc_method_ops_of(c->method);
     if (o->window_is_budget) {
         if ((uint64_t)c->n_sink + c->n_protect + 1u > c->budget)
             return "budget must be at least n_sink + n_protect + 1 (the current token) for sink-window";
@@ -58,38 +114,39 @@ static const char *field_problem(const kvc_stream_config *c)
         return c->n_protect
                    ? "budget must be at least n_sink + n_window + n_protect + 2 (current token + one method token)"
                    : "budget must be at least n_sink + n_window + 2 (current token + one method token)";
-    return o->fields ? o->fields(c) : NULL;
+    return method_fields(o, c);
 }
 
 /* The budget split between the exact regions and the method: sinks, window,
  * protected rows, the current token, and what is left to the method (0 for
- * sink-window, whose window takes the rest). field_problem's rules hold. */
-/*@ requires \valid_read(c) && \valid(p) && \separated(c, p);
-    requires 1 <= c->d <= 256 && 1 <= c->dv <= 256 && 1 <= c->budget <= 16777216;
-    requires c->n_sink <= 16777216 && c->n_window <= 16777216 && c->n_protect <= 16777216;
-    requires tok == c->d + c->dv;
-    requires window_is_budget != 0 ==> c->n_sink + c->n_protect + 1 <= c->budget;
-    requires window_is_budget == 0 ==> c->n_sink + c->n_window + c->n_protect + 2 <= c->budget;
+ * sink-window, whose window takes the rest). field_problem's rules hold.
+ * Scalars in, so that the proof of the caller need not show that writing
+ * the plan leaves the configuration as it was. */
+/*@ requires \valid(p);
+    requires 1 <= budget <= 16777216 && n_sink <= 16777216 && n_window <= 16777216 && n_protect <= 16777216;
+    requires 2 <= tok <= 512;
+    requires window_is_budget != 0 ==> n_sink + n_protect + 1 <= budget;
+    requires window_is_budget == 0 ==> n_sink + n_window + n_protect + 2 <= budget;
     assigns p->n_sink, p->n_protect, p->n_window, p->method_tokens, p->budget_elements;
-    ensures p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens == c->budget;
-    ensures p->budget_elements == \old(c->budget) * tok;
+    ensures p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens == budget;
+    ensures p->budget_elements == budget * tok;
     ensures p->n_window <= 16777216 && p->method_tokens <= 16777216;
     ensures window_is_budget == 0 ==> p->method_tokens >= 1;
 */
-static void plan_split(const kvc_stream_config *c, unsigned window_is_budget, uint64_t tok, kvc_stream_plan *p)
+static void plan_split(uint32_t budget, uint32_t n_sink, uint32_t n_window, uint32_t n_protect,
+                       unsigned window_is_budget, uint64_t tok, kvc_stream_plan *p)
 {
-    const uint64_t budget = c->budget;
-    p->n_sink = c->n_sink;
-    p->n_protect = c->n_protect;
+    p->n_sink = n_sink;
+    p->n_protect = n_protect;
     if (window_is_budget) {
-        p->n_window = c->budget - c->n_sink - c->n_protect - 1u; /* the FIFO is the rest of the budget */
+        p->n_window = budget - n_sink - n_protect - 1u; /* the FIFO is the rest of the budget */
         p->method_tokens = 0;
     } else {
-        p->n_window = c->n_window;
-        p->method_tokens = c->budget - c->n_sink - c->n_window - c->n_protect - 1u;
+        p->n_window = n_window;
+        p->method_tokens = budget - n_sink - n_window - n_protect - 1u;
     }
     //@ ghost kvc_mul_le(budget, 16777216, tok, 512);
-    p->budget_elements = budget * tok;
+    p->budget_elements = (uint64_t)budget * tok;
 }
 
 /* The plan's worst case: the exact regions at their full size plus the
@@ -102,6 +159,7 @@ static void plan_split(const kvc_stream_config *c, unsigned window_is_budget, ui
     requires method_worst <= p->method_tokens * (p->d + p->dv);
     assigns p->worst_elements;
     ensures p->worst_elements <= p->budget_elements;
+    ensures p->worst_elements == (p->n_sink + p->n_window + p->n_protect + 1) * (p->d + p->dv) + method_worst;
 */
 static void plan_worst(kvc_stream_plan *p, uint64_t method_worst)
 {
@@ -112,39 +170,160 @@ static void plan_worst(kvc_stream_plan *p, uint64_t method_worst)
     p->worst_elements = exact_tokens * tok + method_worst;
 }
 
-/* Derive the plan; returns NULL or the rule the configuration breaks. */
+/* 1/sqrt(d), the default softmax scale.
+ * trusted-by: assigns nothing (Frama-C's libc gives sqrt an 'assigns errno',
+ * which a domain error alone would change, and d >= 1 excludes it; the proof
+ * jobs see this prototype only, as rng.c's libm wrappers);
+ * tests/unit/test_stream.c checks the printed plan's beta. */
+/*@ requires 1 <= d <= 256;
+    assigns \nothing;
+*/
+static float default_beta(uint32_t d);
+#ifndef KVC_WP_TRUSTED_LIBM
+static float default_beta(uint32_t d) { return (float)(1.0 / sqrt((double)d)); }
+#endif
+
+/* The budget split and the method's plan of a configuration whose fields
+ * field_problem accepted. The check after the method's plan cannot fail for
+ * a method whose plan meets its contract (proved for seven, docs/proofs.md);
+ * it makes the budget theorem at plan time hold for every method, by proof
+ * and check, with nothing assumed of a method's arithmetic. */
+/*@ requires kvc_config_fields_ok(c, o);
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires \valid(p) && \valid(method_worst) && \separated(c, p, method_worst);
+    assigns *p, *method_worst;
+    ensures \result == \null ==> 1 <= p->d <= 256 && 1 <= p->dv <= 256 && p->protect_radius <= 4096;
+    ensures \result == \null ==> p->n_sink <= 16777216 && p->n_window <= 16777216 && p->n_protect <= 16777216;
+    ensures \result == \null ==> p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216;
+    ensures \result == \null ==> p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6;
+    ensures \result == \null ==>
+              p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
+    ensures \result == \null ==> 0 <= *method_worst <= p->method_tokens * (p->d + p->dv);
+    ensures \result == \null ==> p->metadata_bytes <= 4503599627370496;
+*/
+static const char *plan_fill(const kvc_stream_config *c, const kvc_method_ops *o, kvc_stream_plan *p,
+                             uint64_t *method_worst)
+{
+    /* every field of c read before the first write to *p */
+    const uint32_t d = c->d, dv = c->dv, budget = c->budget;
+    const uint32_t n_sink = c->n_sink, n_window = c->n_window, n_protect = c->n_protect;
+    const uint32_t radius = n_protect ? (c->protect_radius ? c->protect_radius : 25u) : 0u;
+    const float beta = c->beta > 0.0f ? c->beta : default_beta(d);
+    const kvc_method method = c->method;
+    const uint32_t dtype = (uint32_t)c->dtype;
+    const unsigned window_is_budget = o->window_is_budget;
+    const uint64_t tok = (uint64_t)d + dv;
+
+    plan_zero(p);
+    p->method = method;
+    p->dtype = dtype;
+    p->d = d;
+    p->dv = dv;
+    p->beta = beta;
+    p->protect_radius = radius;
+    plan_split(budget, n_sink, n_window, n_protect, window_is_budget, tok, p);
+    *method_worst = 0;
+    const char *why = method_plan(o, c, p, method_worst);
+    if (why != NULL) return why;
+    const uint64_t method_tokens = p->method_tokens;
+    //@ ghost kvc_mul_le(method_tokens, 16777216, tok, 512);
+    //@ ghost kvc_mul_le(0, method_tokens, 0, tok);
+    if (*method_worst > method_tokens * tok) return "internal: the method's plan exceeds its budget";
+    if (p->metadata_bytes > KVC_METADATA_BYTES_MAX) return "internal: the method's metadata bytes out of range";
+    //@ assert f5: p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
+    //@ assert f6: *method_worst <= p->method_tokens * (p->d + p->dv);
+    return NULL;
+}
+
+/* The arena and the worst case of a split plan. The check of the method's
+ * bytes, like plan_fill's, cannot fail for a method whose arena_size meets
+ * its contract (kvc_method_bytes_ok, proved for seven). */
+/*@ requires \valid(p) && 1 <= p->d <= 256 && 1 <= p->dv <= 256 && p->protect_radius <= 4096;
+    requires p->n_sink <= 16777216 && p->n_window <= 16777216 && p->n_protect <= 16777216;
+    requires p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216;
+    requires p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6;
+    requires p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
+    requires 0 <= method_worst <= p->method_tokens * (p->d + p->dv);
+    requires p->metadata_bytes <= 4503599627370496;
+    assigns p->arena_bytes, p->worst_elements, p->metadata_bytes;
+    ensures \result == \null ==> kvc_plan_accepted(p);
+*/
+static const char *plan_finish(kvc_stream_plan *p, uint64_t method_worst)
+{
+    const uint64_t method_bytes = kvc_stream_method_bytes(p);
+    if (method_bytes > KVC_METHOD_BYTES_MAX) return "internal: the method's arena bytes out of range";
+    kvc_stream_layout lay;
+    const uint64_t bytes = kvc_stream_layout_make(p, method_bytes, &lay);
+    /* sizes are computed in 64 bits; a 32-bit target refuses what it cannot address */
+    if (bytes > (uint64_t)PTRDIFF_MAX)
+        return "the arena would exceed the largest object this platform can address (PTRDIFF_MAX bytes)";
+    p->arena_bytes = bytes;
+    plan_worst(p, method_worst);
+    const uint64_t tok = (uint64_t)p->d + p->dv;
+    //@ ghost kvc_mul_le(0, p->n_sink + p->n_window + p->n_protect + 1, 0, tok);
+    if (p->n_protect) p->metadata_bytes += p->n_window; /* the window's outlier flags */
+    return NULL;
+}
+
+/* The sizes of a plan whose fields field_problem accepted. */
+/*@ requires kvc_config_fields_ok(c, o);
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires \valid(p) && \separated(c, p);
+    assigns *p;
+    ensures \result == \null ==> kvc_plan_accepted(p);
+*/
+static const char *plan_sizes(const kvc_stream_config *c, const kvc_method_ops *o, kvc_stream_plan *p)
+{
+    uint64_t method_worst;
+    const char *why = plan_fill(c, o, p, &method_worst);
+    return why != NULL ? why : plan_finish(p, method_worst);
+}
+
+/* *dst = *src.
+ * trusted-by: a struct assignment (WP's typed memory model does not carry
+ * the copy of a 38-field struct from a local to the caller's object: every
+ * field's equality timed out, measured). */
+/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
+    assigns *dst;
+    ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
+*/
+static void plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *src; }
+
+/* plan_sizes into a local plan, copied out when accepted (a local, so
+ * that a refusal leaves *plan as it was). */
+/*@ requires kvc_config_fields_ok(c, o);
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires \valid(plan) && \separated(c, plan);
+    assigns *plan;
+    ensures \result == \null ==> kvc_plan_accepted(plan);
+    ensures \result != \null ==> *plan == \old(*plan);
+*/
+static const char *plan_into(const kvc_stream_config *c, const kvc_method_ops *o, kvc_stream_plan *plan)
+{
+    kvc_stream_plan p;
+    const char *why = plan_sizes(c, o, &p);
+    if (why != NULL) return why;
+    plan_copy(plan, &p);
+    return NULL;
+}
+
+/* Derive the plan; returns NULL or the rule the configuration breaks, and
+ * writes *plan only when it returns NULL. */
+/*@ requires c == \null || \valid_read(c);
+    requires \valid(plan) && \separated(c, plan);
+    assigns *plan;
+    ensures \result == \null ==> kvc_plan_accepted(plan);
+    ensures \result != \null ==> *plan == \old(*plan);
+*/
 static const char *plan_build(const kvc_stream_config *c, kvc_stream_plan *plan)
 {
-    const char *why = field_problem(c);
+    if (c == NULL) return field_problem(c, NULL);
+    const kvc_method_ops *o = kvc_method_ops_of(c->method);
+    const char *why = field_problem(c, o);
     if (why != NULL) return why;
     if (!kvc_dtype_implemented(c->dtype))
         return "storage type not implemented in this build (implemented:" KVC_DTYPE_LIST(IMPLEMENTED_NAME) ")";
-
-    kvc_stream_plan p;
-    memset(&p, 0, sizeof p);
-    p.method = c->method;
-    p.dtype = (uint32_t)c->dtype;
-    p.d = c->d;
-    p.dv = c->dv;
-    p.beta = c->beta > 0.0f ? c->beta : (float)(1.0 / sqrt((double)c->d));
-    p.protect_radius = c->n_protect ? (c->protect_radius ? c->protect_radius : 25u) : 0u;
-    uint64_t method_worst = 0;
-
-    const kvc_method_ops *o = kvc_method_ops_of(c->method);
-    plan_split(c, o->window_is_budget, (uint64_t)c->d + c->dv, &p);
-    if (o->plan) {
-        why = o->plan(c, &p, &method_worst);
-        if (why != NULL) return why;
-    }
-    plan_worst(&p, method_worst);
-    if (p.n_protect) p.metadata_bytes += p.n_window; /* the window's outlier flags */
-    kvc_stream_layout lay;
-    p.arena_bytes = kvc_stream_layout_make(&p, kvc_stream_method_bytes(&p), &lay);
-    /* sizes are computed in 64 bits; a 32-bit target refuses what it cannot address */
-    if (p.arena_bytes > (uint64_t)PTRDIFF_MAX)
-        return "the arena would exceed the largest object this platform can address (PTRDIFF_MAX bytes)";
-    *plan = p;
-    return NULL;
+    return plan_into(c, o, plan);
 }
 
 const char *kvc_stream_config_problem(const kvc_stream_config *c)
@@ -155,13 +334,12 @@ const char *kvc_stream_config_problem(const kvc_stream_config *c)
 
 kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *plan)
 {
-    kvc_stream_plan p;
     if (c == NULL || plan == NULL) return KVC_E_ARG;
-    if (plan_build(c, &p) != NULL)
-        return field_problem(c) == NULL && (unsigned)c->dtype < KVC_DTYPE_COUNT && !kvc_dtype_implemented(c->dtype)
+    if (plan_build(c, plan) != NULL)
+        return field_problem(c, kvc_method_ops_of(c->method)) == NULL && (unsigned)c->dtype < KVC_DTYPE_COUNT &&
+                       !kvc_dtype_implemented(c->dtype)
                    ? KVC_E_UNSUPPORTED
                    : KVC_E_ARG;
-    *plan = p;
     return KVC_OK;
 }
 

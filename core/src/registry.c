@@ -34,10 +34,14 @@
 #endif
 static const kvc_method_ops *const registry[] = {KVC_METHOD_LIST(KVC_OPS_PTR) NULL};
 #undef KVC_OPS_PTR
-#define N_METHODS (sizeof registry / sizeof registry[0] - 1u) /* the NULL ends the list */
+#define N_METHODS (sizeof(registry) / sizeof(registry[0]) - 1u) /* the NULL ends the list */
 
 const kvc_method_ops *kvc_method_ops_of(kvc_method m)
 {
+    /*@ loop invariant 0 <= i <= N_METHODS;
+        loop assigns i;
+        loop variant N_METHODS - i;
+    */
     for (size_t i = 0; i < N_METHODS; i++)
         if (registry[i]->id == m) return registry[i];
     return NULL;

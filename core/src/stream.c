@@ -388,6 +388,121 @@ static kvc_status stream_check(const kvc_stream *st)
 static void *method_of(kvc_stream *st) { return KVC_AT(st, st->lay.off_method, void); }
 static const void *method_of_c(const kvc_stream *st) { return KVC_AT_C(st, st->lay.off_method, void); }
 
+/* *dst = *src for the configuration stored in a stream.
+ * trusted-by: a struct assignment (the proofs read no field of the stored
+ * configuration; the digest covers it: tests/unit/test_trust.c). */
+/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
+    assigns *dst;
+*/
+static void config_store(kvc_stream_config *dst, const kvc_stream_config *src) { *dst = *src; }
+
+/* *dst = *src for the plan stored in a stream.
+ * trusted-by: a struct assignment (WP's typed model does not carry a copy of
+ * the 38-field plan: every field's equality timed out, measured in plan.c);
+ * the ensures lists the fields the proofs read. */
+/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
+    assigns *dst;
+    ensures dst->method == \old(src->method) && dst->d == \old(src->d) && dst->dv == \old(src->dv);
+    ensures dst->n_sink == \old(src->n_sink) && dst->n_window == \old(src->n_window);
+    ensures dst->n_protect == \old(src->n_protect) && dst->protect_radius == \old(src->protect_radius);
+    ensures dst->method_tokens == \old(src->method_tokens) && dst->dtype == \old(src->dtype);
+    ensures dst->worst_elements == \old(src->worst_elements) && dst->budget_elements == \old(src->budget_elements);
+    ensures dst->arena_bytes == \old(src->arena_bytes);
+    ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
+*/
+static void plan_store(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *src; }
+
+/* The method's bytes of a stream whose header init has written.
+ * trusted-by: the region stream_regions_of hands out as R->method (the
+ * layout's off_method .. off_method + method_bytes, inside arena_bytes by
+ * wp_sizes' layout theorem, which init's caller allocated). */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+    ensures \valid(\result + (0 .. st->lay.method_bytes - 1));
+    ensures \separated(\result + (0 .. st->lay.method_bytes - 1), st);
+*/
+static unsigned char *method_bytes_of(kvc_stream *st) { return KVC_AT(st, st->lay.off_method, unsigned char); }
+
+/* The method's init through its table.
+ * trusted-by: writes the method's bytes only (each method's init lays its
+ * state out inside the bytes its arena_size asked for: exact's and uniform's
+ * inits are proved, wp_exact and wp_uniform); the corrupted-arena tests and
+ * the API fuzzer under ASan. */
+/*@ requires \valid_read(p) && \valid(m + (0 .. bytes - 1));
+    assigns m[0 .. bytes - 1];
+*/
+static void method_init(kvc_method method, unsigned char *m, uint64_t bytes, const kvc_stream_plan *p,
+                        uint64_t seed)
+{
+    const kvc_method_ops *o = kvc_method_ops_of(method);
+    (void)bytes;
+    if (o != NULL && o->init) o->init(m, p, seed);
+}
+
+/* Every counter of a new stream zero: nothing held, nothing seen. */
+/*@ requires \valid(st);
+    assigns st->has_pending, st->sink_used, st->win_head, st->win_count, st->prot_count, st->n_seen,
+            st->method_in, st->peak_elements, st->last_flag, st->flag_mu, st->flag_var;
+    ensures st->has_pending == 0 && st->sink_used == 0 && st->win_head == 0 && st->win_count == 0;
+    ensures st->prot_count == 0 && st->n_seen == 0 && st->method_in == 0 && st->peak_elements == 0;
+    ensures st->last_flag == 0;
+*/
+static void stream_counters_zero(kvc_stream *st)
+{
+    st->has_pending = 0, st->sink_used = 0, st->win_head = 0, st->win_count = 0, st->prot_count = 0;
+    st->n_seen = 0, st->method_in = 0, st->peak_elements = 0, st->last_flag = 0;
+    st->flag_mu = 0.0, st->flag_var = 0.0;
+}
+
+/* kvc_stream_init on the typed header, once the plan is accepted and the
+ * arena zeroed: the stored configuration, plan and layout, the counters, the
+ * method's state, the digest, the magic last. The layout is recomputed from
+ * the plan as plan_build computed the plan's bytes; the check that it gives
+ * the same bytes cannot fail (it makes the proof independent of the method's
+ * arena_size returning the same answer twice). */
+/*@ requires \valid(st) && \valid_read(cfg) && \valid_read(plan) && \separated(st, cfg, plan);
+    requires kvc_plan_accepted(plan);
+    ensures \result == KVC_OK ==> stream_ok(st) && st->magic == KVC_MAGIC_STREAM;
+*/
+static kvc_status stream_init_st(kvc_stream *st, const kvc_stream_config *cfg, const kvc_stream_plan *plan)
+{
+    const uint64_t method_bytes = kvc_stream_method_bytes(plan);
+    const uint64_t seed = cfg->seed;
+    if (method_bytes > KVC_METHOD_BYTES_MAX) return KVC_E_STATE;
+    plan_store(&st->plan, plan);
+    //@ assert plan_stored: stream_plan_ok(st);
+    if (kvc_stream_layout_make(&st->plan, method_bytes, &st->lay) != st->plan.arena_bytes) return KVC_E_STATE;
+    //@ assert laid_out: stream_header_ok(st);
+Laid:;
+    unsigned char *m = method_bytes_of(st);
+    method_init(st->plan.method, m, st->lay.method_bytes, &st->plan, seed);
+    config_store(&st->cfg, cfg);
+    stream_counters_zero(st);
+    st->digest = header_digest(st);
+    st->magic = KVC_MAGIC_STREAM;
+    //@ assert zeros: st->has_pending == 0 && st->sink_used == 0 && st->win_head == 0 && st->win_count == 0;
+    //@ assert zeros2: st->prot_count == 0 && st->n_seen == 0 && st->method_in == 0 && st->peak_elements == 0;
+    //@ assert zeros3: st->last_flag == 0;
+    /* stream_header_ok carried from Laid by the frame lemma, field by field
+       (one large frame after these calls is beyond the provers, measured) */
+    //@ assert st->plan.d == \at(st->plan.d, Laid) && st->plan.dv == \at(st->plan.dv, Laid);
+    //@ assert st->plan.n_sink == \at(st->plan.n_sink, Laid) && st->plan.n_window == \at(st->plan.n_window, Laid);
+    //@ assert st->plan.n_protect == \at(st->plan.n_protect, Laid) && st->plan.dtype == \at(st->plan.dtype, Laid);
+    //@ assert st->plan.protect_radius == \at(st->plan.protect_radius, Laid);
+    //@ assert st->plan.worst_elements == \at(st->plan.worst_elements, Laid);
+    //@ assert st->plan.arena_bytes == \at(st->plan.arena_bytes, Laid);
+    //@ assert st->lay.off_sink_k == \at(st->lay.off_sink_k, Laid) && st->lay.off_sink_v == \at(st->lay.off_sink_v, Laid);
+    //@ assert st->lay.off_win_k == \at(st->lay.off_win_k, Laid) && st->lay.off_win_v == \at(st->lay.off_win_v, Laid);
+    //@ assert st->lay.off_pend_k == \at(st->lay.off_pend_k, Laid) && st->lay.off_pend_v == \at(st->lay.off_pend_v, Laid);
+    //@ assert st->lay.off_prot_k == \at(st->lay.off_prot_k, Laid) && st->lay.off_prot_v == \at(st->lay.off_prot_v, Laid);
+    //@ assert st->lay.off_wflag == \at(st->lay.off_wflag, Laid) && st->lay.off_method == \at(st->lay.off_method, Laid);
+    //@ assert st->lay.method_bytes == \at(st->lay.method_bytes, Laid);
+    //@ assert same: stream_header_same{Laid, Here}(st);
+    //@ assert header: stream_header_ok(st);
+    //@ assert counters: stream_counters_ok(st);
+    return KVC_OK;
+}
+
 kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_config *cfg, kvc_stream **out)
 {
     kvc_stream_plan plan;
@@ -397,29 +512,50 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     if (!kvc_arena_ok(arena, arena_bytes, plan.arena_bytes)) return KVC_E_ARENA;
 
     memset(arena, 0, (size_t)plan.arena_bytes);
+    /* the one cast from the caller's bytes to the header (the accessor layer) */
     kvc_stream *st = (kvc_stream *)arena;
-    st->cfg = *cfg;
-    st->plan = plan;
-    kvc_stream_layout_make(&plan, kvc_stream_method_bytes(&plan), &st->lay);
-    const kvc_method_ops *o = kvc_method_ops_of(plan.method);
-    if (o->init) o->init(method_of(st), &plan, cfg->seed);
-    st->digest = header_digest(st);
-    st->magic = KVC_MAGIC_STREAM;
+    rc = stream_init_st(st, cfg, &plan);
+    if (rc != KVC_OK) return rc;
     *out = st;
     return KVC_OK;
+}
+
+/* Two plans equal byte for byte (a plan holds floats: compared as stored).
+ * trusted-by: a memcmp of two whole plans, outside WP's typed model, whose
+ * equality implies that of every integer field; tests/unit/test_trust.c
+ * flips plan bits of a stored stream. */
+/*@ requires \valid_read(a) && \valid_read(b);
+    assigns \nothing;
+    ensures \result != 0 ==> a->arena_bytes == b->arena_bytes;
+*/
+static int plan_bits_equal(const kvc_stream_plan *a, const kvc_stream_plan *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* kvc_stream_validate on the typed header: the magic, the plan recomputed
+ * from the stored configuration bit for bit, the caller's bytes, then the
+ * check every entry point runs. A stream it accepts satisfies stream_ok and
+ * every region of its layout lies inside the caller's bytes. */
+/*@ requires \valid_read(st);
+    assigns \nothing;
+    ensures \result == KVC_OK ==> stream_ok(st) && st->plan.arena_bytes <= arena_bytes;
+*/
+static kvc_status stream_validate_st(const kvc_stream *st, size_t arena_bytes)
+{
+    if (st->magic != KVC_MAGIC_STREAM) return magic_status(st->magic);
+    kvc_stream_plan p;
+    if (kvc_stream_plan_make(&st->cfg, &p) != KVC_OK || !plan_bits_equal(&p, &st->plan)) return KVC_E_CORRUPT;
+    if (arena_bytes < p.arena_bytes) return KVC_E_ARENA;
+    return stream_check(st);
 }
 
 kvc_status kvc_stream_validate(const void *arena, size_t arena_bytes)
 {
     if (arena == NULL) return KVC_E_ARG;
     if (!kvc_aligned(arena) || arena_bytes < sizeof(struct kvc_stream)) return KVC_E_ARENA;
-    const kvc_stream *st = (const kvc_stream *)arena;
-    if (st->magic != KVC_MAGIC_STREAM) return magic_status(st->magic);
-    /* the plan recomputed from the stored configuration, bit for bit */
-    kvc_stream_plan p;
-    if (kvc_stream_plan_make(&st->cfg, &p) != KVC_OK || memcmp(&p, &st->plan, sizeof p) != 0) return KVC_E_CORRUPT;
-    if (arena_bytes < p.arena_bytes) return KVC_E_ARENA;
-    return stream_check(st);
+    /* the one cast from the caller's bytes to the header (the accessor layer) */
+    return stream_validate_st((const kvc_stream *)arena, arena_bytes);
 }
 
 uint64_t kvc_stream_checksum(const kvc_stream *st)

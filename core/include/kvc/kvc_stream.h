@@ -231,12 +231,31 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget, uint64_t seed);
 
 #if defined(KVC_ADVANCED)
+/*@ // what every plan kvc_stream_plan_make accepts satisfies (proved by
+    // verify wp_plan, docs/proofs.md): dimensions and regions in range, a
+    // storage type with rows, the worst case within the budget, the arena
+    // addressable on the target
+    predicate kvc_plan_accepted(kvc_stream_plan *p) =
+      1 <= p->d <= 256 && 1 <= p->dv <= 256 &&
+      p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216 &&
+      (p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6) &&
+      p->protect_radius <= 4096 &&
+      p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv) &&
+      (p->n_sink + p->n_window + p->n_protect + 1) * (p->d + p->dv) <= p->worst_elements <= p->budget_elements &&
+      p->arena_bytes <= PTRDIFF_MAX && p->arena_bytes % 64 == 0;
+*/
 /**
  * @brief Derive every parameter from the budget.
  * @return KVC_OK; KVC_E_ARG for out-of-range fields or a budget too small for
  *         the method (the plan is then not written); KVC_E_UNSUPPORTED for a
  *         dtype that kvc_dtype_implemented() refuses.
  */
+/*@ requires cfg == \null || \valid_read(cfg);
+    requires plan == \null || (\valid(plan) && \separated(cfg, plan));
+    assigns *plan;
+    ensures \result == KVC_OK ==> kvc_plan_accepted(plan);
+    ensures \result != KVC_OK ==> *plan == \old(*plan);
+*/
 kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *plan);
 #endif
 
@@ -245,9 +264,16 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *cfg, kvc_stream_plan *p
  * @return a static string naming the first rule @p cfg breaks, or NULL when
  *         kvc_stream_plan_make would accept it.
  */
+/*@ requires cfg == \null || \valid_read(cfg);
+    assigns \nothing;
+*/
 const char *kvc_stream_config_problem(const kvc_stream_config *cfg);
 
 /** @brief Arena bytes for @p cfg (0 when the configuration is invalid). */
+/*@ requires cfg == \null || \valid_read(cfg);
+    assigns \nothing;
+    ensures \result <= PTRDIFF_MAX && \result % 64 == 0;
+*/
 size_t kvc_stream_arena_bytes(const kvc_stream_config *cfg);
 
 /**

@@ -96,6 +96,9 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
 const char *kvc_dtype_name(kvc_dtype t);
 
 /** 1 when this build stores and reads type @p t (the implemented column of kvc_dtype_list.h), else 0. */
+/*@ assigns \nothing;
+    ensures \result != 0 ==> t == 0 || t == 1 || t == 2 || t == 3 || t == 6;
+*/
 int kvc_dtype_implemented(kvc_dtype t);
 
 /** Parse a storage type name; KVC_E_ARG for an unknown one. */

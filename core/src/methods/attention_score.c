@@ -43,6 +43,24 @@ typedef struct attn_state {
 } attn_state;
 _Static_assert(sizeof(attn_state) == KVC_SIZE_ATTN_STATE, "attn_state must be the same on every ABI");
 
+/*@ // the header fields the plan fixes, and the count within the capacity
+    predicate attn_ok(attn_state *s, kvc_stream_plan *p) =
+      \valid(s) && kvc_plan_dims_ok(p) && \separated(s, p) && p->capacity <= 16777216 &&
+      s->d == p->d && s->dv == p->dv && s->capacity == p->capacity && s->count <= s->capacity;
+*/
+
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns s->off_k, s->off_v, s->off_tok, s->off_score, s->off_ring_tok, s->off_ring_mass;
+    ensures sizeof(attn_state) <= s->off_k == 128;
+    ensures kvc_region_before(s->off_k, kvc_stream_rows_l(p, p->capacity, p->d), s->off_v);
+    ensures kvc_region_before(s->off_v, kvc_stream_rows_l(p, p->capacity, p->dv), s->off_tok);
+    ensures kvc_region_before(s->off_tok, 8 * p->capacity, s->off_score);
+    ensures kvc_region_before(s->off_score, 8 * p->capacity, s->off_ring_tok);
+    ensures kvc_region_before(s->off_ring_tok, 8 * (p->n_window + 1), s->off_ring_mass);
+    ensures kvc_region_before(s->off_ring_mass, 8 * (p->n_window + 1), \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t attn_layout(attn_state *s, const kvc_stream_plan *p)
 {
     const uint64_t ring = (uint64_t)p->n_window + 1u;
@@ -56,7 +74,11 @@ static uint64_t attn_layout(attn_state *s, const kvc_stream_plan *p)
     return cur;
 }
 
-static uint64_t ops_arena_size(const kvc_stream_plan *p)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
+static uint64_t attn_arena_size(const kvc_stream_plan *p)
 {
     attn_state tmp;
     return attn_layout(&tmp, p);
@@ -74,9 +96,15 @@ static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
     for (uint32_t i = 0; i < s->ring; i++) rt[i] = UINT64_MAX;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->capacity, p->metadata_bytes, *method_worst;
+    ensures kvc_method_plan_post(c, p, *method_worst) && p->capacity == p->method_tokens;
+    ensures kvc_metadata_bytes_ok(p->metadata_bytes);
+*/
+static const char *attn_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     p->capacity = p->method_tokens;
+    //@ ghost kvc_mul_le(p->capacity, 16777216, (uint64_t)c->d + c->dv, 512);
     *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
     p->metadata_bytes = (uint64_t)p->capacity * (sizeof(uint64_t) + sizeof(double)) +
                         ((uint64_t)p->n_window + 1u) * (sizeof(uint64_t) + sizeof(double));
@@ -151,9 +179,13 @@ static size_t ops_view(const void *st, const kvc_stream_plan *p, kvc_segment *se
     return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
-static uint64_t ops_elements(const void *st)
+/*@ requires \valid_read(s) && s->count <= s->capacity <= 16777216 && s->d <= 256 && s->dv <= 256;
+    assigns \nothing;
+    ensures \result == s->count * (s->d + s->dv) && \result <= s->capacity * (s->d + s->dv);
+*/
+static uint64_t attn_elements_st(const attn_state *s)
 {
-    const attn_state *s = (const attn_state *)st;
+    //@ ghost kvc_mul_le(s->count, s->capacity, s->d + s->dv, s->d + s->dv);
     return (uint64_t)s->count * (s->d + s->dv);
 }
 
@@ -163,15 +195,28 @@ static void ops_fill_stats(const void *st, kvc_stream_stats *stats)
     stats->observes = s->observes;
 }
 
-static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns \nothing;
+    ensures \result == 1 ==> attn_ok(s, p) && s->seen == method_in;
+*/
+static int attn_check_st(const attn_state *s, const kvc_stream_plan *p, uint64_t method_in)
 {
-    const attn_state *s = (const attn_state *)st;
     attn_state w;
     attn_layout(&w, p);
     return s->magic == KVC_MAGIC_ATTN_SCORE && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
            s->ring == p->n_window + 1u && s->off_k == w.off_k && s->off_v == w.off_v && s->off_tok == w.off_tok &&
            s->off_score == w.off_score && s->off_ring_tok == w.off_ring_tok && s->off_ring_mass == w.off_ring_mass &&
            s->seen == method_in && s->count == (method_in < s->capacity ? method_in : s->capacity);
+}
+
+/* The method table's entries cast the stream's void pointer to the typed
+ * state (the accessor layer, trusted: docs/proofs.md "Trusted base"). */
+static uint64_t ops_elements(const void *st) { return attn_elements_st((const attn_state *)st); }
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    return attn_check_st((const attn_state *)st, p, method_in);
 }
 
 static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
@@ -182,8 +227,8 @@ static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 const kvc_method_ops kvc_method_ops_h2o = {KVC_METHOD_H2O,
                                            0,
                                            NULL,
-                                           ops_plan,
-                                           ops_arena_size,
+                                           attn_plan,
+                                           attn_arena_size,
                                            ops_init,
                                            NULL,
                                            ops_update,
@@ -202,8 +247,8 @@ const kvc_method_ops kvc_method_ops_h2o = {KVC_METHOD_H2O,
 const kvc_method_ops kvc_method_ops_tova = {KVC_METHOD_TOVA,
                                             0,
                                             NULL,
-                                            ops_plan,
-                                            ops_arena_size,
+                                            attn_plan,
+                                            attn_arena_size,
                                             ops_init,
                                             NULL,
                                             ops_update,

@@ -29,6 +29,21 @@ typedef struct keydiff_state {
 } keydiff_state;
 _Static_assert(sizeof(keydiff_state) == KVC_SIZE_KEYDIFF_STATE, "keydiff_state must be the same on every ABI");
 
+/*@ // the header fields the plan fixes, and the count within the capacity
+    predicate keydiff_ok(keydiff_state *s, kvc_stream_plan *p) =
+      \valid(s) && kvc_plan_dims_ok(p) && \separated(s, p) && p->capacity <= 16777216 &&
+      s->d == p->d && s->dv == p->dv && s->capacity == p->capacity && s->count <= s->capacity;
+*/
+
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns s->off_k, s->off_v, s->off_inv;
+    ensures sizeof(keydiff_state) <= s->off_k == 64;
+    ensures kvc_region_before(s->off_k, kvc_stream_rows_l(p, p->capacity, p->d), s->off_v);
+    ensures kvc_region_before(s->off_v, kvc_stream_rows_l(p, p->capacity, p->dv), s->off_inv);
+    ensures kvc_region_before(s->off_inv, 4 * p->capacity, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t keydiff_layout(keydiff_state *s, const kvc_stream_plan *p)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(keydiff_state));
@@ -38,7 +53,11 @@ static uint64_t keydiff_layout(keydiff_state *s, const kvc_stream_plan *p)
     return cur;
 }
 
-static uint64_t ops_arena_size(const kvc_stream_plan *p)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
+static uint64_t keydiff_arena_size(const kvc_stream_plan *p)
 {
     keydiff_state tmp;
     return keydiff_layout(&tmp, p);
@@ -53,9 +72,15 @@ static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
     s->d = p->d, s->dv = p->dv, s->capacity = p->capacity;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->capacity, p->metadata_bytes, *method_worst;
+    ensures kvc_method_plan_post(c, p, *method_worst) && p->capacity == p->method_tokens;
+    ensures kvc_metadata_bytes_ok(p->metadata_bytes);
+*/
+static const char *keydiff_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     p->capacity = p->method_tokens;
+    //@ ghost kvc_mul_le(p->capacity, 16777216, (uint64_t)c->d + c->dv, 512);
     *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
     p->metadata_bytes = (uint64_t)p->capacity * sizeof(float);
     return NULL;
@@ -105,15 +130,23 @@ static size_t ops_view(const void *st, const kvc_stream_plan *p, kvc_segment *se
     return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
-static uint64_t ops_elements(const void *st)
+/*@ requires \valid_read(s) && s->count <= s->capacity <= 16777216 && s->d <= 256 && s->dv <= 256;
+    assigns \nothing;
+    ensures \result == s->count * (s->d + s->dv) && \result <= s->capacity * (s->d + s->dv);
+*/
+static uint64_t keydiff_elements_st(const keydiff_state *s)
 {
-    const keydiff_state *s = (const keydiff_state *)st;
+    //@ ghost kvc_mul_le(s->count, s->capacity, s->d + s->dv, s->d + s->dv);
     return (uint64_t)s->count * (s->d + s->dv);
 }
 
-static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns \nothing;
+    ensures \result == 1 ==> keydiff_ok(s, p) && s->seen == method_in;
+*/
+static int keydiff_check_st(const keydiff_state *s, const kvc_stream_plan *p, uint64_t method_in)
 {
-    const keydiff_state *s = (const keydiff_state *)st;
     keydiff_state w;
     keydiff_layout(&w, p);
     return s->magic == KVC_MAGIC_KEYDIFF && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
@@ -121,6 +154,15 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            s->count == (method_in < s->capacity ? method_in : s->capacity);
 }
 
+/* The method table's entries cast the stream's void pointer to the typed
+ * state (the accessor layer, trusted: docs/proofs.md "Trusted base"). */
+static uint64_t ops_elements(const void *st) { return keydiff_elements_st((const keydiff_state *)st); }
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    return keydiff_check_st((const keydiff_state *)st, p, method_in);
+}
+
 const kvc_method_ops kvc_method_ops_keydiff = {
-    KVC_METHOD_KEYDIFF, 0,    NULL, ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
+    KVC_METHOD_KEYDIFF, 0,    NULL, keydiff_plan, keydiff_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
     ops_check,          NULL, 0,    1,        NULL,           NULL,     NULL, NULL};

@@ -26,6 +26,22 @@ typedef struct knorm_state {
 } knorm_state;
 _Static_assert(sizeof(knorm_state) == KVC_SIZE_KNORM_STATE, "knorm_state must be the same on every ABI");
 
+/*@ // the header fields the plan fixes, and the count within the capacity
+    predicate knorm_ok(knorm_state *s, kvc_stream_plan *p) =
+      \valid(s) && kvc_plan_dims_ok(p) && \separated(s, p) && p->capacity <= 16777216 &&
+      s->d == p->d && s->dv == p->dv && s->capacity == p->capacity && s->count <= s->capacity;
+*/
+
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns s->off_k, s->off_v, s->off_norm, s->off_heap;
+    ensures sizeof(knorm_state) <= s->off_k == 64;
+    ensures kvc_region_before(s->off_k, kvc_stream_rows_l(p, p->capacity, p->d), s->off_v);
+    ensures kvc_region_before(s->off_v, kvc_stream_rows_l(p, p->capacity, p->dv), s->off_norm);
+    ensures kvc_region_before(s->off_norm, 4 * p->capacity, s->off_heap);
+    ensures kvc_region_before(s->off_heap, 4 * p->capacity, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t knorm_layout(knorm_state *s, const kvc_stream_plan *p)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(knorm_state));
@@ -36,7 +52,11 @@ static uint64_t knorm_layout(knorm_state *s, const kvc_stream_plan *p)
     return cur;
 }
 
-static uint64_t ops_arena_size(const kvc_stream_plan *p)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
+static uint64_t knorm_arena_size(const kvc_stream_plan *p)
 {
     knorm_state tmp;
     return knorm_layout(&tmp, p);
@@ -51,9 +71,15 @@ static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
     s->d = p->d, s->dv = p->dv, s->capacity = p->capacity;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->capacity, p->metadata_bytes, *method_worst;
+    ensures kvc_method_plan_post(c, p, *method_worst) && p->capacity == p->method_tokens;
+    ensures kvc_metadata_bytes_ok(p->metadata_bytes);
+*/
+static const char *knorm_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     p->capacity = p->method_tokens;
+    //@ ghost kvc_mul_le(p->capacity, 16777216, (uint64_t)c->d + c->dv, 512);
     *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
     p->metadata_bytes = (uint64_t)p->capacity * (sizeof(float) + sizeof(uint32_t));
     return NULL;
@@ -128,15 +154,23 @@ static size_t ops_view(const void *st, const kvc_stream_plan *p, kvc_segment *se
     return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
-static uint64_t ops_elements(const void *st)
+/*@ requires \valid_read(s) && s->count <= s->capacity <= 16777216 && s->d <= 256 && s->dv <= 256;
+    assigns \nothing;
+    ensures \result == s->count * (s->d + s->dv) && \result <= s->capacity * (s->d + s->dv);
+*/
+static uint64_t knorm_elements_st(const knorm_state *s)
 {
-    const knorm_state *s = (const knorm_state *)st;
+    //@ ghost kvc_mul_le(s->count, s->capacity, s->d + s->dv, s->d + s->dv);
     return (uint64_t)s->count * (s->d + s->dv);
 }
 
-static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns \nothing;
+    ensures \result == 1 ==> knorm_ok(s, p) && s->seen == method_in;
+*/
+static int knorm_check_st(const knorm_state *s, const kvc_stream_plan *p, uint64_t method_in)
 {
-    const knorm_state *s = (const knorm_state *)st;
     knorm_state w;
     knorm_layout(&w, p);
     return s->magic == KVC_MAGIC_KNORM && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
@@ -144,6 +178,15 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            s->seen == method_in && s->count == (method_in < s->capacity ? method_in : s->capacity);
 }
 
+/* The method table's entries cast the stream's void pointer to the typed
+ * state (the accessor layer, trusted: docs/proofs.md "Trusted base"). */
+static uint64_t ops_elements(const void *st) { return knorm_elements_st((const knorm_state *)st); }
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    return knorm_check_st((const knorm_state *)st, p, method_in);
+}
+
 const kvc_method_ops kvc_method_ops_knorm = {
-    KVC_METHOD_KNORM, 0,    NULL, ops_plan, ops_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
+    KVC_METHOD_KNORM, 0,    NULL, knorm_plan, knorm_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
     ops_check,        NULL, 0,    1,        NULL,           NULL,     NULL, NULL};

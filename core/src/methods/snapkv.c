@@ -50,6 +50,23 @@ typedef struct snapkv_state {
 _Static_assert(KVC_SNAPKV_ROWS == KVC_SIZE_SNAPKV_ROWS, "kvc_sizes.h sizes the observation rows");
 _Static_assert(sizeof(snapkv_state) == KVC_SIZE_SNAPKV_STATE, "snapkv_state must be the same on every ABI");
 
+/*@ // the header fields the plan fixes, and the count within the capacity
+    predicate snapkv_ok(snapkv_state *s, kvc_stream_plan *p) =
+      \valid(s) && kvc_plan_dims_ok(p) && \separated(s, p) && p->capacity <= 16777216 &&
+      s->d == p->d && s->dv == p->dv && s->capacity == p->capacity && s->count <= s->capacity;
+*/
+
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns s->off_k, s->off_v, s->off_tok, s->off_score, s->off_q;
+    ensures sizeof(snapkv_state) <= s->off_k == 128;
+    ensures kvc_region_before(s->off_k, kvc_stream_rows_l(p, p->capacity, p->d), s->off_v);
+    ensures kvc_region_before(s->off_v, kvc_stream_rows_l(p, p->capacity, p->dv), s->off_tok);
+    ensures kvc_region_before(s->off_tok, 8 * p->capacity, s->off_score);
+    ensures kvc_region_before(s->off_score, 8 * p->capacity, s->off_q);
+    ensures kvc_region_before(s->off_q, 32 * 4 * p->d, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t snapkv_layout(snapkv_state *s, const kvc_stream_plan *p)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(snapkv_state));
@@ -61,7 +78,11 @@ static uint64_t snapkv_layout(snapkv_state *s, const kvc_stream_plan *p)
     return cur;
 }
 
-static uint64_t ops_arena_size(const kvc_stream_plan *p)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
+static uint64_t snapkv_arena_size(const kvc_stream_plan *p)
 {
     snapkv_state tmp;
     return snapkv_layout(&tmp, p);
@@ -77,9 +98,15 @@ static void ops_init(void *st, const kvc_stream_plan *p, uint64_t seed)
     s->prev_slot[0] = s->prev_slot[1] = NO_SLOT;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->capacity, p->metadata_bytes, *method_worst;
+    ensures kvc_method_plan_post(c, p, *method_worst) && p->capacity == p->method_tokens;
+    ensures kvc_metadata_bytes_ok(p->metadata_bytes);
+*/
+static const char *snapkv_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     p->capacity = p->method_tokens;
+    //@ ghost kvc_mul_le(p->capacity, 16777216, (uint64_t)c->d + c->dv, 512);
     *method_worst = (uint64_t)p->capacity * ((uint64_t)c->d + c->dv);
     p->metadata_bytes =
         (uint64_t)p->capacity * (sizeof(uint64_t) + sizeof(double)) + (uint64_t)KVC_SNAPKV_ROWS * c->d * sizeof(float);
@@ -168,15 +195,23 @@ static size_t ops_view(const void *st, const kvc_stream_plan *p, kvc_segment *se
     return kvc_segment_rows_uniform(seg, &K, &V, 0, s->count, 1.0);
 }
 
-static uint64_t ops_elements(const void *st)
+/*@ requires \valid_read(s) && s->count <= s->capacity <= 16777216 && s->d <= 256 && s->dv <= 256;
+    assigns \nothing;
+    ensures \result == s->count * (s->d + s->dv) && \result <= s->capacity * (s->d + s->dv);
+*/
+static uint64_t snapkv_elements_st(const snapkv_state *s)
 {
-    const snapkv_state *s = (const snapkv_state *)st;
+    //@ ghost kvc_mul_le(s->count, s->capacity, s->d + s->dv, s->d + s->dv);
     return (uint64_t)s->count * (s->d + s->dv);
 }
 
-static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+/*@ requires kvc_plan_dims_ok(p) && p->capacity <= 16777216;
+    requires \valid(s) && \separated(s, p);
+    assigns \nothing;
+    ensures \result == 1 ==> snapkv_ok(s, p) && s->seen == method_in;
+*/
+static int snapkv_check_st(const snapkv_state *s, const kvc_stream_plan *p, uint64_t method_in)
 {
-    const snapkv_state *s = (const snapkv_state *)st;
     snapkv_state w;
     snapkv_layout(&w, p);
     return s->magic == KVC_MAGIC_SNAPKV && s->d == p->d && s->dv == p->dv && s->capacity == p->capacity &&
@@ -185,6 +220,15 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
            s->count == (method_in < s->capacity ? method_in : s->capacity) &&
            (s->prev_slot[0] == NO_SLOT || s->prev_slot[0] < s->count) &&
            (s->prev_slot[1] == NO_SLOT || s->prev_slot[1] < s->count);
+}
+
+/* The method table's entries cast the stream's void pointer to the typed
+ * state (the accessor layer, trusted: docs/proofs.md "Trusted base"). */
+static uint64_t ops_elements(const void *st) { return snapkv_elements_st((const snapkv_state *)st); }
+
+static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
+{
+    return snapkv_check_st((const snapkv_state *)st, p, method_in);
 }
 
 static void ops_fill_stats(const void *st, kvc_stream_stats *stats)
@@ -201,8 +245,8 @@ static void ops_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 const kvc_method_ops kvc_method_ops_snapkv = {KVC_METHOD_SNAPKV,
                                               0,
                                               NULL,
-                                              ops_plan,
-                                              ops_arena_size,
+                                              snapkv_plan,
+                                              snapkv_arena_size,
                                               ops_init,
                                               NULL,
                                               ops_update,
