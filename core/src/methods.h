@@ -116,8 +116,8 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c);
 
 /* The bound kvc_stream_layout_make assumes of the method's region, which
  * plan_build checks of every method's arena and metadata bytes. */
-#define KVC_METHOD_BYTES_MAX   4503599627370496u /* 2^52 */
-#define KVC_METADATA_BYTES_MAX 4503599627370496u
+#define KVC_METHOD_BYTES_MAX   4503599627370496ull /* 2^52 */
+#define KVC_METADATA_BYTES_MAX 4503599627370496ull
 
 /*@ // what a method's plan function may assume and must give (verify wp_sizes):
     // its worst-case elements never exceed the tokens the budget left it

@@ -259,8 +259,7 @@ static const char *plan_finish(kvc_stream_plan *p, uint64_t method_worst)
         return "the arena would exceed the largest object this platform can address (PTRDIFF_MAX bytes)";
     p->arena_bytes = bytes;
     plan_worst(p, method_worst);
-    const uint64_t tok = (uint64_t)p->d + p->dv;
-    //@ ghost kvc_mul_le(0, p->n_sink + p->n_window + p->n_protect + 1, 0, tok);
+    //@ ghost kvc_mul_le(0, p->n_sink + p->n_window + p->n_protect + 1, 0, (uint64_t)p->d + p->dv);
     if (p->n_protect) p->metadata_bytes += p->n_window; /* the window's outlier flags */
     return NULL;
 }

@@ -308,10 +308,6 @@ static int layout_equal(const kvc_stream_layout *a, const kvc_stream_layout *b)
            a->off_wflag == b->off_wflag && a->method_bytes == b->method_bytes;
 }
 
-/* The largest method sub-arena a plan can ask for (budgets <= 2^24 tokens,
- * rows <= 1032 bytes stay far below); what the layout proof assumes. */
-#define KVC_METHOD_BYTES_MAX (1ull << 52)
-
 /* The fixed header: the plan's ranges, and the stored layout the one the
  * plan gives (wp_sizes proves that one inside arena_bytes). The digest
  * already makes a corrupted plan unlikely; these checks make it impossible
@@ -431,8 +427,7 @@ static unsigned char *method_bytes_of(kvc_stream *st) { return KVC_AT(st, st->la
 /*@ requires \valid_read(p) && \valid(m + (0 .. bytes - 1));
     assigns m[0 .. bytes - 1];
 */
-static void method_init(kvc_method method, unsigned char *m, uint64_t bytes, const kvc_stream_plan *p,
-                        uint64_t seed)
+static void method_init(kvc_method method, unsigned char *m, uint64_t bytes, const kvc_stream_plan *p, uint64_t seed)
 {
     const kvc_method_ops *o = kvc_method_ops_of(method);
     (void)bytes;
@@ -454,12 +449,47 @@ static void stream_counters_zero(kvc_stream *st)
     st->flag_mu = 0.0, st->flag_var = 0.0;
 }
 
+/* The rest of init once the header's plan and layout are stored: the
+ * method's state, the configuration, the counters, the digest, the magic
+ * last. stream_header_ok is carried across these writes by the frame lemma,
+ * field by field (one large frame after these calls is beyond the provers,
+ * measured). */
+/*@ requires stream_header_ok(st) && \valid(st) && \valid_read(cfg) && \separated(st, cfg);
+    ensures stream_ok(st) && st->magic == KVC_MAGIC_STREAM;
+*/
+static void stream_init_rest(kvc_stream *st, const kvc_stream_config *cfg, uint64_t seed)
+{
+    unsigned char *m = method_bytes_of(st);
+    method_init(st->plan.method, m, st->lay.method_bytes, &st->plan, seed);
+    config_store(&st->cfg, cfg);
+    stream_counters_zero(st);
+    st->digest = header_digest(st);
+    st->magic = KVC_MAGIC_STREAM;
+    //@ assert zeros: st->has_pending == 0 && st->sink_used == 0 && st->win_head == 0 && st->win_count == 0;
+    //@ assert zeros2: st->prot_count == 0 && st->n_seen == 0 && st->method_in == 0 && st->peak_elements == 0;
+    //@ assert zeros3: st->last_flag == 0;
+    //@ assert st->plan.d == \at(st->plan.d, Pre) && st->plan.dv == \at(st->plan.dv, Pre);
+    //@ assert st->plan.n_sink == \at(st->plan.n_sink, Pre) && st->plan.n_window == \at(st->plan.n_window, Pre);
+    //@ assert st->plan.n_protect == \at(st->plan.n_protect, Pre) && st->plan.dtype == \at(st->plan.dtype, Pre);
+    //@ assert st->plan.protect_radius == \at(st->plan.protect_radius, Pre);
+    //@ assert st->plan.worst_elements == \at(st->plan.worst_elements, Pre);
+    //@ assert st->plan.arena_bytes == \at(st->plan.arena_bytes, Pre);
+    //@ assert st->lay.off_sink_k == \at(st->lay.off_sink_k, Pre) && st->lay.off_sink_v == \at(st->lay.off_sink_v, Pre);
+    //@ assert st->lay.off_win_k == \at(st->lay.off_win_k, Pre) && st->lay.off_win_v == \at(st->lay.off_win_v, Pre);
+    //@ assert st->lay.off_pend_k == \at(st->lay.off_pend_k, Pre) && st->lay.off_pend_v == \at(st->lay.off_pend_v, Pre);
+    //@ assert st->lay.off_prot_k == \at(st->lay.off_prot_k, Pre) && st->lay.off_prot_v == \at(st->lay.off_prot_v, Pre);
+    //@ assert st->lay.off_wflag == \at(st->lay.off_wflag, Pre) && st->lay.off_method == \at(st->lay.off_method, Pre);
+    //@ assert st->lay.method_bytes == \at(st->lay.method_bytes, Pre);
+    //@ assert same: stream_header_same{Pre, Here}(st);
+    //@ assert header: stream_header_ok(st);
+    //@ assert counters: stream_counters_ok(st);
+}
+
 /* kvc_stream_init on the typed header, once the plan is accepted and the
- * arena zeroed: the stored configuration, plan and layout, the counters, the
- * method's state, the digest, the magic last. The layout is recomputed from
- * the plan as plan_build computed the plan's bytes; the check that it gives
- * the same bytes cannot fail (it makes the proof independent of the method's
- * arena_size returning the same answer twice). */
+ * arena zeroed: the plan and the layout, then stream_init_rest. The layout
+ * is recomputed from the plan as plan_build computed the plan's bytes; the
+ * check that it gives the same bytes cannot fail (it makes the proof
+ * independent of the method's arena_size returning the same answer twice). */
 /*@ requires \valid(st) && \valid_read(cfg) && \valid_read(plan) && \separated(st, cfg, plan);
     requires kvc_plan_accepted(plan);
     ensures \result == KVC_OK ==> stream_ok(st) && st->magic == KVC_MAGIC_STREAM;
@@ -473,33 +503,7 @@ static kvc_status stream_init_st(kvc_stream *st, const kvc_stream_config *cfg, c
     //@ assert plan_stored: stream_plan_ok(st);
     if (kvc_stream_layout_make(&st->plan, method_bytes, &st->lay) != st->plan.arena_bytes) return KVC_E_STATE;
     //@ assert laid_out: stream_header_ok(st);
-Laid:;
-    unsigned char *m = method_bytes_of(st);
-    method_init(st->plan.method, m, st->lay.method_bytes, &st->plan, seed);
-    config_store(&st->cfg, cfg);
-    stream_counters_zero(st);
-    st->digest = header_digest(st);
-    st->magic = KVC_MAGIC_STREAM;
-    //@ assert zeros: st->has_pending == 0 && st->sink_used == 0 && st->win_head == 0 && st->win_count == 0;
-    //@ assert zeros2: st->prot_count == 0 && st->n_seen == 0 && st->method_in == 0 && st->peak_elements == 0;
-    //@ assert zeros3: st->last_flag == 0;
-    /* stream_header_ok carried from Laid by the frame lemma, field by field
-       (one large frame after these calls is beyond the provers, measured) */
-    //@ assert st->plan.d == \at(st->plan.d, Laid) && st->plan.dv == \at(st->plan.dv, Laid);
-    //@ assert st->plan.n_sink == \at(st->plan.n_sink, Laid) && st->plan.n_window == \at(st->plan.n_window, Laid);
-    //@ assert st->plan.n_protect == \at(st->plan.n_protect, Laid) && st->plan.dtype == \at(st->plan.dtype, Laid);
-    //@ assert st->plan.protect_radius == \at(st->plan.protect_radius, Laid);
-    //@ assert st->plan.worst_elements == \at(st->plan.worst_elements, Laid);
-    //@ assert st->plan.arena_bytes == \at(st->plan.arena_bytes, Laid);
-    //@ assert st->lay.off_sink_k == \at(st->lay.off_sink_k, Laid) && st->lay.off_sink_v == \at(st->lay.off_sink_v, Laid);
-    //@ assert st->lay.off_win_k == \at(st->lay.off_win_k, Laid) && st->lay.off_win_v == \at(st->lay.off_win_v, Laid);
-    //@ assert st->lay.off_pend_k == \at(st->lay.off_pend_k, Laid) && st->lay.off_pend_v == \at(st->lay.off_pend_v, Laid);
-    //@ assert st->lay.off_prot_k == \at(st->lay.off_prot_k, Laid) && st->lay.off_prot_v == \at(st->lay.off_prot_v, Laid);
-    //@ assert st->lay.off_wflag == \at(st->lay.off_wflag, Laid) && st->lay.off_method == \at(st->lay.off_method, Laid);
-    //@ assert st->lay.method_bytes == \at(st->lay.method_bytes, Laid);
-    //@ assert same: stream_header_same{Laid, Here}(st);
-    //@ assert header: stream_header_ok(st);
-    //@ assert counters: stream_counters_ok(st);
+    stream_init_rest(st, cfg, seed);
     return KVC_OK;
 }
 
@@ -528,10 +532,7 @@ kvc_status kvc_stream_init(void *arena, size_t arena_bytes, const kvc_stream_con
     assigns \nothing;
     ensures \result != 0 ==> a->arena_bytes == b->arena_bytes;
 */
-static int plan_bits_equal(const kvc_stream_plan *a, const kvc_stream_plan *b)
-{
-    return memcmp(a, b, sizeof *a) == 0;
-}
+static int plan_bits_equal(const kvc_stream_plan *a, const kvc_stream_plan *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 /* kvc_stream_validate on the typed header: the magic, the plan recomputed
  * from the stored configuration bit for bit, the caller's bytes, then the

@@ -187,6 +187,22 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
     return knorm_check_st((const knorm_state *)st, p, method_in);
 }
 
-const kvc_method_ops kvc_method_ops_knorm = {
-    KVC_METHOD_KNORM, 0,    NULL, knorm_plan, knorm_arena_size, ops_init, NULL, ops_update, ops_view, ops_elements, NULL,
-    ops_check,        NULL, 0,    1,        NULL,           NULL,     NULL, NULL};
+const kvc_method_ops kvc_method_ops_knorm = {KVC_METHOD_KNORM,
+                                             0,
+                                             NULL,
+                                             knorm_plan,
+                                             knorm_arena_size,
+                                             ops_init,
+                                             NULL,
+                                             ops_update,
+                                             ops_view,
+                                             ops_elements,
+                                             NULL,
+                                             ops_check,
+                                             NULL,
+                                             0,
+                                             1,
+                                             NULL,
+                                             NULL,
+                                             NULL,
+                                             NULL};
