@@ -278,15 +278,7 @@ static const char *plan_sizes(const kvc_stream_config *c, const kvc_method_ops *
     return why != NULL ? why : plan_finish(p, method_worst);
 }
 
-/* *dst = *src.
- * trusted-by: a struct assignment (WP's typed memory model does not carry
- * the copy of a 38-field struct from a local to the caller's object: every
- * field's equality timed out, measured). */
-/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
-    assigns *dst;
-    ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
-*/
-static void plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *src; }
+void kvc_plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *src; }
 
 /* plan_sizes into a local plan, copied out when accepted (a local, so
  * that a refusal leaves *plan as it was). */
@@ -302,7 +294,7 @@ static const char *plan_into(const kvc_stream_config *c, const kvc_method_ops *o
     kvc_stream_plan p;
     const char *why = plan_sizes(c, o, &p);
     if (why != NULL) return why;
-    plan_copy(plan, &p);
+    kvc_plan_copy(plan, &p);
     return NULL;
 }
 

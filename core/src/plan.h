@@ -54,6 +54,22 @@ size_t kvc_stream_header_bytes(void);
 */
 uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p);
 
+/* *dst = *src: a plan copied out of the planner or into a stream's header.
+ * trusted-by: a struct assignment (WP's typed memory model does not carry the
+ * copy of the 38-field plan: every field's equality timed out, measured in
+ * plan.c); the ensures lists the fields the proofs read. */
+/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
+    assigns *dst;
+    ensures dst->method == \old(src->method) && dst->d == \old(src->d) && dst->dv == \old(src->dv);
+    ensures dst->n_sink == \old(src->n_sink) && dst->n_window == \old(src->n_window);
+    ensures dst->n_protect == \old(src->n_protect) && dst->protect_radius == \old(src->protect_radius);
+    ensures dst->method_tokens == \old(src->method_tokens) && dst->dtype == \old(src->dtype);
+    ensures dst->worst_elements == \old(src->worst_elements) && dst->budget_elements == \old(src->budget_elements);
+    ensures dst->arena_bytes == \old(src->arena_bytes);
+    ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
+*/
+void kvc_plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src);
+
 /* For the cache manager (cache.c): the per-call check once, then the entry
  * points and fields of a stream that has just passed it (no second check). */
 kvc_status kvc_stream_check(const kvc_stream *st);

@@ -392,22 +392,6 @@ static const void *method_of_c(const kvc_stream *st) { return KVC_AT_C(st, st->l
 */
 static void config_store(kvc_stream_config *dst, const kvc_stream_config *src) { *dst = *src; }
 
-/* *dst = *src for the plan stored in a stream.
- * trusted-by: a struct assignment (WP's typed model does not carry a copy of
- * the 38-field plan: every field's equality timed out, measured in plan.c);
- * the ensures lists the fields the proofs read. */
-/*@ requires \valid(dst) && \valid_read(src) && \separated(dst, src);
-    assigns *dst;
-    ensures dst->method == \old(src->method) && dst->d == \old(src->d) && dst->dv == \old(src->dv);
-    ensures dst->n_sink == \old(src->n_sink) && dst->n_window == \old(src->n_window);
-    ensures dst->n_protect == \old(src->n_protect) && dst->protect_radius == \old(src->protect_radius);
-    ensures dst->method_tokens == \old(src->method_tokens) && dst->dtype == \old(src->dtype);
-    ensures dst->worst_elements == \old(src->worst_elements) && dst->budget_elements == \old(src->budget_elements);
-    ensures dst->arena_bytes == \old(src->arena_bytes);
-    ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
-*/
-static void plan_store(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *src; }
-
 /* The method's bytes of a stream whose header init has written.
  * trusted-by: the region stream_regions_of hands out as R->method (the
  * layout's off_method .. off_method + method_bytes, inside arena_bytes by
@@ -499,7 +483,7 @@ static kvc_status stream_init_st(kvc_stream *st, const kvc_stream_config *cfg, c
     const uint64_t method_bytes = kvc_stream_method_bytes(plan);
     const uint64_t seed = cfg->seed;
     if (method_bytes > KVC_METHOD_BYTES_MAX) return KVC_E_STATE;
-    plan_store(&st->plan, plan);
+    kvc_plan_copy(&st->plan, plan);
     //@ assert plan_stored: stream_plan_ok(st);
     if (kvc_stream_layout_make(&st->plan, method_bytes, &st->lay) != st->plan.arena_bytes) return KVC_E_STATE;
     //@ assert laid_out: stream_header_ok(st);
