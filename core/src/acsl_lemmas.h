@@ -27,4 +27,13 @@
   static void kvc_row_in(uint64_t i, uint64_t n, uint64_t s) {}
 */
 
+/*@ ghost
+  // a quotient times its divisor does not exceed the dividend
+  /@ requires y > 0 && q == x / y;
+     assigns \nothing;
+     ensures q * y <= x;
+  @/
+  static void kvc_div_mul_le(uint64_t x, uint64_t y, uint64_t q) {}
+*/
+
 #endif

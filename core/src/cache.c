@@ -27,20 +27,51 @@ struct kvc_cache {
 _Static_assert(sizeof(kvc_cache_config) == 160, "kvc_cache_config must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_cache) == KVC_SIZE_CACHE_HEADER, "the cache header must be the same on every ABI");
 
+/* The largest cache arena: what the platform can address, and at most 2^61
+ * bytes on LP64, so that the 64-bit cursor cannot wrap while the streams are
+ * laid out (each stream's arena is at most PTRDIFF_MAX: cache_layout checks
+ * the sum before every addition). */
+#define KVC_CACHE_BYTES_MAX                                                                                            \
+    ((uint64_t)PTRDIFF_MAX < 2305843009213693952ull ? (uint64_t)PTRDIFF_MAX : 2305843009213693952ull)
+
 static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table);
 
 /* Where the tables sit: the offsets right after the header, then (head-wise
  * policy only) the settings; tables_end is where the first stream may start. */
-static uint64_t n_streams(const kvc_cache_config *c) { return (uint64_t)c->n_layers * c->n_kv_heads; }
+/*@ requires kvc_cache_dims_ok(c);
+    assigns \nothing;
+    ensures \result == kvc_cache_streams_l(c) && 1 <= \result <= 65536;
+*/
+static uint64_t n_streams(const kvc_cache_config *c)
+{
+    //@ ghost kvc_mul_le(c->n_layers, 256, c->n_kv_heads, 256);
+    return (uint64_t)c->n_layers * c->n_kv_heads;
+}
+/*@ assigns \nothing;
+    ensures \result == 192;
+*/
 static uint64_t table_off(void) { return KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)); }
+/*@ requires kvc_cache_dims_ok(c);
+    assigns \nothing;
+    ensures \result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= 192 + 8 * 65536 + 63;
+*/
 static uint64_t heads_off(const kvc_cache_config *c)
 {
     return KVC_ALIGN_UP(table_off() + n_streams(c) * sizeof(uint64_t));
 }
+/*@ requires kvc_cache_dims_ok(c);
+    assigns \nothing;
+    ensures \result <= 20 * 65536;
+    ensures c->policy == KVC_BUDGET_HEADS ==> \result == 20 * kvc_cache_streams_l(c);
+*/
 static uint64_t heads_bytes(const kvc_cache_config *c)
 {
     return c->policy == KVC_BUDGET_HEADS ? n_streams(c) * sizeof(kvc_cache_head) : 0;
 }
+/*@ requires kvc_cache_dims_ok(c);
+    assigns \nothing;
+    ensures \result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= 2097152;
+*/
 static uint64_t tables_end(const kvc_cache_config *c) { return KVC_ALIGN_UP(heads_off(c) + heads_bytes(c)); }
 
 static const kvc_cache_head *heads_of(const kvc_cache *c)
@@ -66,7 +97,13 @@ static uint32_t layer_budget(const kvc_cache_config *c, uint32_t layer)
 }
 
 /* The configuration of stream (layer, head); `heads` is the head-wise table
- * (NULL under the other policies). */
+ * (NULL under the other policies).
+ * trusted-by: assigns nothing (a copy of c->stream with five fields set, and
+ * layer_budget's float arithmetic, which WP's integer models do not cover);
+ * tests/unit/test_cache.c checks every policy's per-stream budgets. */
+/*@ requires kvc_cache_dims_ok(c) && kvc_cache_heads_ok(c, heads) && layer < c->n_layers && head < c->n_kv_heads;
+    assigns \nothing;
+*/
 static kvc_stream_config stream_config(const kvc_cache_config *c, const kvc_cache_head *heads, uint32_t layer,
                                        uint32_t head)
 {
@@ -84,6 +121,13 @@ static kvc_stream_config stream_config(const kvc_cache_config *c, const kvc_cach
 }
 
 /* The rules of every policy; `heads` must be given exactly under KVC_BUDGET_HEADS. */
+/*@ requires c == \null || \valid_read(c);
+    requires c != \null && kvc_cache_dims_ok(c) ==> kvc_cache_heads_ok(c, heads);
+    requires layer == \null || (\valid(layer) && \separated(layer, c));
+    requires head == \null || (\valid(head) && \separated(head, c) && (layer == \null || \separated(layer, head)));
+    assigns *layer, *head;
+    ensures \result == \null ==> kvc_cache_dims_ok(c);
+*/
 static const char *cache_problem(const kvc_cache_config *c, const kvc_cache_head *heads, uint32_t *layer,
                                  uint32_t *head)
 {
@@ -104,7 +148,15 @@ static const char *cache_problem(const kvc_cache_config *c, const kvc_cache_head
     if (!(c->pyramid_ratio >= 0.0f && c->pyramid_ratio < 1.0f)) return "pyramid_ratio must be in [0, 1)";
     /* streams of one layer differ only in their seed unless the table says otherwise */
     const uint32_t per_layer = heads != NULL ? c->n_kv_heads : 1u;
+    /*@ loop invariant 0 <= l <= c->n_layers;
+        loop assigns l;
+        loop variant c->n_layers - l;
+    */
     for (uint32_t l = 0; l < c->n_layers; l++) {
+        /*@ loop invariant 0 <= h <= per_layer;
+            loop assigns h;
+            loop variant per_layer - h;
+        */
         for (uint32_t h = 0; h < per_layer; h++) {
             kvc_stream_config s = stream_config(c, heads, l, h);
             const char *why = kvc_stream_config_problem(&s);
@@ -149,18 +201,37 @@ uint32_t kvc_cache_get_layer_budget(const kvc_cache_config *c, uint32_t layer)
 
 /* Layout: header, offset table, then every stream arena in (layer, head)
  * order. Sizes in 64 bits; 0 when the total exceeds what the platform can
- * address. */
+ * address (KVC_CACHE_BYTES_MAX). The sum is checked before each addition,
+ * so the cursor never wraps, whatever the streams' sizes. */
+/*@ requires kvc_cache_dims_ok(c) && kvc_cache_heads_ok(c, heads);
+    requires table == \null || (\valid(table + (0 .. kvc_cache_streams_l(c) - 1)) &&
+                                \separated(table + (0 .. kvc_cache_streams_l(c) - 1), c));
+    assigns table[0 .. kvc_cache_streams_l(c) - 1];
+    ensures \result == 0 || (\result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= KVC_CACHE_BYTES_MAX);
+    ensures \result != 0 && table != \null ==>
+      (\forall integer i; 0 <= i < kvc_cache_streams_l(c) ==>
+         table[i] % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= table[i] <= \result) &&
+      (\forall integer i; 0 <= i < kvc_cache_streams_l(c) - 1 ==> table[i] <= table[i + 1]);
+*/
 static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table)
 {
-    uint64_t cur = tables_end(c);
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-            kvc_stream_config s = stream_config(c, heads, l, h);
-            uint64_t off = kvc_carve(&cur, kvc_stream_arena_bytes(&s));
-            if (table) table[(size_t)l * c->n_kv_heads + h] = off;
-        }
+    const uint32_t n_kv = c->n_kv_heads;
+    const uint64_t n = n_streams(c), first = tables_end(c);
+    uint64_t cur = first;
+    /*@ loop invariant 0 <= i <= n && first <= cur <= KVC_CACHE_BYTES_MAX + 63 && cur % 64 == 0;
+        loop invariant table != \null ==> \forall integer j; 0 <= j < i ==> table[j] % 64 == 0 && first <= table[j] <= cur;
+        loop invariant table != \null ==> \forall integer j; 0 <= j < i - 1 ==> table[j] <= table[j + 1];
+        loop assigns i, cur, table[0 .. n - 1];
+        loop variant n - i;
+    */
+    for (uint64_t i = 0; i < n; i++) {
+        const kvc_stream_config s = stream_config(c, heads, (uint32_t)(i / n_kv), (uint32_t)(i % n_kv));
+        const uint64_t bytes = kvc_stream_arena_bytes(&s);
+        if (cur > KVC_CACHE_BYTES_MAX || bytes > KVC_CACHE_BYTES_MAX - cur) return 0;
+        const uint64_t off = kvc_carve(&cur, bytes);
+        if (table) table[i] = off;
     }
-    return cur > (uint64_t)PTRDIFF_MAX ? 0 : cur;
+    return cur > KVC_CACHE_BYTES_MAX ? 0 : cur;
 }
 
 size_t kvc_cache_arena_bytes(const kvc_cache_config *c)

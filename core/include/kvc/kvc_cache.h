@@ -66,10 +66,18 @@ typedef struct kvc_cache_config {
     float pyramid_ratio; /**< r in [0, 1); 0 -> 0.5 */
 } kvc_cache_config;
 
+/*@ // the cache-wide fields the layout reads, in the ranges kvc_cache_config_problem accepts
+    predicate kvc_cache_dims_ok(kvc_cache_config *c) =
+      \valid_read(c) && 1 <= c->n_layers <= 256 && 1 <= c->n_kv_heads <= 256;
+    logic integer kvc_cache_streams_l(kvc_cache_config *c) = c->n_layers * c->n_kv_heads;
+    // the head-wise table, present exactly when the policy needs it
+    predicate kvc_cache_heads_ok(kvc_cache_config *c, kvc_cache_head *heads) =
+      heads == \null || \valid_read(heads + (0 .. kvc_cache_streams_l(c) - 1));
+*/
+
 /** Opaque cache state at the start of its arena. */
 typedef struct kvc_cache kvc_cache;
 
-/** @brief Why @p cfg is rejected (a static sentence), or NULL when it is valid. */
 /**
  * @brief As kvc_cache_config_problem, and which layer breaks the rule.
  * @param[out] layer  the first layer whose stream configuration (its budget
@@ -78,9 +86,19 @@ typedef struct kvc_cache kvc_cache;
  */
 const char *kvc_cache_config_problem_at(const kvc_cache_config *cfg, uint32_t *layer);
 
+/** @brief Why @p cfg is rejected (a static sentence), or NULL when it is valid. */
+/*@ requires cfg == \null || \valid_read(cfg);
+    assigns \nothing;
+    ensures \result == \null ==> kvc_cache_dims_ok(cfg);
+*/
 const char *kvc_cache_config_problem(const kvc_cache_config *cfg);
 
-/** @brief Arena bytes for @p cfg, 0 when invalid. */
+/** @brief Arena bytes for @p cfg, 0 when invalid (at most PTRDIFF_MAX, and 2^61 on
+ *  64-bit targets; a multiple of 64). */
+/*@ requires cfg == \null || \valid_read(cfg);
+    assigns \nothing;
+    ensures \result <= PTRDIFF_MAX && \result % 64 == 0;
+*/
 size_t kvc_cache_arena_bytes(const kvc_cache_config *cfg);
 
 /**

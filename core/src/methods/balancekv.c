@@ -49,12 +49,46 @@ typedef struct bkv_state {
 } bkv_state;
 _Static_assert(sizeof(bkv_state) == 328, "bkv_state must be the same on every ABI");
 
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result == (p->bkv.estimator != KVC_ESTIMATOR_PAPER);
+*/
 static int bkv_self(const kvc_stream_plan *p) { return p->bkv.estimator != KVC_ESTIMATOR_PAPER; }
 
+/*@ // the key-only tree's slots: the paper estimator's only
+    logic integer kvc_bkv_key_slots_l(kvc_stream_plan *p, integer slots) =
+      p->bkv.estimator != KVC_ESTIMATOR_PAPER ? 0 : slots;
+*/
+
+/*@ // the plan fields BalanceKV's layout reads, in the ranges bkv_plan gives
+    predicate bkv_sizes_ok(kvc_stream_plan *p) =
+      kvc_plan_dims_ok(p) && 2 <= p->bkv.t <= 16777216 && 1 <= p->bkv.levels <= 16 && 1 <= p->bkv.b_max <= 64;
+*/
+
+/*@ requires bkv_sizes_ok(p) && \valid(g) && \separated(g, p);
+    assigns g->slots, g->off_mr, g->off_bexp, g->off_nk, g->off_nv, g->off_nw, g->off_nt, g->off_dk, g->off_dw,
+            g->off_dt, g->off_scratch, g->off_keep;
+    ensures g->slots <= 411041793;
+    ensures sizeof(bkv_state) <= g->off_mr;
+    ensures kvc_region_before(g->off_mr, p->bkv.b_max * sizeof(kvc_mr), g->off_bexp);
+    ensures kvc_region_before(g->off_bexp, p->bkv.b_max * 4, g->off_nk);
+    ensures kvc_region_before(g->off_nk, kvc_stream_rows_l(p, g->slots * p->bkv.b_max, p->d), g->off_nv);
+    ensures kvc_region_before(g->off_nv, kvc_stream_rows_l(p, g->slots * p->bkv.b_max, p->dv), g->off_nw);
+    ensures kvc_region_before(g->off_nw, 4 * g->slots * p->bkv.b_max, g->off_nt);
+    ensures kvc_region_before(g->off_nt, 4 * g->slots * p->bkv.b_max, g->off_dk);
+    ensures kvc_region_before(g->off_dk, kvc_stream_rows_l(p, kvc_bkv_key_slots_l(p, g->slots), p->d), g->off_dw);
+    ensures kvc_region_before(g->off_dw, 4 * kvc_bkv_key_slots_l(p, g->slots), g->off_dt);
+    ensures kvc_region_before(g->off_dt, 4 * kvc_bkv_key_slots_l(p, g->slots), g->off_scratch);
+    ensures kvc_region_before(g->off_scratch, 8 * (p->d + 2 * p->bkv.t), g->off_keep);
+    ensures kvc_region_before(g->off_keep, p->bkv.t, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
 {
     const kvc_balancekv_params *b = &p->bkv;
-    const uint64_t slots = kvc_mr_slots(b->t, b->levels, b->t / 2), nslots = slots * b->b_max;
+    const uint64_t slots = kvc_mr_slots(b->t, b->levels, b->t / 2);
+    //@ ghost kvc_mul_le(slots, 411041793, b->b_max, 64);
+    const uint64_t nslots = slots * b->b_max;
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(bkv_state));
     g->slots = slots;
     g->off_mr = kvc_carve(&cur, b->b_max * sizeof(kvc_mr));
@@ -64,6 +98,7 @@ static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     g->off_nw = kvc_carve(&cur, nslots * sizeof(float));
     g->off_nt = kvc_carve(&cur, nslots * sizeof(uint32_t));
     const uint64_t dslots = bkv_self(p) ? 0u : slots; /* the key-only tree: paper estimator only */
+    //@ assert dslots == kvc_bkv_key_slots_l(p, slots);
     g->off_dk = kvc_carve(&cur, kvc_rows_bytes(p->dtype, dslots, p->d));
     g->off_dw = kvc_carve(&cur, dslots * sizeof(float));
     g->off_dt = kvc_carve(&cur, dslots * sizeof(uint32_t));
@@ -73,6 +108,10 @@ static uint64_t bkv_layout(bkv_state *g, const kvc_stream_plan *p)
     return cur;
 }
 
+/*@ requires bkv_sizes_ok(p);
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t bkv_arena_size(const kvc_stream_plan *p)
 {
     bkv_state tmp;
@@ -376,7 +415,15 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
     return NULL;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/* The plan's search (buckets, batch size).
+ * trusted-by: writes the fields in its assigns clause only (read it: every
+ * write is to b, p->bkv, p->metadata_bytes or *method_worst); plan_build
+ * re-checks the worst case and the metadata bytes at run time, bkv_plan the
+ * ranges its layout needs; tests/unit/test_balancekv.c checks the plans. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->bkv, p->metadata_bytes, *method_worst;
+*/
+static const char *bkv_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     const uint64_t tok = (uint64_t)c->d + c->dv;
     kvc_balancekv_params b = c->balancekv;
@@ -418,6 +465,31 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
         slots * (b.b_max + (self ? 0u : 1u)) * (sizeof(float) + sizeof(uint32_t)) + kvc_balancekv_scratch_bytes(p);
     return NULL;
 }
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result != 0 ==> bkv_sizes_ok(p);
+*/
+static int bkv_sizes_in_range(const kvc_stream_plan *p)
+{
+    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
+           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->bkv.t &&
+           p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels && p->bkv.levels <= 16 && 1 <= p->bkv.b_max &&
+           p->bkv.b_max <= 64;
+}
+
+/* The search, then the ranges the layout assumes, checked: a search that
+ * left them (none does: the 227 tests) is refused, never carved. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->bkv, p->metadata_bytes, *method_worst;
+    ensures \result == \null ==> bkv_sizes_ok(p);
+*/
+static const char *bkv_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const char *why = bkv_plan_search(c, p, method_worst);
+    if (why == NULL && !bkv_sizes_in_range(p)) why = "balancekv: the plan left the ranges its layout assumes";
+    return why;
+}
+
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
 static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
@@ -491,7 +563,7 @@ void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 const kvc_method_ops kvc_method_ops_balancekv = {KVC_METHOD_BALANCEKV,
                                                  0,
                                                  kvc_balancekv_fields,
-                                                 ops_plan,
+                                                 bkv_plan,
                                                  bkv_arena_size,
                                                  bkv_init,
                                                  NULL,

@@ -33,13 +33,50 @@ typedef struct bkvp_state {
 _Static_assert(sizeof(bkvp_state) == 288, "bkvp_state must be the same on every ABI");
 
 /* Tokens the tree may hold for a prompt of m method tokens, blocks of t, T rounds. */
+/*@ requires 2 <= t <= 16777216 && 1 <= T <= 16 && m <= 268435456;
+    assigns \nothing;
+    ensures \result <= m;
+*/
 uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
 {
-    const uint64_t per_block = (uint64_t)t << (T - 1); /* prompt tokens behind one top block */
-    return (m / per_block) * (t / 2);
+    /* top blocks: m / (t 2^(T-1)) prompt tokens behind each, computed as
+       floor(m / t) halved T - 1 times (floors compose), without a shift */
+    uint64_t blocks = m / t;
+    //@ ghost kvc_div_mul_le(m, t, blocks);
+    /*@ loop invariant 1 <= r <= T && blocks * t <= m;
+        loop assigns r, blocks;
+        loop variant T - r;
+    */
+    for (uint32_t r = 1; r < T; r++) {
+        //@ ghost kvc_mul_le(blocks / 2, blocks, t, t);
+        blocks /= 2;
+    }
+    //@ ghost kvc_mul_le(blocks, blocks, t / 2, t);
+    return blocks * (t / 2);
 }
 
-static uint64_t layout(bkvp_state *g, const kvc_stream_plan *p)
+/*@ // the plan fields the prefill layout reads, in the ranges bkvp_plan gives
+    predicate bkvp_sizes_ok(kvc_stream_plan *p) =
+      kvc_plan_dims_ok(p) && 2 <= p->bkv.t <= 16777216 && 1 <= p->bkv.levels <= 16 &&
+      p->prefix_method_tokens <= 268435456 && p->tail_capacity <= 16777216;
+*/
+
+/*@ requires bkvp_sizes_ok(p) && \valid(g) && \separated(g, p);
+    assigns g->top_cap, g->slots, g->off_k, g->off_v, g->off_w, g->off_tok, g->off_tail_k, g->off_tail_v,
+            g->off_scratch, g->off_keep;
+    ensures g->top_cap <= 268435456 && g->slots <= 411041793;
+    ensures sizeof(bkvp_state) <= g->off_k;
+    ensures kvc_region_before(g->off_k, kvc_stream_rows_l(p, g->slots, p->d), g->off_v);
+    ensures kvc_region_before(g->off_v, kvc_stream_rows_l(p, g->slots, p->dv), g->off_w);
+    ensures kvc_region_before(g->off_w, 4 * g->slots, g->off_tok);
+    ensures kvc_region_before(g->off_tok, 4 * g->slots, g->off_tail_k);
+    ensures kvc_region_before(g->off_tail_k, kvc_stream_rows_l(p, p->tail_capacity, p->d), g->off_tail_v);
+    ensures kvc_region_before(g->off_tail_v, kvc_stream_rows_l(p, p->tail_capacity, p->dv), g->off_scratch);
+    ensures kvc_region_before(g->off_scratch, 8 * (p->d + 2 * p->bkv.t), g->off_keep);
+    ensures kvc_region_before(g->off_keep, p->bkv.t, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
+static uint64_t bkvp_layout(bkvp_state *g, const kvc_stream_plan *p)
 {
     const kvc_balancekv_params *b = &p->bkv;
     g->top_cap = kvc_bkv_prefill_top_cap(p->prefix_method_tokens, b->t, b->levels);
@@ -61,7 +98,7 @@ static int bkvp_check(const void *st, const kvc_stream_plan *p, uint64_t method_
 {
     const bkvp_state *g = (const bkvp_state *)st;
     bkvp_state w;
-    layout(&w, p);
+    bkvp_layout(&w, p);
     if (g->magic != KVC_MAGIC_BKV_PREFILL || g->d != p->d || g->dv != p->dv || g->t != p->bkv.t ||
         g->T != p->bkv.levels || g->mode != p->bkv.mode || g->prefix_tokens != p->prefix_method_tokens ||
         g->tail_cap != p->tail_capacity || g->tail_uniform != (p->bkv.tail_method == KVC_METHOD_UNIFORM) ||
@@ -77,10 +114,14 @@ static int bkvp_check(const void *st, const kvc_stream_plan *p, uint64_t method_
     return kvc_mr_ok(&g->mr, g->t, g->T, g->top_cap, 0);
 }
 
+/*@ requires bkvp_sizes_ok(p);
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t bkvp_arena_size(const kvc_stream_plan *p)
 {
     bkvp_state tmp;
-    return layout(&tmp, p);
+    return bkvp_layout(&tmp, p);
 }
 
 static kvc_mr_env env_of(bkvp_state *g, unsigned dtype, const kvc_kernels *kern)
@@ -103,7 +144,7 @@ static kvc_mr_env env_of(bkvp_state *g, unsigned dtype, const kvc_kernels *kern)
 static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     bkvp_state *g = (bkvp_state *)arena;
-    layout(g, p);
+    bkvp_layout(g, p);
     g->magic = KVC_MAGIC_BKV_PREFILL;
     g->d = p->d, g->dv = p->dv, g->t = p->bkv.t, g->T = p->bkv.levels, g->mode = p->bkv.mode;
     g->prefix_tokens = p->prefix_method_tokens;
@@ -210,7 +251,16 @@ static const char *ops_fields(const kvc_stream_config *c)
     return kvc_balancekv_fields(c);
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/* The plan's search (block size, rounds).
+ * trusted-by: writes the fields in its assigns clause only (read it: every
+ * write is to b, p->bkv, p->prefix_method_tokens, p->tail_capacity,
+ * p->metadata_bytes or *method_worst); plan_build re-checks the worst case
+ * and the metadata bytes at run time, bkvp_plan the ranges its layout needs;
+ * tests/unit/test_balancekv.c checks the prefill plans. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->prefix_method_tokens, p->bkv, p->tail_capacity, p->metadata_bytes, *method_worst;
+*/
+static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     const uint64_t tok = (uint64_t)c->d + c->dv;
     kvc_balancekv_params b = c->balancekv;
@@ -245,6 +295,31 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
                         ((uint64_t)kvc_balance_scratch_doubles(c->d, b.t) * sizeof(double) + b.t);
     return NULL;
 }
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result != 0 ==> bkvp_sizes_ok(p);
+*/
+static int bkvp_sizes_in_range(const kvc_stream_plan *p)
+{
+    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
+           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->bkv.t &&
+           p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels && p->bkv.levels <= 16 &&
+           p->prefix_method_tokens <= KVC_MAX_BUDGET * 16u && p->tail_capacity <= KVC_MAX_BUDGET;
+}
+
+/* The search, then the ranges the layout assumes, checked: a search that
+ * left them (none does: the 227 tests) is refused, never carved. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->prefix_method_tokens, p->bkv, p->tail_capacity, p->metadata_bytes, *method_worst;
+    ensures \result == \null ==> bkvp_sizes_ok(p);
+*/
+static const char *bkvp_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const char *why = bkvp_plan_search(c, p, method_worst);
+    if (why == NULL && !bkvp_sizes_in_range(p)) why = "balancekv-prefill: the plan left the ranges its layout assumes";
+    return why;
+}
+
 static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     kvc_text_add(out, " prefix=%u (method %u) tail=%u kappa=%g", (unsigned)c->prefix_len,
@@ -255,7 +330,7 @@ static void bkvp_describe(const kvc_stream_config *c, const kvc_stream_plan *p, 
 const kvc_method_ops kvc_method_ops_balancekv_prefill = {KVC_METHOD_BALANCEKV_PREFILL,
                                                          0,
                                                          ops_fields,
-                                                         ops_plan,
+                                                         bkvp_plan,
                                                          bkvp_arena_size,
                                                          bkvp_init,
                                                          bkvp_can_accept,

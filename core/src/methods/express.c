@@ -50,12 +50,26 @@ typedef struct express_state {
 } express_state;
 _Static_assert(sizeof(express_state) == 632, "express_state must be the same on every ABI");
 
+/*@ // the plan fields Express's layout reads, in the ranges x_plan gives
+    predicate express_sizes_ok(kvc_stream_plan *p) =
+      kvc_plan_dims_ok(p) && 2 <= p->xp.s <= 4194304 && 1 <= p->xp.c <= p->xp.s &&
+      p->tail_capacity <= p->method_tokens <= 16777216;
+*/
+
+/*@ requires 1 <= c && s <= 4194304;
+    assigns \nothing;
+    ensures \result <= 4 * s;
+*/
 static uint64_t level_region(uint32_t s, uint32_t c) { return (uint64_t)4 * s - (uint64_t)4 * s / c; }
 
 /* Region sizes. Streaming: C holds up to 4s (inside a Halve phase), the
  * Compress2 levels 4s - 4s/c. express-prefill only ever holds what its prompt
  * makes it hold (the worst case the plan simulated, <= 4s), and a prompt that
  * fits the exact phase (worst <= s) never thins: no level region at all. */
+/*@ requires express_sizes_ok(p) && \valid(cap) && \valid(lcap) && \separated(cap, lcap, p);
+    assigns *cap, *lcap;
+    ensures *cap <= 4 * p->xp.s && *lcap <= 4 * p->xp.s;
+*/
 static void x_caps(const kvc_stream_plan *p, uint64_t *cap, uint64_t *lcap)
 {
     *cap = 4ull * p->xp.s;
@@ -67,6 +81,24 @@ static void x_caps(const kvc_stream_plan *p, uint64_t *cap, uint64_t *lcap)
     }
 }
 
+/*@ requires express_sizes_ok(p) && \valid(g) && \separated(g, p);
+    assigns g->c_cap, g->l_cap, g->off_ck, g->off_cv, g->off_ct, g->off_lk, g->off_lv, g->off_lw, g->off_lt,
+            g->off_scratch, g->off_keep, g->off_tk, g->off_tv;
+    ensures g->c_cap <= 4 * p->xp.s && g->l_cap <= 4 * p->xp.s;
+    ensures sizeof(express_state) <= g->off_ck;
+    ensures kvc_region_before(g->off_ck, kvc_stream_rows_l(p, g->c_cap, p->d), g->off_cv);
+    ensures kvc_region_before(g->off_cv, kvc_stream_rows_l(p, g->c_cap, p->dv), g->off_ct);
+    ensures kvc_region_before(g->off_ct, 4 * g->c_cap, g->off_lk);
+    ensures kvc_region_before(g->off_lk, kvc_stream_rows_l(p, g->l_cap ? g->l_cap : 1, p->d), g->off_lv);
+    ensures kvc_region_before(g->off_lv, kvc_stream_rows_l(p, g->l_cap ? g->l_cap : 1, p->dv), g->off_lw);
+    ensures kvc_region_before(g->off_lw, 4 * (g->l_cap ? g->l_cap : 1), g->off_lt);
+    ensures kvc_region_before(g->off_lt, 4 * (g->l_cap ? g->l_cap : 1), g->off_scratch);
+    ensures kvc_region_before(g->off_scratch, 8 * (p->d + 2 * g->c_cap), g->off_keep);
+    ensures kvc_region_before(g->off_keep, g->c_cap, g->off_tk);
+    ensures kvc_region_before(g->off_tk, kvc_stream_rows_l(p, p->tail_capacity, p->d), g->off_tv);
+    ensures kvc_region_before(g->off_tv, kvc_stream_rows_l(p, p->tail_capacity, p->dv), \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t x_layout(express_state *g, const kvc_stream_plan *p)
 {
     uint64_t cap, lcap;
@@ -101,6 +133,10 @@ static x_rows rows_of(const express_state *g, unsigned dtype, const kvc_kernels 
     return r;
 }
 
+/*@ requires express_sizes_ok(p);
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t x_arena_size(const kvc_stream_plan *p)
 {
     express_state tmp;
@@ -462,7 +498,16 @@ static const char *ops_fields(const kvc_stream_config *c)
     return NULL;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/* The plan's search (s, c, the prefill simulation of kvc_express_prefix_worst).
+ * trusted-by: writes the fields in its assigns clause only (read it: every
+ * write is to x, p->xp, p->prefix_method_tokens, p->tail_capacity,
+ * p->metadata_bytes or *method_worst); plan_build re-checks the worst case
+ * and the metadata bytes at run time, x_plan the ranges its layout needs;
+ * tests/unit/test_express.c checks the plans' s, c and worst cases. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
+*/
+static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     const uint64_t tok = (uint64_t)c->d + c->dv;
     const int prefill = c->method == KVC_METHOD_EXPRESS_PREFILL;
@@ -500,6 +545,31 @@ static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     p->metadata_bytes = (8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(p);
     return NULL;
 }
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result != 0 ==> express_sizes_ok(p);
+*/
+static int x_sizes_in_range(const kvc_stream_plan *p)
+{
+    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
+           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->xp.s && p->xp.s <= (1u << 22) &&
+           1 <= p->xp.c && p->xp.c <= p->xp.s && p->tail_capacity <= p->method_tokens &&
+           p->method_tokens <= KVC_MAX_BUDGET;
+}
+
+/* The search, then the ranges the layout assumes, checked: a search that
+ * left them (none does: the 227 tests) is refused, never carved. */
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
+    ensures \result == \null ==> express_sizes_ok(p);
+*/
+static const char *x_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const char *why = x_plan_search(c, p, method_worst);
+    if (why == NULL && !x_sizes_in_range(p)) why = "express: the plan left the ranges its layout assumes";
+    return why;
+}
+
 /* "theory" or a constant L: two fields, one flag */
 static kvc_status set_L(kvc_stream_config *c, const char *text)
 {
@@ -553,7 +623,7 @@ static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc
 const kvc_method_ops kvc_method_ops_express = {KVC_METHOD_EXPRESS,
                                                0,
                                                ops_fields,
-                                               ops_plan,
+                                               x_plan,
                                                x_arena_size,
                                                x_init,
                                                x_can_accept,
@@ -572,7 +642,7 @@ const kvc_method_ops kvc_method_ops_express = {KVC_METHOD_EXPRESS,
 const kvc_method_ops kvc_method_ops_express_prefill = {KVC_METHOD_EXPRESS_PREFILL,
                                                        0,
                                                        ops_fields,
-                                                       ops_plan,
+                                                       x_plan,
                                                        x_arena_size,
                                                        x_init,
                                                        x_can_accept,

@@ -58,12 +58,43 @@ typedef struct subgen_state {
 } subgen_state;
 _Static_assert(sizeof(subgen_state) == 176, "subgen_state must be the same on every ABI");
 
+/*@ // the plan fields SubGen's layout reads, in the ranges subgen_plan gives
+    // (m_max (t + 1) <= the budget's elements <= 2^24 * 512)
+    predicate subgen_sizes_ok(integer d, integer dv, integer t, integer s, integer m_max) =
+      1 <= d <= 256 && 1 <= dv <= 256 && 1 <= t <= 4096 && 1 <= s <= 16777216 && 1 <= m_max &&
+      m_max * (t + 1) <= 8589934592;
+*/
+
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result == (p->subgen_estimator != KVC_ESTIMATOR_PAPER);
+*/
 static int is_self(const kvc_stream_plan *p) { return p->subgen_estimator != KVC_ESTIMATOR_PAPER; }
 
+/*@ requires subgen_sizes_ok(d, dv, t, s, m_max) && \valid(g);
+    assigns g->off_rep, g->off_rep_tok, g->off_cnt, g->off_samp, g->off_samp_v, g->off_samp_tok, g->off_samp_w,
+            g->off_res_k, g->off_res_v, g->off_res_w, g->off_res_tok;
+    ensures sizeof(subgen_state) <= g->off_rep;
+    ensures kvc_region_before(g->off_rep, m_max * d * 4, g->off_rep_tok);
+    ensures kvc_region_before(g->off_rep_tok, m_max * 4, g->off_cnt);
+    ensures kvc_region_before(g->off_cnt, m_max * 8, g->off_samp);
+    ensures kvc_region_before(g->off_samp, m_max * t * kvc_row_bytes_l(dtype, d), g->off_samp_v);
+    ensures kvc_region_before(g->off_samp_v, self_norm ? m_max * t * kvc_row_bytes_l(dtype, dv) : 0, g->off_samp_tok);
+    ensures kvc_region_before(g->off_samp_tok, m_max * t * 4, g->off_samp_w);
+    ensures kvc_region_before(g->off_samp_w, m_max * t * 4, g->off_res_k);
+    ensures kvc_region_before(g->off_res_k, s * kvc_row_bytes_l(dtype, d), g->off_res_v);
+    ensures kvc_region_before(g->off_res_v, s * kvc_row_bytes_l(dtype, dv), g->off_res_w);
+    ensures kvc_region_before(g->off_res_w, s * 4, g->off_res_tok);
+    ensures kvc_region_before(g->off_res_tok, s * 4, \result);
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t subgen_layout(subgen_state *g, uint32_t d, uint32_t dv, uint32_t t, uint32_t s, uint32_t m_max,
                               unsigned dtype, int self_norm)
 {
     uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(subgen_state));
+    //@ ghost kvc_mul_le(m_max, m_max, t, t + 1);
+    //@ ghost kvc_mul_le(m_max, m_max, 1, t + 1);
+    //@ ghost kvc_mul_le(m_max, 8589934592, d, 256);
     const uint64_t slots = (uint64_t)m_max * t;
     g->off_rep = kvc_carve(&cur, (uint64_t)m_max * d * sizeof(float));
     g->off_rep_tok = kvc_carve(&cur, (uint64_t)m_max * sizeof(uint32_t));
@@ -97,6 +128,10 @@ static int subgen_check(const void *st, const kvc_stream_plan *p, uint64_t metho
            g->ref_exp < 4000;
 }
 
+/*@ requires kvc_plan_dims_ok(p) && subgen_sizes_ok(p->d, p->dv, p->t, p->s, p->m_max);
+    assigns \nothing;
+    ensures kvc_method_bytes_ok(\result);
+*/
 static uint64_t subgen_arena_size(const kvc_stream_plan *p)
 {
     subgen_state tmp;
@@ -462,26 +497,93 @@ static const char *ops_fields(const kvc_stream_config *c)
     return NULL;
 }
 
-static const char *ops_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+/* Why subgen_fit_of refuses a configuration (0: it fits). It refuses t >
+ * 4096 itself (ops_fields does too): its proof then needs nothing of the
+ * fields check. The codes keep string literals out of the proof. */
+enum { SG_FITS, SG_T_RANGE, SG_S_BUDGET, SG_NO_CLUSTER, SG_M_MAX_BUDGET };
+
+/* A SubGen plan's sizes, before they are written to the plan. */
+typedef struct subgen_fit {
+    uint32_t t, s, m_max, estimator;
+    uint64_t worst, metadata;
+} subgen_fit;
+
+/*@ requires \valid_read(sp) && \valid(f) && \separated(f, sp);
+    requires 1 <= d <= 256 && 1 <= dv <= 256 && tokens <= 16777216;
+    assigns *f;
+    ensures \result == SG_FITS ==> f->worst <= tokens * (d + dv) && kvc_metadata_bytes_ok(f->metadata);
+    ensures \result == SG_FITS ==> 1 <= f->t <= 4096 && 1 <= f->s <= 16777216 && 1 <= f->m_max;
+    ensures \result == SG_FITS ==> f->m_max * (f->t + 1) <= 8589934592;
+*/
+static int subgen_fit_of(const kvc_subgen_params *sp, uint32_t tokens, uint32_t d, uint32_t dv, subgen_fit *f)
 {
-    const uint64_t tok = (uint64_t)c->d + c->dv;
-    const uint64_t elems = (uint64_t)p->method_tokens * tok;
-    p->t = c->subgen.t ? c->subgen.t : KVC_SUBGEN_DEFAULT_T;
-    p->s = c->subgen.s ? c->subgen.s : p->method_tokens / 2u;
-    if (p->s < 1) p->s = 1;
-    if ((uint64_t)p->s * tok > elems) return "subgen s does not fit the method budget";
-    p->subgen_estimator = c->subgen.estimator ? c->subgen.estimator : KVC_ESTIMATOR_SELF;
-    const uint64_t per_cluster =
-        (uint64_t)(p->t + 1u) * c->d + (p->subgen_estimator == KVC_ESTIMATOR_SELF ? (uint64_t)p->t * c->dv : 0u);
-    const uint64_t m_fit = (elems - (uint64_t)p->s * tok) / per_cluster;
-    p->m_max = c->subgen.m_max ? c->subgen.m_max : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
-    if (m_fit < 1) return "budget too small for subgen: no room for one cluster beside the reservoir";
-    if (p->m_max < 1 || p->m_max > m_fit) return "subgen m_max does not fit the method budget";
+    const uint64_t tok = (uint64_t)d + dv;
+    //@ ghost kvc_mul_le(tokens, 16777216, tok, 512);
+    const uint64_t elems = (uint64_t)tokens * tok;
+    const uint32_t t = sp->t ? sp->t : KVC_SUBGEN_DEFAULT_T;
+    const uint32_t s_asked = sp->s, estimator = sp->estimator ? sp->estimator : KVC_ESTIMATOR_SELF;
+    const uint32_t m_max_asked = sp->m_max;
+    if (t > KVC_SUBGEN_MAX_T) return SG_T_RANGE;
+    uint32_t s = s_asked ? s_asked : tokens / 2u;
+    if (s < 1) s = 1;
+    if (s > tokens) return SG_S_BUDGET;
+    //@ ghost kvc_mul_le(s, tokens, tok, tok);
+    const uint64_t t1 = (uint64_t)t + 1u; /* a cluster's representative and its t samples */
+    //@ ghost kvc_mul_le(t1, 4097, d, 256);
+    //@ ghost kvc_mul_le(t, 4096, dv, 256);
+    //@ ghost kvc_mul_le(t1, t1, 1, d);
+    const uint64_t key_part = t1 * d, value_part = estimator == KVC_ESTIMATOR_SELF ? (uint64_t)t * dv : 0u;
+    const uint64_t per_cluster = key_part + value_part;
+    //@ assert t1 <= per_cluster <= 2097408;
+    const uint64_t reservoir = (uint64_t)s * tok;
+    const uint64_t rest = elems - reservoir; /* elements beside the reservoir */
+    const uint64_t m_fit = rest / per_cluster;
+    //@ ghost kvc_div_mul_le(rest, per_cluster, m_fit);
+    const uint32_t m_max = m_max_asked ? m_max_asked : (uint32_t)(m_fit > UINT32_MAX ? UINT32_MAX : m_fit);
+    if (m_fit < 1) return SG_NO_CLUSTER;
+    if (m_max < 1 || m_max > m_fit) return SG_M_MAX_BUDGET;
+    //@ ghost kvc_mul_le(m_max, m_fit, per_cluster, per_cluster);
+    //@ assert m_max * per_cluster <= rest;
+    //@ ghost kvc_mul_le(m_max, m_max, t1, per_cluster);
+    //@ assert m_max * t1 <= 8589934592;
+    //@ ghost kvc_mul_le(m_max, 4294967295, t, 4096);
+    const uint64_t clusters = (uint64_t)m_max * per_cluster;
+    //@ assert clusters + reservoir <= elems;
+    f->t = t;
+    f->s = s;
+    f->m_max = m_max;
+    f->estimator = estimator;
+    f->worst = clusters + reservoir;
+    f->metadata = (uint64_t)m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                  (uint64_t)m_max * t * (sizeof(uint32_t) + sizeof(float)) +
+                  (uint64_t)s * (sizeof(uint32_t) + sizeof(float));
+    return SG_FITS;
+}
+
+/*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
+    assigns p->t, p->s, p->subgen_estimator, p->m_max, p->delta0, *method_worst, p->metadata_bytes;
+    ensures \result == \null ==> *method_worst <= \old(p->method_tokens) * (\old(c->d) + \old(c->dv));
+    ensures \result == \null ==> kvc_metadata_bytes_ok(p->metadata_bytes);
+    ensures \result == \null ==> subgen_sizes_ok(p->d, p->dv, p->t, p->s, p->m_max);
+*/
+static const char *subgen_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
+{
+    const uint32_t tokens = p->method_tokens, d = c->d, dv = c->dv;
+    subgen_fit f;
+    switch (subgen_fit_of(&c->subgen, tokens, d, dv, &f)) {
+    case SG_FITS: break;
+    case SG_T_RANGE: return "subgen t must be in 1..4096 (0 = 8)";
+    case SG_S_BUDGET: return "subgen s does not fit the method budget";
+    case SG_NO_CLUSTER: return "budget too small for subgen: no room for one cluster beside the reservoir";
+    default: return "subgen m_max does not fit the method budget";
+    }
+    p->t = f.t;
+    p->s = f.s;
+    p->subgen_estimator = f.estimator;
+    p->m_max = f.m_max;
     p->delta0 = c->subgen.delta0;
-    *method_worst = (uint64_t)p->m_max * per_cluster + (uint64_t)p->s * tok;
-    p->metadata_bytes = (uint64_t)p->m_max * (sizeof(uint32_t) + sizeof(uint64_t)) +
-                        (uint64_t)p->m_max * p->t * (sizeof(uint32_t) + sizeof(float)) +
-                        (uint64_t)p->s * (sizeof(uint32_t) + sizeof(float));
+    *method_worst = f.worst;
+    p->metadata_bytes = f.metadata;
     return NULL;
 }
 #include <stddef.h>
@@ -525,7 +627,7 @@ static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 const kvc_method_ops kvc_method_ops_subgen = {KVC_METHOD_SUBGEN,
                                               0,
                                               ops_fields,
-                                              ops_plan,
+                                              subgen_plan,
                                               subgen_arena_size,
                                               subgen_init,
                                               NULL,

@@ -27,6 +27,10 @@ typedef struct kvc_balance_io {
 } kvc_balance_io;
 
 /* Scratch (doubles) for a batch of S points in d dimensions. */
+/*@ requires d <= 256 && S <= 16777216;
+    assigns \nothing;
+    ensures \result == d + 2 * S;
+*/
 static inline size_t kvc_balance_scratch_doubles(size_t d, size_t S) { return d + 2 * S; }
 
 /* Run the walk. Pairing modes keep exactly one point of each consecutive

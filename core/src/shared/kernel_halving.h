@@ -22,6 +22,10 @@ typedef struct kvc_kh_io {
     uint8_t *keep;   /* S flags, written: exactly one per pair */
 } kvc_kh_io;
 
+/*@ requires d <= 256 && S <= 16777216;
+    assigns \nothing;
+    ensures \result == d + 2 * S;
+*/
 static inline size_t kvc_kh_scratch_doubles(size_t d, size_t S) { return d + S + S; }
 
 /* Run the walk; fills io->keep. */

@@ -45,6 +45,11 @@ typedef struct kvc_mr_env {
     uint64_t halvings;
 } kvc_mr_env;
 
+/*@ requires t <= 16777216 && 1 <= T <= 16 && top_cap <= 268435456;
+    assigns \nothing;
+    ensures \result == t + (T - 1) * (t / 2) + top_cap + 1;
+    ensures \result <= 411041793;
+*/
 static inline size_t kvc_mr_slots(uint32_t t, uint32_t T, size_t top_cap)
 {
     return (size_t)t + (size_t)(T - 1) * (t / 2) + top_cap + 1;

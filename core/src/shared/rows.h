@@ -26,16 +26,20 @@ typedef struct kvc_rows {
       \valid_read(r) && 1 <= r->dim <= 256 && 0 < r->stride <= 1032 && 0 <= n <= 16777216 && \valid(r->base + (0 .. n * r->stride - 1));
 */
 
-/* Bytes of n rows of dim elements. */
-/*@ requires n <= 16777216 && dim <= 256;
+/* Bytes of n rows of dim elements. Up to 2^40 rows: the tree and cluster
+ * methods carve arrays of up to 2^33 slots (their plans bound slots * d by
+ * the budget's elements, not slots by the budget's tokens). */
+/*@ requires n <= 1099511627776 && dim <= 256;
     assigns \nothing;
     ensures \result == n * kvc_row_bytes_l(dtype, dim);
-    ensures \result <= 16777216 * 1032;
+    ensures \result <= n * 1032;
+    ensures n <= 16777216 ==> \result <= 16777216 * 1032;
 */
 static inline uint64_t kvc_rows_bytes(unsigned dtype, uint64_t n, uint64_t dim)
 {
     const uint64_t row = kvc_row_bytes(dtype, dim);
-    //@ ghost kvc_mul_le(n, 16777216, row, 1032);
+    //@ ghost kvc_mul_le(n, n, row, 1032);
+    //@ ghost if (n <= 16777216) kvc_mul_le(n, 16777216, row, 1032);
     return n * row;
 }
 
