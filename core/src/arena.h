@@ -79,6 +79,9 @@ static inline uint64_t kvc_digest(uint64_t h, const void *p, size_t n)
 #define KVC_DIGEST_SEED 0xCBF29CE484222325ull
 
 /* a region [off, off + bytes) lies inside [lo, hi) and off is 64-aligned */
+/*@ assigns \nothing;
+    ensures \result != 0 <==> off % 64 == 0 && lo <= off <= hi && off + bytes <= hi;
+*/
 static inline int kvc_region_ok(uint64_t off, uint64_t bytes, uint64_t lo, uint64_t hi)
 {
     return off % KVC_ARENA_ALIGN == 0 && off >= lo && off <= hi && bytes <= hi - off;

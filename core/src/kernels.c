@@ -12,6 +12,9 @@
 #include "internal/kvc_internal.h"
 #include "simd_entries.h"
 
+/*@ assigns \nothing;
+    ensures \valid_read(\result);
+*/
 static const kvc_kernels *ref_table(void) { return &kvc_kernels_ref_table; }
 
 /* accel/cpu_simd: the entries of each SIMD file built in, in the order

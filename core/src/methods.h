@@ -153,12 +153,25 @@ static inline size_t kvc_segment_rows_uniform(kvc_segment *seg, const kvc_rows *
 const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 
 /* ---- balancekv: the walk scratch in its arena (also Express's metadata count) ---- */
+/*@ requires \valid_read(p) && p->d <= 256 && p->bkv.t <= 16777216;
+    assigns \nothing;
+    ensures \result == 8 * (p->d + 2 * p->bkv.t) + p->bkv.t;
+*/
 uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p);
 
 /* ---- balancekv-prefill: tokens its tree may hold for a prompt of m method tokens ---- */
+/*@ requires 2 <= t <= 16777216 && 1 <= T <= 16 && m <= 268435456;
+    assigns \nothing;
+    ensures \result <= m;
+*/
 uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T);
 
 /* ---- express: the halving scratch in its arena, and the worst cache of a known prompt ---- */
+/*@ requires kvc_plan_dims_ok(p) && 2 <= p->xp.s <= 4194304 && 1 <= p->xp.c <= p->xp.s &&
+             p->tail_capacity <= p->method_tokens <= 16777216;
+    assigns \nothing;
+    ensures \result <= 8 * (256 + 2 * 16777216) + 16777216;
+*/
 uint64_t kvc_express_scratch_bytes(const kvc_stream_plan *p);
 uint64_t kvc_express_prefix_worst(uint64_t m, uint64_t s, uint64_t c);
 

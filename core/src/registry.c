@@ -55,12 +55,20 @@ typedef struct method_text {
 #define KVC_TEXT_ENTRY(ident, NAME, value, name, kvpress, summary) {KVC_METHOD_##NAME, name, kvpress, summary},
 static const method_text g_text[] = {KVC_METHOD_LIST(KVC_TEXT_ENTRY)};
 #undef KVC_TEXT_ENTRY
+#define N_TEXT (sizeof(g_text) / sizeof(g_text[0]))
 
 /* the text of a method this build holds, NULL otherwise */
+/*@ assigns \nothing;
+    ensures \result == \null || (\valid_read(\result) && \result->id == m);
+*/
 static const method_text *text_of(kvc_method m)
 {
     if (kvc_method_ops_of(m) == NULL) return NULL;
-    for (size_t i = 0; i < sizeof g_text / sizeof g_text[0]; i++)
+    /*@ loop invariant 0 <= i <= N_TEXT;
+        loop assigns i;
+        loop variant N_TEXT - i;
+    */
+    for (size_t i = 0; i < N_TEXT; i++)
         if (g_text[i].id == m) return &g_text[i];
     return NULL;
 }

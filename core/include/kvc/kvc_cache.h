@@ -84,6 +84,11 @@ typedef struct kvc_cache kvc_cache;
  *        under the policy) is refused; UINT32_MAX for a cache-wide rule or
  *        none. May be NULL.
  */
+/*@ requires cfg == \null || \valid_read(cfg);
+    requires layer == \null || (\valid(layer) && \separated(layer, cfg));
+    assigns *layer;
+    ensures \result == \null ==> kvc_cache_dims_ok(cfg);
+*/
 const char *kvc_cache_config_problem_at(const kvc_cache_config *cfg, uint32_t *layer);
 
 /** @brief Why @p cfg is rejected (a static sentence), or NULL when it is valid. */
@@ -109,10 +114,22 @@ size_t kvc_cache_arena_bytes(const kvc_cache_config *cfg);
  * @param[out] layer,head  the first entry refused (UINT32_MAX for a cache-wide
  *               rule or none); may be NULL.
  */
+/*@ requires cfg == \null || \valid_read(cfg);
+    requires cfg != \null && kvc_cache_dims_ok(cfg) ==> kvc_cache_heads_ok(cfg, heads);
+    requires layer == \null || (\valid(layer) && \separated(layer, cfg));
+    requires head == \null || (\valid(head) && \separated(head, cfg) && (layer == \null || \separated(layer, head)));
+    assigns *layer, *head;
+    ensures \result == \null ==> kvc_cache_dims_ok(cfg);
+*/
 const char *kvc_cache_heads_problem(const kvc_cache_config *cfg, const kvc_cache_head *heads, uint32_t *layer,
                                     uint32_t *head);
 
 /** @brief Arena bytes of a head-wise cache, 0 when kvc_cache_heads_problem refuses it. */
+/*@ requires cfg == \null || \valid_read(cfg);
+    requires cfg != \null && kvc_cache_dims_ok(cfg) ==> kvc_cache_heads_ok(cfg, heads);
+    assigns \nothing;
+    ensures \result <= PTRDIFF_MAX && \result % 64 == 0;
+*/
 size_t kvc_cache_arena_bytes_heads(const kvc_cache_config *cfg, const kvc_cache_head *heads);
 
 /**

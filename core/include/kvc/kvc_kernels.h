@@ -65,6 +65,9 @@ enum {
  *  tables sum in a different order, so the scores an observing or halving
  *  method ranks by may differ in their last bits, and with them which tokens
  *  are kept. */
+/*@ assigns \nothing;
+    ensures \valid_read(\result);
+*/
 const kvc_kernels *kvc_kernels_ref(void);
 
 /** The name of @p kern ("ref", "avx2", "avx512", "neon", "single", "cuda", ...);
@@ -273,6 +276,9 @@ typedef struct kvc_kernels {
  *  the double reference, which such a core runs in software). Error bounded
  *  against the reference with u = 2^-24 (tests/kernels/test_backends.c).
  *  Built into every library, never chosen by kvc_kernels_best. Never NULL. */
+/*@ assigns \nothing;
+    ensures \valid_read(\result);
+*/
 const kvc_kernels *kvc_kernels_single(void);
 
 #endif /* KVC_ADVANCED */

@@ -161,16 +161,22 @@ typedef struct kvc_stream kvc_stream;
 /* ---- the method registry (one list in the library: kvc_method_list.h) ---- */
 
 /** Number of methods this build knows (iterate with kvc_method_at). */
+/*@ assigns \nothing;
+    ensures \result <= 13;
+*/
 size_t kvc_method_count(void);
 
 /** The @p i-th method, i in 0 .. kvc_method_count()-1 (0 past the end). */
+/*@ assigns \nothing; */
 kvc_method kvc_method_at(size_t i);
 
 /** Method names as the command line spells them ("exact", "sink-window",
  *  "uniform", "subgen", ...); NULL for an unknown value. */
+/*@ assigns \nothing; */
 const char *kvc_method_name(kvc_method m);
 
 /** One line on what the method keeps; NULL for an unknown value. */
+/*@ assigns \nothing; */
 const char *kvc_method_summary(kvc_method m);
 
 /** 1 when method @p m chooses what it keeps from the attention the decoder's
@@ -178,6 +184,9 @@ const char *kvc_method_summary(kvc_method m);
  *  kvc_stream_attend_observed / kvc_cache_attend_observed (or call
  *  kvc_stream_observe itself), or the method never sees a score. 0 otherwise
  *  and for an unknown value. */
+/*@ assigns \nothing;
+    ensures \result == 0 || \result == 1;
+*/
 int kvc_method_observes(kvc_method m);
 
 /** The name of the kvpress press that computes the same method ("streaming_llm" for
@@ -212,9 +221,11 @@ typedef struct kvc_param_desc {
 } kvc_param_desc;
 
 /** Number of parameters of method @p m (0 for an unknown method). */
+/*@ assigns \nothing; */
 size_t kvc_method_param_count(kvc_method m);
 
 /** The @p i-th parameter of @p m, or NULL past the end (like ZSTD_cParam_getBounds). */
+/*@ assigns \nothing; */
 const kvc_param_desc *kvc_method_param_at(kvc_method m, size_t i);
 
 /**

@@ -45,6 +45,9 @@ typedef enum kvc_status {
  * @param s any value (unknown values give "unknown status").
  * @return a static string, never NULL.
  */
+/*@ assigns \nothing;
+    ensures \result != \null;
+*/
 const char *kvc_status_str(kvc_status s);
 
 /** Storage type of cached keys and values (one per stream), one value per
@@ -93,6 +96,9 @@ typedef struct kvc_storage_desc {
 kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_storage_desc *out);
 
 /** Name of a storage type ("f32", "f16", "int8", "q15", "kivi4", "kivi2", "int4"), NULL if unknown. */
+/*@ assigns \nothing;
+    ensures (t < 0 || t >= KVC_DTYPE_COUNT) ==> \result == \null;
+*/
 const char *kvc_dtype_name(kvc_dtype t);
 
 /** 1 when this build stores and reads type @p t (the implemented column of kvc_dtype_list.h), else 0. */

@@ -33,10 +33,6 @@ typedef struct bkvp_state {
 _Static_assert(sizeof(bkvp_state) == 288, "bkvp_state must be the same on every ABI");
 
 /* Tokens the tree may hold for a prompt of m method tokens, blocks of t, T rounds. */
-/*@ requires 2 <= t <= 16777216 && 1 <= T <= 16 && m <= 268435456;
-    assigns \nothing;
-    ensures \result <= m;
-*/
 uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
 {
     /* top blocks: m / (t 2^(T-1)) prompt tokens behind each, computed as

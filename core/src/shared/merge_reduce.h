@@ -56,6 +56,11 @@ static inline size_t kvc_mr_slots(uint32_t t, uint32_t T, size_t top_cap)
 }
 
 /* Set the SoftmaxBalance parameters every halving of the tree uses. */
+/*@ requires \valid(e) && mode <= 2;
+    assigns e->bal.beta, e->bal.kappa, e->bal.mode, e->bal.gamma, e->bal.delta, e->bal.scratch, e->bal.keep,
+            e->bal.rng;
+    ensures e->bal.mode == mode && e->bal.scratch == scratch && e->bal.keep == keep && e->bal.rng == rng;
+*/
 static inline void kvc_mr_env_walk(kvc_mr_env *e, double beta, double kappa, uint32_t mode, double gamma, double delta,
                                    double *scratch, uint8_t *keep, kvc_rng *rng)
 {
