@@ -100,7 +100,8 @@ static uint32_t layer_budget(const kvc_cache_config *c, uint32_t layer)
  * (NULL under the other policies).
  * trusted-by: assigns nothing (a copy of c->stream with five fields set, and
  * layer_budget's float arithmetic, which WP's integer models do not cover);
- * tests/model/test_model.c (per_layer_budgets_fit_arena) checks the pyramid and uniform budgets, tests/unit/test_cache_heads.c the head-wise table. */
+ * tests/model/test_model.c (per_layer_budgets_fit_arena) checks the pyramid
+ * and uniform budgets, tests/unit/test_cache_heads.c the head-wise table. */
 /*@ requires kvc_cache_dims_ok(c) && kvc_cache_heads_ok(c, heads) && layer < c->n_layers && head < c->n_kv_heads;
     assigns \nothing;
 */

@@ -545,6 +545,7 @@ static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p,
     p->metadata_bytes = (8ull * x.s) * (sizeof(uint32_t) + sizeof(float)) + kvc_express_scratch_bytes(p);
     return NULL;
 }
+
 /*@ requires \valid_read(p);
     assigns \nothing;
     ensures \result != 0 ==> express_sizes_ok(p);
