@@ -114,6 +114,18 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c);
       n * kvc_row_bytes_l(p->dtype, dim);
 */
 
+/* kvc_plan_dims_ok checked at run time (the plans whose search is trusted
+ * check their ranges with it before any layout reads them). */
+/*@ requires \valid_read(p);
+    assigns \nothing;
+    ensures \result != 0 ==> kvc_plan_dims_ok(p);
+*/
+static inline int kvc_plan_dims_in_range(const kvc_stream_plan *p)
+{
+    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
+           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET;
+}
+
 /* The bound kvc_stream_layout_make assumes of the method's region, which
  * plan_build checks of every method's arena and metadata bytes. */
 #define KVC_METHOD_BYTES_MAX   4503599627370496ull /* 2^52 */

@@ -471,10 +471,8 @@ static const char *bkv_plan_search(const kvc_stream_config *c, kvc_stream_plan *
 */
 static int bkv_sizes_in_range(const kvc_stream_plan *p)
 {
-    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
-           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->bkv.t &&
-           p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels && p->bkv.levels <= 16 && 1 <= p->bkv.b_max &&
-           p->bkv.b_max <= 64;
+    return kvc_plan_dims_in_range(p) && 2 <= p->bkv.t && p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels &&
+           p->bkv.levels <= 16 && 1 <= p->bkv.b_max && p->bkv.b_max <= 64;
 }
 
 /* The search, then the ranges the layout assumes, checked: a search that

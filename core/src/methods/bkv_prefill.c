@@ -297,10 +297,8 @@ static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan 
 */
 static int bkvp_sizes_in_range(const kvc_stream_plan *p)
 {
-    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
-           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->bkv.t &&
-           p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels && p->bkv.levels <= 16 &&
-           p->prefix_method_tokens <= KVC_MAX_BUDGET * 16u && p->tail_capacity <= KVC_MAX_BUDGET;
+    return kvc_plan_dims_in_range(p) && 2 <= p->bkv.t && p->bkv.t <= KVC_MAX_BUDGET && 1 <= p->bkv.levels &&
+           p->bkv.levels <= 16 && p->prefix_method_tokens <= KVC_MAX_BUDGET * 16u && p->tail_capacity <= KVC_MAX_BUDGET;
 }
 
 /* The search, then the ranges the layout assumes, checked: a search that

@@ -552,10 +552,8 @@ static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p,
 */
 static int x_sizes_in_range(const kvc_stream_plan *p)
 {
-    return 1 <= p->d && p->d <= 256 && 1 <= p->dv && p->dv <= 256 && p->n_sink <= KVC_MAX_BUDGET &&
-           p->n_window <= KVC_MAX_BUDGET && p->n_protect <= KVC_MAX_BUDGET && 2 <= p->xp.s && p->xp.s <= (1u << 22) &&
-           1 <= p->xp.c && p->xp.c <= p->xp.s && p->tail_capacity <= p->method_tokens &&
-           p->method_tokens <= KVC_MAX_BUDGET;
+    return kvc_plan_dims_in_range(p) && 2 <= p->xp.s && p->xp.s <= (1u << 22) && 1 <= p->xp.c && p->xp.c <= p->xp.s &&
+           p->tail_capacity <= p->method_tokens && p->method_tokens <= KVC_MAX_BUDGET;
 }
 
 /* The search, then the ranges the layout assumes, checked: a search that
