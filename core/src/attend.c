@@ -6,6 +6,11 @@
 
 int kvc_all_finite(const float *x, size_t n)
 {
+    /*@ loop invariant 0 <= i <= n;
+        loop invariant \forall integer j; 0 <= j < i ==> \is_finite(x[j]);
+        loop assigns i;
+        loop variant n - i;
+    */
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return 0;
     return 1;
@@ -37,8 +42,18 @@ static kvc_status attend_typed(const kvc_kernels *kern, const kvc_view *view, co
     return KVC_OK;
 }
 
+/*@ requires \valid_read(view) && view->n_seg <= KVC_VIEW_MAX_SEGMENTS;
+    assigns \nothing;
+    ensures \result == 1 <==> (\forall integer i; 0 <= i < view->n_seg ==> view->seg[i].dtype == KVC_DTYPE_F32);
+    ensures \result == 0 || \result == 1;
+*/
 static int all_f32(const kvc_view *view)
 {
+    /*@ loop invariant 0 <= i <= view->n_seg;
+        loop invariant \forall integer j; 0 <= j < i ==> view->seg[j].dtype == KVC_DTYPE_F32;
+        loop assigns i;
+        loop variant view->n_seg - i;
+    */
     for (size_t i = 0; i < view->n_seg; i++)
         if (view->seg[i].dtype != KVC_DTYPE_F32) return 0;
     return 1;

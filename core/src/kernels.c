@@ -153,7 +153,7 @@ int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
 {
     kern = kvc_kernels_or_best(kern);
     if (kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
-    if (!(kern->caps & (1u << t))) return 0;
+    if (!((kern->caps >> t) & 1u)) return 0; /* bit t (a right shift: no unsigned wrap to prove) */
     const kvc_row_kernels *r = &kern->rows[t];
     return r->store && r->load && r->dot_f32 && r->dot_f64 && r->dot_rows && r->sqdist_f32 && r->axpy && r->absmax;
 }

@@ -220,6 +220,12 @@ void kvc_text_add(kvc_text *t, const char *fmt, ...)
 }
 #endif
 
+/*@ requires \valid(t) && (t->cap == 0 || \valid(t->buf + (0 .. t->cap - 1)));
+    requires \separated(t, t->buf + (0 .. t->cap - 1));
+    assigns t->buf[t->cap - 1];
+    ensures \result == t->len;
+    ensures t->cap > 0 && t->len >= t->cap ==> t->buf[t->cap - 1] == '\0';
+*/
 static size_t text_done(kvc_text *t)
 {
     if (t->cap > 0 && t->len >= t->cap) t->buf[t->cap - 1] = '\0';

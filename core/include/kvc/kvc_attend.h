@@ -49,10 +49,10 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
 kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n_queries, size_t dv, float *out);
 
 /** @brief 1 when all @p n floats are finite, else 0. */
-/* trusted-by: assigns nothing (a loop reading x[0 .. n-1], core/src/attend.c);
- * tests/unit/test_stream.c and test_attend.c pass non-finite inputs. */
 /*@ requires \valid_read(x + (0 .. n - 1));
     assigns \nothing;
+    ensures \result == 0 || \result == 1;
+    ensures \result == 1 <==> (\forall integer i; 0 <= i < n ==> \is_finite(x[i]));
 */
 int kvc_all_finite(const float *x, size_t n);
 

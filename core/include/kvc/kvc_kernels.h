@@ -73,6 +73,9 @@ const kvc_kernels *kvc_kernels_ref(void);
 /** The name of @p kern ("ref", "avx2", "avx512", "neon", "single", "cuda", ...);
  *  NULL means the table every call uses for NULL: kvc_kernels_best(), resolved at the
  *  library's first NULL (so KVC_KERNELS is read once). */
+/*@ requires kern == \null || \valid_read(kern);
+    assigns \nothing;
+*/
 const char *kvc_kernels_name(const kvc_kernels *kern);
 
 /** Number of tables built into this library (the reference one is index 0). */
@@ -94,11 +97,10 @@ uint32_t kvc_cpu_features(void);
 const kvc_kernels *kvc_kernels_best(void);
 
 /** 1 when @p kern is usable for storage type @p t (right version, row kernels present). */
-/* trusted-by: assigns nothing (it reads the table's fields:
- * core/src/kernels.c); the API fuzzer (tests/fuzz/fuzz_api.c) calls it under
- * ASan. */
 /*@ requires kern == \null || \valid_read(kern);
     assigns \nothing;
+    ensures \result == 0 || \result == 1;
+    ensures \result == 1 ==> t < KVC_DTYPE_COUNT;
 */
 int kvc_kernels_support(const kvc_kernels *kern, unsigned t);
 

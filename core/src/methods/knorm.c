@@ -88,15 +88,27 @@ static const char *knorm_plan(const kvc_stream_config *c, kvc_stream_plan *p, ui
 /* The heap holds slot ids. They live in the data region, which validation
  * does not scan, so an id >= n (corrupted data) is read as slot 0: never an
  * out-of-bounds access, at worst a wrong eviction. */
+/*@ requires 1 <= n && \valid_read(norm + (0 .. n - 1)) && \valid_read(h + a) && \valid_read(h + b);
+    assigns \nothing;
+    ensures \result == 0 || \result == 1;
+*/
 static int heap_less(const float *norm, const uint32_t *h, uint32_t n, uint32_t a, uint32_t b)
 {
     const uint32_t x = h[a] < n ? h[a] : 0u, y = h[b] < n ? h[b] : 0u;
     return norm[x] < norm[y] || (norm[x] == norm[y] && x < y);
 }
 
+/*@ requires i < 16777216 && \valid_read(norm + (0 .. i)) && \valid(h + (0 .. i));
+    requires \separated(norm + (0 .. i), h + (0 .. i));
+    assigns h[0 .. i];
+*/
 static void sift_up(const float *norm, uint32_t *h, uint32_t i)
 {
     const uint32_t n = i + 1;
+    /*@ loop invariant 0 <= i < n;
+        loop assigns i, h[0 .. n - 1];
+        loop variant i;
+    */
     while (i > 0 && heap_less(norm, h, n, (i - 1) / 2, i)) {
         const uint32_t p = (i - 1) / 2, t = h[p];
         h[p] = h[i], h[i] = t;
@@ -104,9 +116,17 @@ static void sift_up(const float *norm, uint32_t *h, uint32_t i)
     }
 }
 
+/*@ requires 1 <= n <= 16777216 && \valid_read(norm + (0 .. n - 1)) && \valid(h + (0 .. n - 1));
+    requires \separated(norm + (0 .. n - 1), h + (0 .. n - 1));
+    assigns h[0 .. n - 1];
+*/
 static void sift_down(const float *norm, uint32_t *h, uint32_t n)
 {
     uint32_t i = 0;
+    /*@ loop invariant 0 <= i < n;
+        loop assigns i, h[0 .. n - 1];
+        loop variant n - i;
+    */
     for (;;) {
         uint32_t big = i;
         const uint32_t l = 2 * i + 1, r = l + 1;
