@@ -298,10 +298,10 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
                 (method == KVC_METHOD_BALANCEKV_PREFILL || method == KVC_METHOD_EXPRESS_PREFILL))
                 fprintf(stderr,
                         "\nkvc generate: stopped at position %d: %s compresses the %d-token prompt and keeps "
-                        "what follows in an exact tail, which is full (%u tokens with budget %u); raise "
-                        "--budget%s\n",
+                        "what follows in the exact tail asked for, which is full (%u tokens with budget "
+                        "%u); raise --budget, or drop %s (the default tail is a reservoir that never fills)\n",
                         pos, method_name, np, pl->tail_capacity, sc.budget,
-                        method == KVC_METHOD_BALANCEKV_PREFILL ? ", or use --bkv-tail uniform (a reservoir)" : "");
+                        method == KVC_METHOD_BALANCEKV_PREFILL ? "--bkv-tail exact" : "--express-tail exact");
             else if (fst == KVC_E_CAPACITY)
                 fprintf(stderr,
                         "\nkvc generate: stopped at position %d: the %s cache is full (budget %u); raise --budget\n",

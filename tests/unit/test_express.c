@@ -370,8 +370,9 @@ static int offline_equals_streaming(void)
 
 /* express-prefill: s sized for the known prompt (never smaller than the
  * streaming s at the same budget), the same states as streaming Express with
- * that s (so, at n = 4^R s, the Offline-Express sets), and an exact tail after
- * the prompt that refuses when full with the arena unchanged. */
+ * that s (so, at n = 4^R s, the Offline-Express sets), and the exact tail
+ * asked for (express-tail exact) after the prompt refuses when full with the
+ * arena unchanged. */
 static int express_prefill_sizes_and_tail(void)
 {
     const uint32_t d = 4, prompt = 1000;
@@ -381,6 +382,7 @@ static int express_prefill_sizes_and_tail(void)
     float *k = tu_normal(&r, 2000, d, 1.0), *v = tu_normal(&r, 2000, d, 1.0);
     kvc_stream_config pc = kvc_stream_config_default(KVC_METHOD_EXPRESS_PREFILL, d, d, 300, 4);
     pc.n_sink = 4, pc.n_window = 4, pc.prefix_len = prompt;
+    CHECK(kvc_stream_config_set(&pc, "express-tail", "exact") == KVC_OK);
     kvc_stream_config sc = pc;
     sc.method = KVC_METHOD_EXPRESS;
     kvc_stream_plan pp, sp;
@@ -416,6 +418,59 @@ static int express_prefill_sizes_and_tail(void)
     return 0;
 }
 
+/* express-prefill's default tail is a uniform reservoir (Algorithm R with a
+ * counter-based draw): after T tail tokens into C slots every tail token is
+ * kept with probability C/T, and the tail segment weighs T/C. Each token's
+ * value carries its index; inclusion counts over 2,000 seeds against the
+ * uniform expectation, chi-square (false alarm 1e-4). */
+static int express_prefill_tail_is_a_uniform_reservoir(void)
+{
+    const uint32_t d = 4, prompt = 64, tail = 100, seeds = 2000;
+    double counts[100] = {0}, ex[100];
+    printf("seeds 1..%u\n", seeds);
+    float k[4], v[4];
+    uint32_t cap = 0;
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_EXPRESS_PREFILL, d, d, 48, seed);
+        c.n_sink = 0, c.n_window = 0, c.prefix_len = prompt;
+        kvc_stream *st = tu_stream(&c);
+        CHECK(st != NULL);
+        const kvc_stream_plan *p = kvc_stream_get_plan(st);
+        cap = p->tail_capacity;
+        CHECK(cap >= 1 && cap < tail);
+        /* the method takes prompt - 1 prompt tokens (the current one is exact),
+           so its tail starts at token prompt - 1; one more token stays current */
+        const uint32_t first = p->prefix_method_tokens, n = first + tail + 1;
+        for (uint32_t j = 0; j < n; j++) {
+            for (uint32_t i = 0; i < d; i++) k[i] = (float)((j * 7 + i * 3) % 11) / 11.0f, v[i] = 0.0f;
+            v[0] = (float)j;
+            CHECK(kvc_stream_append(st, NULL, k, v) == KVC_OK);
+        }
+        kvc_view view;
+        CHECK(kvc_stream_view(st, &view) == KVC_OK);
+        uint32_t kept = 0;
+        double tail_scale = 0.0;
+        for (size_t sgi = 0; sgi < view.n_seg; sgi++) {
+            const kvc_segment *sg = &view.seg[sgi];
+            uint32_t here = 0;
+            for (size_t r = 0; r < sg->n; r++) {
+                const float j = sg->values[r * d];
+                if (j >= (float)first && j < (float)(first + tail)) counts[(uint32_t)j - first] += 1, here++;
+            }
+            if (here) kept += here, tail_scale = sg->scale;
+        }
+        CHECK(kept == cap);
+        CHECK(fabs(tail_scale - (double)tail / cap) < 1e-12);
+        free(st);
+    }
+    for (uint32_t i = 0; i < tail; i++) ex[i] = (double)seeds * cap / tail;
+    const double stat = kvc_chi2_stat(counts, ex, (int)tail), pv = kvc_chi2_sf(stat, (double)tail - 1);
+    printf("tail capacity %u of %u tail tokens: inclusion chi2 = %.2f (99 dof), p = %.4f (fail below 1e-4)\n", cap,
+           tail, stat, pv);
+    CHECK(pv >= 1e-4);
+    return 0;
+}
+
 /* Quality trend (section 8.2 check 6) on a fixed stream: log-log slopes of
  * the normalised error against memory for express and for uniform sampling
  * of the same memory, with 99.8% intervals. Asserted: Express's error falls
@@ -443,6 +498,7 @@ static int error_vs_memory_next_to_uniform(void)
 static const kvc_test_case cases[] = {
     {"error_vs_memory_next_to_uniform", error_vs_memory_next_to_uniform},
     {"express_prefill_sizes_and_tail", express_prefill_sizes_and_tail},
+    {"express_prefill_tail_is_a_uniform_reservoir", express_prefill_tail_is_a_uniform_reservoir},
     {"kh_one_per_pair_and_half", kh_one_per_pair_and_half},
     {"kh_scale_invariant", kh_scale_invariant},
     {"kh_beats_random_halving", kh_beats_random_halving},

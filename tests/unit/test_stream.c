@@ -371,6 +371,67 @@ static int worst_case_reached_never_exceeded(void)
     return 0;
 }
 
+/* A decoder never stops: every method of the registry takes 4x its budget
+ * of tokens after a prompt of 3/4 of the budget, and every step answers (the
+ * append and a finite attend) within the plan's worst case. The one
+ * exception is exact, a cache of `budget` tokens by definition: it refuses
+ * the next one with KVC_E_CAPACITY, state unchanged. The prefill methods'
+ * exact tail stays an option, and refuses the same way when full. */
+static int every_method_decodes_past_its_budget(void)
+{
+    const size_t d = 16, dv = 16, budget = 64, n = 4 * budget;
+    stream_data s = make_data(113, n, d, dv);
+    printf("seed 113; budget %zu, prompt %zu, %zu tokens\n", budget, 3 * budget / 4, n);
+    for (int m = 0; m < N_METHODS; m++) {
+        const kvc_method method = all_methods_at(m);
+        const int prefill = method == KVC_METHOD_BALANCEKV_PREFILL || method == KVC_METHOD_EXPRESS_PREFILL;
+        for (int exact_tail = 0; exact_tail <= prefill; exact_tail++) {
+            kvc_stream_config cfg = cfg_of(method, (uint32_t)d, (uint32_t)dv, (uint32_t)budget, 7);
+            cfg.n_sink = 4, cfg.n_window = 8;
+            cfg.prefix_len = (uint32_t)(3 * budget / 4);
+            if (exact_tail) {
+                const char *name = method == KVC_METHOD_BALANCEKV_PREFILL ? "bkv-tail" : "express-tail";
+                CHECK(kvc_stream_config_set(&cfg, name, "exact") == KVC_OK);
+            }
+            kvc_stream_plan plan;
+            CHECK(kvc_stream_plan_make(&cfg, &plan) == KVC_OK);
+            kvc_stream *st = tu_stream(&cfg);
+            CHECK(st != NULL);
+            const size_t bytes = kvc_stream_arena_bytes(&cfg);
+            unsigned char *before = malloc(bytes);
+            CHECK(before != NULL);
+            float z[16];
+            size_t answered = 0;
+            kvc_status refused = KVC_OK;
+            for (size_t j = 0; j < n; j++) {
+                memcpy(before, st, bytes);
+                const kvc_status rc = kvc_stream_append(st, NULL, s.k + j * d, s.v + j * dv);
+                if (rc != KVC_OK) {
+                    refused = rc;
+                    CHECK(memcmp(before, st, bytes) == 0); /* a refusal leaves the state as it was */
+                    break;
+                }
+                CHECK(kvc_stream_attend(st, NULL, s.q + j * d, 1, z) == KVC_OK);
+                CHECK(kvc_all_finite(z, dv));
+                kvc_stream_stats stats;
+                CHECK(kvc_stream_get_stats(st, &stats) == KVC_OK);
+                CHECK(stats.elements <= plan.worst_elements);
+                answered++;
+            }
+            printf("%-18s %-6s tail: %3zu of %zu steps answered%s%s\n", kvc_method_name(method),
+                   prefill ? (exact_tail ? "exact" : "res.") : "-", answered, n, refused ? ", then " : "",
+                   refused ? kvc_status_str(refused) : "");
+            if (method == KVC_METHOD_EXACT || exact_tail)
+                CHECK(refused == KVC_E_CAPACITY && answered < n);
+            else
+                CHECK(answered == n);
+            free(before), free(st);
+        }
+    }
+    free_data(&s);
+    return 0;
+}
+
 /* Derived parameters are documented formulas of the budget. */
 static int plan_derivation_formulas(void)
 {
@@ -674,6 +735,7 @@ static const kvc_test_case cases[] = {
     {"init_checks_arena_and_config", init_checks_arena_and_config},
     {"determinism_and_snapshot", determinism_and_snapshot},
     {"worst_case_reached_never_exceeded", worst_case_reached_never_exceeded},
+    {"every_method_decodes_past_its_budget", every_method_decodes_past_its_budget},
     {"plan_derivation_formulas", plan_derivation_formulas},
 };
 KVC_TEST_MAIN(cases)

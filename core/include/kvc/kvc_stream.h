@@ -79,8 +79,10 @@ typedef struct kvc_balancekv_params {
     float delta;          /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
     float rho;            /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
     float kappa;          /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
-    uint32_t tail_method; /**< prefill: what holds tokens after the prompt: 0 or KVC_METHOD_EXACT
-                               (exact, refuses when full) or KVC_METHOD_UNIFORM (reservoir) */
+    uint32_t tail_method; /**< both prefill methods (balancekv-prefill and express-prefill): what
+                               holds tokens after the prompt: 0 or KVC_METHOD_UNIFORM (a uniform
+                               reservoir of the rest of the budget: never full) or
+                               KVC_METHOD_EXACT (exact, refuses with KVC_E_CAPACITY when full) */
     uint32_t estimator;   /**< streaming: kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (no key-only tree:
                               its memory goes to the joint trees, read self-normalised; b_max
                               default 1, kappa default 0.025). Prefill is always self-normalised. */
@@ -100,6 +102,8 @@ typedef struct kvc_express_params {
     float L;         /**< the constant of KVC_EXPRESS_L_CONST, > 0; 0 -> 1 */
     float delta;     /**< theory mode: total failure probability in (0, 1); 0 -> 0.5 */
     uint32_t center; /**< 1: keys centred on each Halve call's mean; 2: not; 0 -> the measured default */
+    /* express-prefill's tail after the prompt: kvc_balancekv_params::tail_method,
+       one knob for both prefill methods (a field here would grow every header) */
 } kvc_express_params;
 
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
@@ -144,9 +148,10 @@ typedef struct kvc_stream_plan {
     uint32_t t, s, m_max;               /**< SubGen */
     float delta0;                       /**< SubGen */
     uint32_t subgen_estimator;          /**< SubGen: kvc_estimator, resolved */
-    kvc_balancekv_params bkv;           /**< BalanceKV / prefill, every field resolved */
+    kvc_balancekv_params bkv;           /**< BalanceKV / prefill, every field resolved (express-prefill:
+                                             tail_method only) */
     uint32_t prefix_method_tokens;      /**< prefill: prompt tokens that reach the method */
-    uint32_t tail_capacity;             /**< prefill: exact tokens after the prompt */
+    uint32_t tail_capacity;             /**< prefill: token slots after the prompt (exact or reservoir) */
     kvc_express_params xp;              /**< Express, every field resolved */
     uint32_t dtype;                     /**< kvc_dtype of every cached row (also keeps the 64-bit fields 8-aligned) */
     uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */

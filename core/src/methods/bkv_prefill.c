@@ -6,7 +6,9 @@
  * the prompt in order, its state after token j is exactly the causal replay
  * for a query at j (completed blocks' round outputs, the incomplete block
  * exact). One set for numerator and denominator (a = b = weight). Tokens that
- * reach the method after the prompt go to an exact tail. */
+ * reach the method after the prompt go to a tail of the rest of the budget: a
+ * uniform reservoir by default (Algorithm R, weight seen/kept), so a decoder
+ * never stops; or exact, which refuses when full. */
 #include <math.h>
 #include <string.h>
 
@@ -155,7 +157,9 @@ static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 static int bkvp_can_accept(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
-    return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap || (g->tail_uniform && g->tail_cap > 0);
+    /* a reservoir tail never refuses; with no slots it keeps none of what
+       leaves the window (sinks, window and tree still answer) */
+    return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap || g->tail_uniform;
 }
 
 static void bkvp_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
@@ -267,7 +271,7 @@ static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan 
     b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
     b.delta = b.delta > 0.0f ? b.delta : 0.01f;
     b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
-    b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_EXACT;
+    b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_UNIFORM; /* a decoder never stops */
     if (b.estimator == KVC_ESTIMATOR_PAPER)
         return "balancekv-prefill has one joint tree, always read self-normalised: estimator paper is for streaming "
                "balancekv";

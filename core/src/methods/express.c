@@ -24,7 +24,7 @@
 #define KVC_MAGIC_EXPRESS 0x4B565831u /* "KVX1" */
 #define MAX_LEVELS        32u
 
-enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3 };
+enum { TAG_C2 = 1, TAG_HALVE = 2, TAG_SUB = 3, TAG_TAIL = 4 };
 
 typedef struct express_state {
     uint32_t magic;
@@ -39,16 +39,17 @@ typedef struct express_state {
     uint64_t G0;
     uint32_t c_count;
     uint32_t lvl_count[MAX_LEVELS];
-    uint32_t pad_;
+    uint32_t tail_uniform;           /* express-prefill: 1 when the tail is a reservoir (Algorithm R) */
     uint64_t lvl_groups[MAX_LEVELS]; /* Halve calls at each level in this block (draw keys) */
     uint64_t halvings;
     uint64_t c_cap, l_cap;
     uint32_t prefix_tokens; /* express-prefill: prompt tokens that reach the method (0: streaming) */
     uint32_t tail_cap, tail_n;
     uint32_t is_prefill; /* express-prefill (its prompt may have 0 method tokens: then all is tail) */
+    uint64_t tail_seen;  /* tokens after the prompt (== tail_n for an exact tail) */
     uint64_t off_ck, off_cv, off_ct, off_lk, off_lv, off_lw, off_lt, off_scratch, off_keep, off_tk, off_tv;
 } express_state;
-_Static_assert(sizeof(express_state) == 632, "express_state must be the same on every ABI");
+_Static_assert(sizeof(express_state) == 640, "express_state must be the same on every ABI");
 
 /*@ // the plan fields Express's layout reads, in the ranges x_plan gives
     predicate express_sizes_ok(kvc_stream_plan *p) =
@@ -169,13 +170,17 @@ static int x_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
     if (g->magic != KVC_MAGIC_EXPRESS || g->d != p->d || g->dv != p->dv || g->s != p->xp.s || g->c != p->xp.c ||
         g->l_mode != p->xp.l_mode || g->center != (p->xp.center == 1) ||
         g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) || g->is_prefill != (uint32_t)prefill ||
-        g->tail_cap != (prefill ? p->tail_capacity : 0u) || g->c_cap != w.c_cap || g->l_cap != w.l_cap ||
-        g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct || g->off_lk != w.off_lk ||
-        g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt || g->off_scratch != w.off_scratch ||
-        g->off_keep != w.off_keep || g->off_tk != w.off_tk || g->off_tv != w.off_tv)
+        g->tail_cap != (prefill ? p->tail_capacity : 0u) ||
+        g->tail_uniform != (uint32_t)(prefill && p->bkv.tail_method == KVC_METHOD_UNIFORM) || g->c_cap != w.c_cap ||
+        g->l_cap != w.l_cap || g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct ||
+        g->off_lk != w.off_lk || g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt ||
+        g->off_scratch != w.off_scratch || g->off_keep != w.off_keep || g->off_tk != w.off_tk || g->off_tv != w.off_tv)
         return 0;
-    /* token counts: prompt (or stream) updates plus the prefill tail */
-    if (g->n + g->tail_n != method_in || g->tail_n > g->tail_cap || (g->tail_n > 0 && g->n != g->prefix_tokens) ||
+    /* token counts: prompt (or stream) updates plus the prefill tail, which
+       holds min(seen, capacity) of what it saw */
+    if (g->tail_seen > method_in || g->n != method_in - g->tail_seen ||
+        g->tail_n != (g->tail_seen < g->tail_cap ? g->tail_seen : g->tail_cap) ||
+        (g->tail_seen > g->tail_cap && !g->tail_uniform) || (g->tail_seen > 0 && g->n != g->prefix_tokens) ||
         (prefill && g->n > g->prefix_tokens))
         return 0;
     /* the phase registers are what start_block derives from t = 4^round */
@@ -228,6 +233,7 @@ static void x_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
         g->is_prefill = 1;
         g->prefix_tokens = p->prefix_method_tokens;
         g->tail_cap = p->tail_capacity;
+        g->tail_uniform = p->bkv.tail_method == KVC_METHOD_UNIFORM;
     }
     start_block(g);
 }
@@ -235,7 +241,7 @@ static void x_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 static int x_can_accept(const void *st)
 {
     const express_state *g = (const express_state *)st;
-    return !g->is_prefill || g->n < g->prefix_tokens || g->tail_n < g->tail_cap;
+    return !g->is_prefill || g->n < g->prefix_tokens || g->tail_n < g->tail_cap || g->tail_uniform;
 }
 
 /* Halve n points at slots [first, first+n) of (k, v, tok) in place: the
@@ -330,10 +336,20 @@ static void x_update(void *st, const kvc_method_ctx *cx, const float *k, const f
     express_state *g = (express_state *)st;
     const x_rows R = rows_of(g, cx->plan->dtype, cx->kern);
     if (g->is_prefill && g->n >= g->prefix_tokens) {
-        /* express-prefill after the prompt: the exact tail */
-        kvc_row_store(&R.tk, g->tail_n, k);
-        kvc_row_store(&R.tv, g->tail_n, v);
-        g->tail_n++;
+        /* express-prefill after the prompt: the tail, exact until full, then
+           (reservoir only: x_can_accept refuses an exact one) Algorithm R
+           with a counter-based draw, so the state is the same on every ABI */
+        uint64_t slot = g->tail_n;
+        if (g->tail_n == g->tail_cap) {
+            const uint64_t u = kvc_rng_at(kvc_kh_key(g->seed, TAG_TAIL, 0, 0, 0, g->tail_seen), 0) >> 11;
+            slot = (uint64_t)((double)u * 0x1p-53 * (double)(g->tail_seen + 1));
+        } else
+            g->tail_n++;
+        g->tail_seen++;
+        if (slot < g->tail_cap) {
+            kvc_row_store(&R.tk, (size_t)slot, k);
+            kvc_row_store(&R.tv, (size_t)slot, v);
+        }
         return;
     }
     g->n++;
@@ -379,7 +395,7 @@ static size_t x_view(const void *st, const kvc_stream_plan *p, kvc_segment *seg)
     if (!g->is_prefill) return 2;
     kvc_segment_rows(&seg[2], &R.tk, &R.tv, 0);
     seg[2].weights = NULL;
-    seg[2].scale = 1.0;
+    seg[2].scale = g->tail_n ? (double)g->tail_seen / (double)g->tail_n : 1.0;
     seg[2].n = g->tail_n;
     seg[2].role = KVC_SET_BOTH;
     return 3;
@@ -495,17 +511,20 @@ static const char *ops_fields(const kvc_stream_config *c)
     if (!(x->L >= 0.0f) || !isfinite(x->L)) return "express L must be finite and > 0 (0 = 1)";
     if (!(x->delta >= 0.0f && x->delta < 1.0f)) return "express delta must be in (0, 1) (0 = 0.5)";
     if (x->center > 2) return "express center must be 1 (on) or 2 (off)";
+    const uint32_t tail = c->balancekv.tail_method;
+    if (c->method == KVC_METHOD_EXPRESS_PREFILL && tail != 0 && tail != KVC_METHOD_EXACT && tail != KVC_METHOD_UNIFORM)
+        return "express-prefill tail_method must be exact or uniform (0 = uniform)";
     return NULL;
 }
 
 /* The plan's search (s, c, the prefill simulation of kvc_express_prefix_worst).
  * trusted-by: writes the fields in its assigns clause only (read it: every
- * write is to x, p->xp, p->prefix_method_tokens, p->tail_capacity,
+ * write is to x, p->xp, p->bkv.tail_method, p->prefix_method_tokens, p->tail_capacity,
  * p->metadata_bytes or *method_worst); plan_build re-checks the worst case
  * and the metadata bytes at run time, x_plan the ranges its layout needs;
  * tests/unit/test_express.c checks the plans' s, c and worst cases. */
 /*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
-    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
+    assigns p->prefix_method_tokens, p->xp, p->bkv.tail_method, p->tail_capacity, p->metadata_bytes, *method_worst;
 */
 static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
@@ -518,6 +537,8 @@ static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p,
     x.l_mode = x.l_mode ? x.l_mode : KVC_EXPRESS_DEFAULT_L_MODE;
     x.L = x.L > 0.0f ? x.L : 1.0f;
     x.delta = x.delta > 0.0f ? x.delta : 0.5f;
+    if (prefill) /* a reservoir by default: a decoder never stops */
+        p->bkv.tail_method = c->balancekv.tail_method ? c->balancekv.tail_method : KVC_METHOD_UNIFORM;
     x.center = x.center ? x.center : KVC_EXPRESS_DEFAULT_CENTER;
     if (x.s == 0) {
         for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
@@ -559,7 +580,7 @@ static int x_sizes_in_range(const kvc_stream_plan *p)
 /* The search, then the ranges the layout assumes, checked: a search that
  * left them (none does: the 227 tests) is refused, never carved. */
 /*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
-    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
+    assigns p->prefix_method_tokens, p->xp, p->bkv.tail_method, p->tail_capacity, p->metadata_bytes, *method_worst;
     ensures \result == \null ==> express_sizes_ok(p);
 */
 static const char *x_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
@@ -586,6 +607,7 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
 }
 
 static const uint32_t center_values[] = {1, 2};
+static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const kvc_method_param params[] = {
     {{"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits", "cache size s (power of two)"},
      offsetof(kvc_stream_config, express.s),
@@ -607,12 +629,19 @@ static const kvc_method_param params[] = {
      offsetof(kvc_stream_config, express.center),
      center_values,
      NULL},
+    /* prefill only: the streaming form lists the entries before this one */
+    {{"express-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
+      "prefill: what holds the tokens after the prompt (exact refuses when full)"},
+     offsetof(kvc_stream_config, balancekv.tail_method),
+     tail_values,
+     NULL},
 };
 
 static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
 {
     if (p->method == KVC_METHOD_EXPRESS_PREFILL)
-        kvc_text_add(out, " prefix=%u tail=%u", (unsigned)c->prefix_len, (unsigned)p->tail_capacity);
+        kvc_text_add(out, " prefix=%u tail=%u (%s)", (unsigned)c->prefix_len, (unsigned)p->tail_capacity,
+                     p->bkv.tail_method == KVC_METHOD_EXACT ? "exact" : "reservoir");
     const int theory = p->xp.l_mode == KVC_EXPRESS_L_THEORY;
     kvc_text_add(out, " s=%u c=%u L=%s%g center=%s", (unsigned)p->xp.s, (unsigned)p->xp.c,
                  theory ? "theory,delta=" : "", theory ? (double)p->xp.delta : (double)p->xp.L,
@@ -632,7 +661,7 @@ const kvc_method_ops kvc_method_ops_express = {KVC_METHOD_EXPRESS,
                                                x_fill_stats,
                                                x_check,
                                                params,
-                                               sizeof params / sizeof params[0],
+                                               sizeof params / sizeof params[0] - 1u, /* no express-tail */
                                                1,
                                                NULL,
                                                NULL,
