@@ -10,7 +10,7 @@
  * methods are told the whole context (haystack, question and answer room) as
  * their prompt length: their state at every position is the causal replay of
  * compressing the prompt so far, so the question and answer are compressed
- * the same way instead of spilling into a small exact tail. With
+ * the same way instead of spilling into the small tail after the prompt. With
  * --prefill stream every haystack token is also computed through the
  * compressed cache (one full prefill per method and budget: slower).
  * Query-aware methods: under the exact protocol every cache first gets the

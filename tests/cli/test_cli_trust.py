@@ -153,14 +153,18 @@ def case_not_a_regular_file():
 
 
 def case_generate_tail_full():
-    """balancekv-prefill stopped with "forward failed at position 79" without saying why."""
+    """balancekv-prefill stopped with "forward failed at position 79" without saying why; now the
+    prefill methods' default tail is a reservoir that never fills, and the exact tail, when asked
+    for, names itself and the way past it."""
     need_model()
-    p = run(["generate", "--model", MODEL, "--tokenizer", TOK, "--method", "balancekv-prefill", "--budget", "128",
-             "--steps", "200"])
-    expect(p.returncode != 0 and "exact tail" in p.stderr and "--budget" in p.stderr, "the full tail is named")
-    p = run(["generate", "--model", MODEL, "--tokenizer", TOK, "--method", "balancekv-prefill", "--budget", "128",
-             "--steps", "200", "--bkv-tail", "uniform"])
-    expect(p.returncode == 0, "and the way past it works")
+    for method, flag in (("balancekv-prefill", "--bkv-tail"), ("express-prefill", "--express-tail")):
+        base = ["generate", "--model", MODEL, "--tokenizer", TOK, "--method", method, "--budget", "128",
+                "--steps", "450"]
+        p = run(base)
+        expect(p.returncode == 0 and "450 tokens in" in p.stdout + p.stderr, method + ": the default tail never stops")
+        p = run(base + [flag, "exact"])
+        expect(p.returncode != 0 and "exact tail" in p.stderr and "--budget" in p.stderr and flag + " exact" in p.stderr,
+               method + ": the full exact tail is named, with the way past it")
 
 
 def case_ppl_pyramid_names_layer():
