@@ -36,10 +36,10 @@
     X(balancekv, BALANCEKV, 5, "balancekv", "",                                                                        \
       "BalanceKV streaming: value-norm buckets of MergeAndReduce trees + a keys-only denominator tree")                \
     X(balancekv_prefill, BALANCEKV_PREFILL, 6, "balancekv-prefill", "",                                                \
-      "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then an exact (or uniform) tail")         \
+      "BalanceKV prefill: the prompt compressed by rounds of halving blocks, then a reservoir (or exact) tail")        \
     X(express, EXPRESS, 7, "express", "", "Thinformer Express: kernel halving, streaming Compress2 and Subsample")     \
     X(express_prefill, EXPRESS_PREFILL, 8, "express-prefill", "",                                                      \
-      "Express with s sized for a known prompt (equal to Offline-Express on it), then an exact tail")                  \
+      "Express with s sized for a known prompt (equal to Offline-Express on it), then a reservoir (or exact) tail")    \
     X(knorm, KNORM, 9, "knorm", "knorm", "K-norm: the tokens whose keys have the lowest L2 norm (weight 1)")           \
     X(keydiff, KEYDIFF, 10, "keydiff", "keydiff",                                                                      \
       "KeyDiff: evict the key most similar (cosine) to the sum of the normalised keys held (weight 1)")                \
