@@ -167,6 +167,20 @@ def case_generate_tail_full():
                method + ": the full exact tail is named, with the way past it")
 
 
+def case_generate_every_method_past_budget():
+    """A decoder never stops: every method `kvc methods` lists generates 4x its budget of steps on
+    stories260K (budget 128, 512 steps; a run may end early only at the end-of-text token)."""
+    need_model()
+    listed = run(["methods"])
+    expect(listed.returncode == 0, "kvc methods lists the registry")
+    methods = [line.split()[0] for line in listed.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    expect(len(methods) >= 13, "every method of the registry is listed")
+    for m in methods:
+        p = run(["generate", "--model", MODEL, "--tokenizer", TOK, "--method", m, "--budget", "128", "--steps", "512"])
+        expect(p.returncode == 0 and "tokens in" in p.stdout + p.stderr and "stopped" not in p.stderr,
+               m + ": generates past its budget without stopping")
+
+
 def case_ppl_pyramid_names_layer():
     need_model()
     p = run(["ppl", "--model", MODEL, "--tokenizer", TOK, "--text", STORY, "--method", "uniform", "--budget", "70",
