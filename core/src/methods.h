@@ -171,6 +171,21 @@ const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 */
 uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p);
 
+/* ---- the prefill methods' tail after the prompt (kvc_balancekv_params::tail_method,
+ * one knob for balancekv-prefill and express-prefill) ---- */
+/** The choice values of the bkv-tail and express-tail parameters (balancekv.c). */
+extern const uint32_t kvc_prefill_tail_values[2];
+/** 1 when @p t is 0 (default), KVC_METHOD_EXACT or KVC_METHOD_UNIFORM. */
+/*@ assigns \nothing;
+    ensures \result != 0 <==> (t == 0 || t == KVC_METHOD_EXACT || t == KVC_METHOD_UNIFORM);
+*/
+static inline int kvc_prefill_tail_ok(uint32_t t) { return t == 0 || t == KVC_METHOD_EXACT || t == KVC_METHOD_UNIFORM; }
+/** The tail a plan uses: a uniform reservoir unless exact was asked for (a decoder never stops). */
+/*@ assigns \nothing;
+    ensures \result == (t != 0 ? t : KVC_METHOD_UNIFORM);
+*/
+static inline uint32_t kvc_prefill_tail_resolved(uint32_t t) { return t ? t : KVC_METHOD_UNIFORM; }
+
 /* ---- balancekv-prefill: tokens its tree may hold for a prompt of m method tokens ---- */
 /*@ requires 2 <= t <= 16777216 && 1 <= T <= 16 && m <= 268435456;
     assigns \nothing;

@@ -408,8 +408,7 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
     if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
     if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
     if (!(b->kappa >= 0.0f) || !isfinite(b->kappa)) return "balancekv kappa must be finite and >= 0";
-    if (b->tail_method != 0 && b->tail_method != KVC_METHOD_EXACT && b->tail_method != KVC_METHOD_UNIFORM)
-        return "balancekv-prefill tail_method must be exact or uniform";
+    if (!kvc_prefill_tail_ok(b->tail_method)) return "balancekv-prefill tail_method must be exact or uniform";
     if (b->estimator != 0 && b->estimator != KVC_ESTIMATOR_SELF && b->estimator != KVC_ESTIMATOR_PAPER)
         return "balancekv estimator must be self or paper";
     return NULL;
@@ -489,7 +488,7 @@ static const char *bkv_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 }
 
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
-static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
+const uint32_t kvc_prefill_tail_values[2] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
     {{"bkv-t", KVC_PARAM_U32, 2, KVC_MAX_BUDGET, NULL, "largest that fits (prefill: block 256, halved to fit)",
@@ -529,7 +528,7 @@ const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
     {{"bkv-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
       "prefill: what holds the tokens after the prompt (exact refuses when full)"},
      offsetof(kvc_stream_config, balancekv.tail_method),
-     tail_values,
+     kvc_prefill_tail_values,
      NULL},
     /* streaming only: the prefill form lists the entries before this one */
     {{"bkv-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",

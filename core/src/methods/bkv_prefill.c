@@ -271,7 +271,7 @@ static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan 
     b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
     b.delta = b.delta > 0.0f ? b.delta : 0.01f;
     b.kappa = b.kappa > 0.0f ? b.kappa : 0.025f;
-    b.tail_method = b.tail_method ? b.tail_method : KVC_METHOD_UNIFORM; /* a decoder never stops */
+    b.tail_method = kvc_prefill_tail_resolved(b.tail_method);
     if (b.estimator == KVC_ESTIMATOR_PAPER)
         return "balancekv-prefill has one joint tree, always read self-normalised: estimator paper is for streaming "
                "balancekv";

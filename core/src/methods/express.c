@@ -341,8 +341,8 @@ static void x_update(void *st, const kvc_method_ctx *cx, const float *k, const f
            with a counter-based draw, so the state is the same on every ABI */
         uint64_t slot = g->tail_n;
         if (g->tail_n == g->tail_cap) {
-            const uint64_t u = kvc_rng_at(kvc_kh_key(g->seed, TAG_TAIL, 0, 0, 0, g->tail_seen), 0) >> 11;
-            slot = (uint64_t)((double)u * 0x1p-53 * (double)(g->tail_seen + 1));
+            kvc_rng draw = {kvc_kh_key(g->seed, TAG_TAIL, 0, 0, 0, g->tail_seen), 0};
+            slot = (uint64_t)(kvc_rng_unit(&draw) * (double)(g->tail_seen + 1));
         } else
             g->tail_n++;
         g->tail_seen++;
@@ -511,8 +511,7 @@ static const char *ops_fields(const kvc_stream_config *c)
     if (!(x->L >= 0.0f) || !isfinite(x->L)) return "express L must be finite and > 0 (0 = 1)";
     if (!(x->delta >= 0.0f && x->delta < 1.0f)) return "express delta must be in (0, 1) (0 = 0.5)";
     if (x->center > 2) return "express center must be 1 (on) or 2 (off)";
-    const uint32_t tail = c->balancekv.tail_method;
-    if (c->method == KVC_METHOD_EXPRESS_PREFILL && tail != 0 && tail != KVC_METHOD_EXACT && tail != KVC_METHOD_UNIFORM)
+    if (c->method == KVC_METHOD_EXPRESS_PREFILL && !kvc_prefill_tail_ok(c->balancekv.tail_method))
         return "express-prefill tail_method must be exact or uniform (0 = uniform)";
     return NULL;
 }
@@ -538,7 +537,7 @@ static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p,
     x.L = x.L > 0.0f ? x.L : 1.0f;
     x.delta = x.delta > 0.0f ? x.delta : 0.5f;
     if (prefill) /* a reservoir by default: a decoder never stops */
-        p->bkv.tail_method = c->balancekv.tail_method ? c->balancekv.tail_method : KVC_METHOD_UNIFORM;
+        p->bkv.tail_method = kvc_prefill_tail_resolved(c->balancekv.tail_method);
     x.center = x.center ? x.center : KVC_EXPRESS_DEFAULT_CENTER;
     if (x.s == 0) {
         for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
@@ -607,7 +606,6 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
 }
 
 static const uint32_t center_values[] = {1, 2};
-static const uint32_t tail_values[] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const kvc_method_param params[] = {
     {{"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits", "cache size s (power of two)"},
      offsetof(kvc_stream_config, express.s),
@@ -633,7 +631,7 @@ static const kvc_method_param params[] = {
     {{"express-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
       "prefill: what holds the tokens after the prompt (exact refuses when full)"},
      offsetof(kvc_stream_config, balancekv.tail_method),
-     tail_values,
+     kvc_prefill_tail_values,
      NULL},
 };
 
