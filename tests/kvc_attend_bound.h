@@ -45,9 +45,6 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
         size_t e = 0;
         for (size_t s = 0; s < v->n_seg; s++) {
             const kvc_segment *g = &v->seg[s];
-            const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[g->dtype];
-            const size_t kb = (size_t)kvc_row_bytes(g->dtype, v->d), vb = (size_t)kvc_row_bytes(g->dtype, v->dv);
-            const unsigned char *K = kvc_segment_key_rows(g), *V = kvc_segment_value_rows(g);
             for (size_t i = 0; i < g->n; i++) {
                 const size_t my = e;
                 if (s < causal_segs) e++;
@@ -55,7 +52,7 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
                 const double w = g->scale * (g->weights ? (double)g->weights[i] : 1.0);
                 if (!(w > 0.0)) continue;
                 const double lw = log(w);
-                rk->load(K + i * kb, row, v->d);
+                kvc_segment_key_load(g, v->d, i, row); /* any storage type, KIVI4 blocks included */
                 double dot = 0.0, mag = 0.0;
                 for (size_t t = 0; t < v->d; t++) dot += (double)q[t] * row[t], mag += fabs((double)q[t] * row[t]);
                 const double x = lw + beta * dot;
@@ -70,7 +67,7 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
                 const double p = exp(x - M);
                 if (g->role & KVC_SET_DEN) Dn += p;
                 if (g->role & KVC_SET_NUM) {
-                    rk->load(V + i * vb, row, v->dv);
+                    kvc_segment_value_load(g, v->dv, i, row);
                     for (size_t c = 0; c < v->dv; c++) {
                         A[c] += p * fabs((double)row[c]);
                         if (!(p > 0.0)) tail[c] += fabs((double)row[c]);

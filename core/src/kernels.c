@@ -51,9 +51,9 @@ static const kvc_kernels *accel_table(size_t i)
             kvc_kernels x = kvc_kernels_ref_table;
             const kvc_simd_entries *e = accel[a];
             x.name = e->name, x.needs = e->needs;
-            /* int4 and Q15 keep the reference row kernels; the batched
+            /* int4, Q15 and KIVI4 keep the reference row kernels; the batched
                attend dequantises their blocks into the f32 pass (attend_simd.h) */
-            x.caps = e->caps | (kvc_kernels_ref_table.caps & (KVC_CAP_I4 | KVC_CAP_Q15));
+            x.caps = e->caps | (kvc_kernels_ref_table.caps & (KVC_CAP_I4 | KVC_CAP_Q15 | KVC_CAP_KIVI4));
             x.attend_f32 = e->attend_f32, x.attend_batch = e->attend_batch;
             for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
                 if (e->row_dot_f32[t]) x.rows[t].dot_f32 = e->row_dot_f32[t];
@@ -154,6 +154,9 @@ int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
     kern = kvc_kernels_or_best(kern);
     if (kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
     if (!((kern->caps >> t) & 1u)) return 0; /* bit t (a right shift: no unsigned wrap to prove) */
-    const kvc_row_kernels *r = &kern->rows[t];
+    /* KIVI4: the key blocks are read by the attend itself (KVC_CAP_KIVI4);
+       its values are int4 rows, so the int4 row kernels must be there */
+    const unsigned rows_of = t == (unsigned)KVC_DTYPE_KIVI4 ? (unsigned)KVC_DTYPE_I4 : t;
+    const kvc_row_kernels *r = &kern->rows[rows_of];
     return r->store && r->load && r->dot_f32 && r->dot_f64 && r->dot_rows && r->sqdist_f32 && r->axpy && r->absmax;
 }

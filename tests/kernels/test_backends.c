@@ -46,19 +46,27 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
 {
     memset(vd, 0, sizeof *vd);
     vd->v.d = d, vd->v.dv = dv, vd->v.beta = (float)(1.0 / sqrt((double)d)), vd->v.n_seg = n_seg;
-    float *x = malloc(256 * sizeof(float));
+    float *x = malloc(KVC_KIVI_BLOCK * 256 * sizeof(float));
     for (size_t s = 0; s < n_seg; s++) {
         kvc_segment *g = &vd->v.seg[s];
         const size_t n = s + 1 == n_seg ? n_total - (n_total / n_seg) * (n_seg - 1) : n_total / n_seg;
-        const unsigned ts = s == 0 ? KVC_DTYPE_F32 : t;
-        const size_t kb = (size_t)kvc_row_bytes(ts, d), vb = (size_t)kvc_row_bytes(ts, dv);
-        vd->rows[s][0] = malloc(n * kb + 1), vd->rows[s][1] = malloc(n * vb + 1);
-        const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[ts];
+        const unsigned ts = s == 0 ? KVC_DTYPE_F32 : t, vt = kvc_segment_value_dtype(ts);
+        const int kivi = ts == KVC_DTYPE_KIVI4;
+        const size_t kb = kivi ? 0u : (size_t)kvc_row_bytes(ts, d), vb = (size_t)kvc_row_bytes(vt, dv);
+        vd->rows[s][0] = malloc((kivi ? (size_t)kvc_kivi4_key_bytes(n, d) : n * kb) + 1);
+        vd->rows[s][1] = malloc(n * vb + 1);
         for (size_t i = 0; i < n; i++) {
-            for (size_t c = 0; c < d; c++) x[c] = (float)(kvc_rng_normal(r) * key_scale);
-            rk->store(vd->rows[s][0] + i * kb, x, d);
-            for (size_t c = 0; c < dv; c++) x[c] = (float)kvc_rng_normal(r);
-            rk->store(vd->rows[s][1] + i * vb, x, dv);
+            /* KIVI4 keys: a block's tokens gathered, stored when it is full or the segment ends */
+            float *k = kivi ? x + (i % KVC_KIVI_BLOCK) * d : x;
+            for (size_t c = 0; c < d; c++) k[c] = (float)(kvc_rng_normal(r) * key_scale);
+            if (!kivi)
+                kvc_kernels_ref()->rows[ts].store(vd->rows[s][0] + i * kb, k, d);
+            else if (i % KVC_KIVI_BLOCK == KVC_KIVI_BLOCK - 1u || i + 1u == n)
+                kvc_kivi4_key_block_store(vd->rows[s][0] + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d), x,
+                                          i % KVC_KIVI_BLOCK + 1u, d);
+            float y[256];
+            for (size_t c = 0; c < dv; c++) y[c] = (float)kvc_rng_normal(r);
+            kvc_kernels_ref()->rows[vt].store(vd->rows[s][1] + i * vb, y, dv);
         }
         g->n = n, g->dtype = ts, g->scale = weights ? 0.5 + 3.0 * kvc_rng_unit(r) : 1.0;
         g->role = split_sets ? (s % 3 == 1 ? KVC_SET_NUM : s % 3 == 2 ? KVC_SET_DEN : KVC_SET_BOTH) : KVC_SET_BOTH;
@@ -78,6 +86,9 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
     free(x);
 }
 
+/* Cases per storage type, printed with each table's summary. */
+static size_t g_type_cases[KVC_DTYPE_COUNT];
+
 static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double *worst_ratio)
 {
     static const size_t dims[] = {1, 3, 7, 8, 16, 33, 64, 100, 128, 255, 256};
@@ -86,11 +97,13 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         const size_t d = dims[kvc_rng_below(r, 11)], dv = dims[kvc_rng_below(r, 11)];
         size_t n = ns[kvc_rng_below(r, 9)];
         if (n * (d + dv) > 4000000) n = 4000000 / (d + dv); /* keep each case fast */
-        /* any storage type the library implements (the registry of types, not a list kept here) */
+        /* any storage type the reference attend reads (the registry of types
+           and the reference table's capabilities, not a list kept here): the
+           streams' types and KIVI4's blocks */
         unsigned types[KVC_DTYPE_COUNT], n_types = 0;
         for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
-            if (kvc_dtype_implemented((kvc_dtype)ty)) types[n_types++] = ty;
-        const unsigned dt = types[kvc_rng_below(r, n_types)];
+            if (kvc_kernels_support(kvc_kernels_ref(), ty)) types[n_types++] = ty;
+        const unsigned dt = types[trial % n_types]; /* every type the same number of times */
         const size_t n_seg = 1 + kvc_rng_below(r, 4);
         const double spread = kvc_rng_unit(r) < 0.2 ? 30.0 : 1.0; /* scores up to ~10^3 apart */
         const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3;
@@ -151,11 +164,13 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                               ma[e], d, n, dt);
             }
             (*cases)++;
+            g_type_cases[dt]++;
         }
         free(ma), free(mb);
         /* the row kernels the table overrides: the score dot and the double reductions of every storage type */
         for (unsigned ti = 0; ti < n_types; ti++) {
             const unsigned ty = types[ti];
+            if (kvc_kernels_ref()->rows[ty].store == NULL) continue; /* KIVI4: no rows of its own (values: int4) */
             unsigned char row[4 * 256 + 8];
             float x[256];
             for (size_t c = 0; c < d; c++) x[c] = (float)kvc_rng_normal(r);
@@ -208,9 +223,18 @@ static int test_table(const kvc_kernels *t, size_t i)
     printf("table %s: seed %zu\n", t->name, 31 + i);
     size_t cases = 0;
     double worst = 0.0;
+    memset(g_type_cases, 0, sizeof g_type_cases);
     if (compare_table(t, &r, &cases, &worst)) return 1;
-    printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g)\n", t->name, cases,
-           worst);
+    printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g); by type:",
+           t->name, cases, worst);
+    for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
+        if (kvc_kernels_support(kvc_kernels_ref(), ty))
+            printf(" %s %zu", kvc_dtype_name((kvc_dtype)ty), g_type_cases[ty]);
+    printf("\n");
+    /* every type the reference reads was compared (not only refused alike) */
+    for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
+        CHECK_MSG(!kvc_kernels_support(kvc_kernels_ref(), ty) || g_type_cases[ty] > 0, "%s: no %s case compared",
+                  t->name, kvc_dtype_name((kvc_dtype)ty));
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 #include "methods.h"
+#include "ref/rows_ref.h"
 #include "ref/rows_typed.h"
 
 #define D  ((size_t)16)
@@ -280,9 +281,81 @@ static int every_method_every_dtype(void)
     return 0;
 }
 
+/* KIVI4 key blocks against their definition, decoded here from the bytes
+ * (channel c: u16 scale, u16 minimum, then token j's nibble at byte 4 + j/2,
+ * the high half for odd j): every element within half its channel's step of
+ * the key (the rounding to the nearest of 16 levels: |x - (min + q s)| <= s/2,
+ * plus the double arithmetic's 2^-40 relative), the float load that value
+ * rounded once, the reference dot the ordered double sum of those values, and
+ * each channel's step set by that channel alone: with an outlier channel 200x
+ * larger (which would stretch a per-token group's grid), every other
+ * channel's step stays within (its own range + one f16 ulp of its minimum) /
+ * 15, rounded up to the next half. Out-of-range arguments write nothing. */
+static int kivi4_keys_per_channel(void)
+{
+    static const size_t dims[] = {1, 7, 64, 100, 256}, toks[] = {1, 5, 31, 32};
+    kvc_rng r;
+    kvc_rng_seed(&r, 77);
+    printf("kivi4: seed 77\n");
+    size_t checked = 0;
+    double worst = 0.0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+            const size_t d = dims[di], nt = toks[ti];
+            float *k = malloc(KVC_KIVI_BLOCK * d * sizeof(float)), q[256], x[256];
+            unsigned char *blk = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+            for (size_t j = 0; j < nt; j++)
+                for (size_t c = 0; c < d; c++) k[j * d + c] = (float)(kvc_rng_normal(&r) * (c == 0 ? 200.0 : 1.0));
+            for (size_t c = 0; c < d; c++) q[c] = (float)kvc_rng_normal(&r);
+            kvc_kivi4_key_block_store(blk, k, nt, d);
+            CHECK(kvc_kivi4_key_bytes(nt, d) == KVC_KIVI4_KEY_BLOCK_BYTES(d));
+            for (size_t j = 0; j < nt; j++) {
+                kvc_kivi4_key_load(blk, j, x, d);
+                double dot = 0.0;
+                for (size_t c = 0; c < d; c++) {
+                    const unsigned char *ch = blk + 20u * c;
+                    uint16_t h[2];
+                    memcpy(h, ch, sizeof h);
+                    const double sc = (double)kvc_f16_to_f32(h[0]), mn = (double)kvc_f16_to_f32(h[1]);
+                    const unsigned code = (ch[4 + j / 2] >> (4u * (j & 1u))) & 15u;
+                    const double val = mn + (double)code * sc;
+                    dot += val * (double)q[c];
+                    const double err = fabs(val - (double)k[j * d + c]);
+                    CHECK_MSG(err <= sc / 2.0 + fabs(val) * 0x1p-40,
+                              "d %zu tok %zu/%zu ch %zu: error %.3g > step/2 %.3g", d, j, nt, c, err, sc / 2.0);
+                    if (sc > 0.0 && err / sc > worst) worst = err / sc;
+                    CHECK(x[c] == (float)val);
+                    if (c > 0 && j == 0) { /* the step of this channel, from this channel alone */
+                        double lo = k[c], hi = k[c];
+                        for (size_t t = 1; t < nt; t++) {
+                            const double e = k[t * d + c];
+                            lo = e < lo ? e : lo, hi = e > hi ? e : hi;
+                        }
+                        const double ulp_lo = fabs(lo) * 0x1p-10 + 0x1p-24;
+                        CHECK_MSG(sc <= ((hi - lo) + ulp_lo) / 15.0 * (1.0 + 0x1p-10) + 0x1p-24,
+                                  "d %zu ch %zu: step %.3g for range %.3g", d, c, sc, hi - lo);
+                    }
+                    checked++;
+                }
+                CHECK(kvc_kivi4_key_dot_f32(blk, j, q, d) == dot);
+            }
+            /* refused arguments leave the block as it was */
+            unsigned char *copy = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+            memcpy(copy, blk, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+            kvc_kivi4_key_block_store(blk, k, 0, d);
+            kvc_kivi4_key_block_store(blk, k, KVC_KIVI_BLOCK + 1u, d);
+            kvc_kivi4_key_block_store(blk, NULL, nt, d);
+            CHECK(memcmp(copy, blk, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d)) == 0);
+            free(copy), free(blk), free(k);
+        }
+    printf("kivi4: %zu elements within half their channel's step (largest error / step %.3f)\n", checked, worst);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {{"row_kernels_round_trip", row_kernels_round_trip},
-                                          {"every_method_every_dtype", every_method_every_dtype}};
+                                          {"every_method_every_dtype", every_method_every_dtype},
+                                          {"kivi4_keys_per_channel", kivi4_keys_per_channel}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

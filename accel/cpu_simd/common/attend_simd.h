@@ -21,7 +21,7 @@
  * each value row. Sums are in f32, as in flash-decoding; the reference kernel
  * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
  * difference from the reduction lengths. Attention mass, when asked for,
- * is a second pass over the keys (segment_mass). int4 segments
+ * is a second pass over the keys (segment_mass). int4 and KIVI4 segments
  * are dequantised block by block into the f32 pass (dequantised_segment_pass), and so are Q15 rows. */
 #ifndef KVC_ATTEND_SIMD_H
 #define KVC_ATTEND_SIMD_H
@@ -363,7 +363,10 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
-/* An int4 segment (groups of 32 with an f16 scale and minimum each) or a
+_Static_assert(KVC_KIVI_BLOCK % BLK == 0, "a block of the f32 pass lies inside one KIVI key block");
+
+/* An int4 segment (groups of 32 with an f16 scale and minimum each), a
+ * KIVI4 one (its keys per channel over 32 tokens, its values int4 rows) or a
  * Q15 one (a scale per row): every block of BLK rows is dequantised into f32
  * rows on the stack by the reference `load` (min + q * scale or scale * q,
  * rounded to float once) and goes through the f32 pass, block by block, so
@@ -375,16 +378,20 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                                      const kvc_attend_batch *b, size_t n_causal_total, size_t *e_causal, int causal,
                                      float *st, double *mass)
 {
-    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[t];
+    const unsigned vt = kvc_segment_value_dtype(t); /* KIVI4: int4 value rows */
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[vt];
     const size_t d = view->d, dv = view->dv;
-    const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
+    const size_t ks = t == KVC_DTYPE_KIVI4 ? 0u : (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(vt, dv);
     const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
     const int in_num = (seg->role & KVC_SET_NUM) != 0 && mass == NULL;
     float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
     for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
+        /* KIVI4 keys: the BLK tokens lie in one key block (BLK divides 32),
+           each channel's scale and minimum read once for them */
+        if (t == KVC_DTYPE_KIVI4) kvc_kivi4_keys_load_block(K, j0, nb, kf, d);
         for (size_t j = 0; j < nb; j++) {
-            rk->load(K + (j0 + j) * ks, kf + j * d, d);
+            if (t != KVC_DTYPE_KIVI4) rk->load(K + (j0 + j) * ks, kf + j * d, d);
             if (in_num) rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
         }
         kvc_segment sub = *seg;
@@ -415,7 +422,8 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment *seg = &view->seg[s];
         const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
-        if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4 && seg->dtype != KVC_DTYPE_Q15) ||
+        if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4 && seg->dtype != KVC_DTYPE_Q15 &&
+             seg->dtype != KVC_DTYPE_KIVI4) ||
             (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
             return ref->attend_batch(ref, view, b, work, work_bytes);
         if (s < b->causal_segs) causal_total += seg->n;
@@ -433,6 +441,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
         case KVC_DTYPE_I4:
         case KVC_DTYPE_Q15:
+        case KVC_DTYPE_KIVI4:
             dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL);
             break;
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
@@ -466,6 +475,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
                 break;
             case KVC_DTYPE_I4:
             case KVC_DTYPE_Q15:
+            case KVC_DTYPE_KIVI4:
                 dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
                 break;
             default: segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;

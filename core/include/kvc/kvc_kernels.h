@@ -125,9 +125,53 @@ typedef struct kvc_segment {
     size_t n;             /**< number of entries (0 allowed) */
     unsigned role;        /**< KVC_SET_NUM, KVC_SET_DEN or KVC_SET_BOTH */
     unsigned dtype;       /**< kvc_dtype of the rows; KVC_DTYPE_F32 uses keys/values */
-    const void *keys_q;   /**< other storage types: n rows of kvc_row_bytes(dtype, d) bytes */
-    const void *values_q; /**< other storage types: n rows of kvc_row_bytes(dtype, dv) bytes */
+    const void *keys_q;   /**< other storage types: n rows of kvc_row_bytes(dtype, d) bytes;
+                               KVC_DTYPE_KIVI4: ceil(n / 32) key blocks (kvc_kivi4_key_block_store) */
+    const void *values_q; /**< other storage types: n rows of kvc_row_bytes(dtype, dv) bytes;
+                               KVC_DTYPE_KIVI4: n int4 rows (kvc_segment_value_dtype) */
 } kvc_segment;
+
+/** Tokens of one KIVI key block (the channel grouping of KVC_DTYPE_KIVI4). */
+#define KVC_KIVI_BLOCK 32u
+
+/** Bytes of one KIVI4 key block of @p d channels: per channel, in channel
+ *  order, an int4 row of the block's 32 values (f16 scale, f16 minimum, 16
+ *  bytes of nibbles; token 2i in the low nibble): 20 bytes a channel, 5 bits
+ *  an element, the same as an int4 row. */
+#define KVC_KIVI4_KEY_BLOCK_BYTES(d) (20u * (uint64_t)(d))
+
+/** The storage type of a segment's value rows: int4 rows for KIVI4 (KIVI
+ *  quantises values per token), the segment's own type otherwise. */
+static inline unsigned kvc_segment_value_dtype(unsigned t)
+{
+    return t == (unsigned)KVC_DTYPE_KIVI4 ? (unsigned)KVC_DTYPE_I4 : t;
+}
+
+/** Bytes of the keys of @p n KIVI4 tokens: ceil(n / 32) blocks of d channels. */
+uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d);
+
+/**
+ * @brief Quantise the keys of up to 32 consecutive tokens into one KIVI4 key
+ *        block: each channel over the block's tokens gets its own f16 scale
+ *        and minimum (asymmetric, 16 levels).
+ * @param block  KVC_KIVI4_KEY_BLOCK_BYTES(d) bytes (written whole).
+ * @param keys   @p n_tok rows of @p d finite floats, token-major.
+ * @param n_tok  1 .. KVC_KIVI_BLOCK; a partial block's unused codes repeat its first token.
+ * @param d      1 .. KVC_MAX_HEAD_DIM.
+ * Out-of-range arguments write nothing.
+ */
+void kvc_kivi4_key_block_store(void *block, const float *keys, size_t n_tok, size_t d);
+
+/** Token @p i of KIVI4 key blocks starting at @p keys, dequantised into @p x
+ *  (d floats): min + q scale per channel, rounded to float once. */
+void kvc_kivi4_key_load(const void *keys, size_t i, float *x, size_t d);
+
+/** Entry @p i's key (@p d floats) or value (@p dv floats) of a segment of any
+ *  storage type, dequantised by the reference kernels; 1 on success, 0 for an
+ *  entry past n, a NULL pointer or a bad dimension. What a harness compares
+ *  kernels against, and what slow paths use. */
+int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x);
+int kvc_segment_value_load(const kvc_segment *s, size_t dv, size_t i, float *x);
 
 /** Largest number of segments one view can hold. */
 #define KVC_VIEW_MAX_SEGMENTS 8u
@@ -251,9 +295,10 @@ enum {
     KVC_CAP_I8 = 1u << KVC_DTYPE_I8,
     KVC_CAP_Q15 = 1u << KVC_DTYPE_Q15,
     KVC_CAP_I4 = 1u << KVC_DTYPE_I4,
-    KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
-    KVC_CAP_MASS = 1u << 17,  /**< attend_batch returns per-entry attention mass */
-    KVC_CAP_OPT_IN = 1u << 18 /**< less precise than the reference by design (the single-precision
+    KVC_CAP_KIVI4 = 1u << KVC_DTYPE_KIVI4, /**< attend_batch reads KIVI4 segments (values: the int4 row kernels) */
+    KVC_CAP_BATCH = 1u << 16,              /**< attend_batch answers many positions per row read */
+    KVC_CAP_MASS = 1u << 17,               /**< attend_batch returns per-entry attention mass */
+    KVC_CAP_OPT_IN = 1u << 18              /**< less precise than the reference by design (the single-precision
                                    table): never picked by kvc_kernels_best, only by name */
 };
 

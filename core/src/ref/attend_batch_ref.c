@@ -22,17 +22,20 @@ static double exp_nonpos_ext(double t)
 }
 
 typedef struct rows_of {
-    const unsigned char *k, *v; /* row bases */
-    size_t ks, vs;              /* row strides, bytes */
-    const kvc_row_kernels *rk;
+    const unsigned char *k, *v; /* row bases (KIVI4 keys: the first key block) */
+    size_t ks, vs;              /* row strides, bytes (KIVI4 keys: 0, read by block) */
+    const kvc_row_kernels *rk;  /* the value rows' kernels, and the key rows' but for KIVI4 */
+    int kivi;                   /* keys in KIVI4 blocks */
 } rows_of;
 
 static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc_segment *s, rows_of *r)
 {
     if (s->dtype >= KVC_DTYPE_COUNT || !kvc_kernels_support(kern, s->dtype)) return 0;
-    r->rk = &kern->rows[s->dtype];
-    r->ks = (size_t)kvc_row_bytes(s->dtype, view->d);
-    r->vs = (size_t)kvc_row_bytes(s->dtype, view->dv);
+    const unsigned vt = kvc_segment_value_dtype(s->dtype);
+    r->kivi = s->dtype == KVC_DTYPE_KIVI4;
+    r->rk = &kern->rows[vt];
+    r->ks = r->kivi ? 0u : (size_t)kvc_row_bytes(s->dtype, view->d);
+    r->vs = (size_t)kvc_row_bytes(vt, view->dv);
     r->k = kvc_segment_key_rows(s);
     r->v = kvc_segment_value_rows(s);
     if (s->n > 0 && r->k == NULL) return 0;
@@ -51,6 +54,15 @@ static int entry_log_weight(const kvc_segment *s, double ln_scale, size_t i, dou
     }
     *x0 = x;
     return 1;
+}
+
+/* Entry i's score dot: the table's row kernel, or for a KIVI4 token the
+ * doubles of its definition (min + q scale) dotted in channel order, like an
+ * int4 row's dot (kvc_kivi4_key_dot_f32). */
+static double key_dot(const rows_of *r, size_t i, const float *q, size_t d)
+{
+    if (r->kivi) return kvc_kivi4_key_dot_f32(r->k, i, q, d);
+    return r->rk->dot_f32(r->k + i * r->ks, q, d);
 }
 
 /* The first position that sees entry e of the causal block of `total` entries. */
@@ -92,11 +104,10 @@ kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view
             const size_t p0 = s < b->causal_segs ? first_position(e_causal++, causal_total, n_pos) : 0u;
             double x0;
             if (!entry_log_weight(seg, ln_scale, i, &x0)) continue;
-            const void *krow = r->k + i * r->ks;
             const void *vrow = (seg->role & KVC_SET_NUM) ? (const void *)(r->v + i * r->vs) : NULL;
             for (size_t qi = p0 * n_q; qi < Q; qi++) {
                 double *q_st = st + qi * W, *acc = q_st + 3;
-                const double x = x0 + beta * r->rk->dot_f32(krow, b->q + qi * d, d);
+                const double x = x0 + beta * key_dot(r, i, b->q + qi * d, d);
                 if (q_st[1] == 0.0 || x > q_st[0]) {
                     const double rs = q_st[1] != 0.0 ? exp_nonpos_ext(q_st[0] - x) : 0.0;
                     q_st[2] *= rs;
@@ -133,12 +144,11 @@ kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view
             const size_t p0 = s < b->causal_segs ? first_position(e_causal++, causal_total, n_pos) : 0u;
             double x0;
             if (!entry_log_weight(seg, ln_scale, i, &x0)) continue;
-            const void *krow = r->k + i * r->ks;
             double sum = 0.0;
             for (size_t qi = p0 * n_q; qi < Q; qi++) {
                 const double *q_st = st + qi * W;
                 if (!(q_st[2] > 0.0)) continue;
-                const double x = x0 + beta * r->rk->dot_f32(krow, b->q + qi * d, d);
+                const double x = x0 + beta * key_dot(r, i, b->q + qi * d, d);
                 sum += exp_nonpos_ext(x - q_st[0]) / q_st[2];
             }
             b->mass[e] += sum;

@@ -51,17 +51,21 @@ static float ln_scale_of(const kvc_segment *s) { return s->scale == 1.0 ? 0.0f :
 typedef struct rows_of {
     const unsigned char *k, *v;
     size_t ks, vs;
-    unsigned dtype;
+    unsigned dtype; /* of the value rows, and of the key rows but for KIVI4 */
     const kvc_row_kernels *rk;
+    int kivi; /* keys in KIVI4 blocks */
 } rows_of;
 
 static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc_segment *s, rows_of *r)
 {
     if (s->dtype >= KVC_DTYPE_COUNT || !kvc_kernels_support(kern, s->dtype)) return 0;
-    r->dtype = s->dtype;
-    r->rk = &kern->rows[s->dtype];
-    r->ks = (size_t)kvc_row_bytes(s->dtype, view->d);
-    r->vs = (size_t)kvc_row_bytes(s->dtype, view->dv);
+    /* KIVI4: the keys are read block by block (kvc_kivi4_key_load), the
+       values are int4 rows; every other type's rows share one type */
+    r->kivi = s->dtype == KVC_DTYPE_KIVI4;
+    r->dtype = kvc_segment_value_dtype(s->dtype);
+    r->rk = &kern->rows[r->dtype];
+    r->ks = r->kivi ? 0u : (size_t)kvc_row_bytes(s->dtype, view->d);
+    r->vs = (size_t)kvc_row_bytes(r->dtype, view->dv);
     r->k = kvc_segment_key_rows(s);
     r->v = kvc_segment_value_rows(s);
     if (s->n > 0 && r->k == NULL) return 0;
@@ -86,6 +90,14 @@ static const float *row_floats(const rows_of *r, const unsigned char *base, size
         return buf;
     }
     r->rk->load(row, buf, dim);
+    return buf;
+}
+
+/* Entry i's key as floats. */
+static const float *key_floats(const rows_of *r, size_t i, size_t d, float *buf)
+{
+    if (!r->kivi) return row_floats(r, r->k, r->ks, i, d, buf);
+    kvc_kivi4_key_load(r->k, i, buf, d);
     return buf;
 }
 
@@ -148,7 +160,7 @@ kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *v
             const size_t p0 = s < b->causal_segs ? first_position(e_causal++, causal_total, n_pos) : 0u;
             float x0;
             if (!entry_log_weight(seg, ln_scale, i, &x0)) continue;
-            const float *k = row_floats(r, r->k, r->ks, i, d, kbuf);
+            const float *k = key_floats(r, i, d, kbuf);
             const float *v = (seg->role & KVC_SET_NUM) ? row_floats(r, r->v, r->vs, i, dv, vbuf) : NULL;
             for (size_t qi = p0 * n_q; qi < Q; qi++) {
                 float *q_st = st + qi * W, *acc = q_st + 3;
@@ -197,7 +209,7 @@ kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *v
             const size_t p0 = s < b->causal_segs ? first_position(e_causal++, causal_total, n_pos) : 0u;
             float x0;
             if (!entry_log_weight(seg, ln_scale, i, &x0)) continue;
-            const float *k = row_floats(r, r->k, r->ks, i, d, kbuf);
+            const float *k = key_floats(r, i, d, kbuf);
             float sum = 0.0f;
             for (size_t qi = p0 * n_q; qi < Q; qi++) {
                 const float *q_st = st + qi * W;

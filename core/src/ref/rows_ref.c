@@ -141,7 +141,7 @@ static double q15_absmax(const void *row, size_t dim) { return kvc_k_q15_absmax_
 /* The reference table (kernels.c lists it first among the built-in ones). */
 const kvc_kernels kvc_kernels_ref_table = {
     KVC_KERNELS_VERSION,
-    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_BATCH | KVC_CAP_MASS,
+    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_KIVI4 | KVC_CAP_BATCH | KVC_CAP_MASS,
     0u,
     "ref",
     kvc_k_attend_f32__ref,
@@ -154,7 +154,8 @@ const kvc_kernels kvc_kernels_ref_table = {
 /* The single-precision table: the same rows, the float attend (attend_single.c). */
 const kvc_kernels kvc_kernels_single_table = {
     KVC_KERNELS_VERSION,
-    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_CAP_OPT_IN,
+    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_KIVI4 | KVC_CAP_BATCH | KVC_CAP_MASS |
+        KVC_CAP_OPT_IN,
     0u,
     "single",
     kvc_k_attend_f32__single,

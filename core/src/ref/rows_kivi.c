@@ -1,0 +1,115 @@
+/* KIVI int4 key blocks (KVC_DTYPE_KIVI4; Liu et al. 2024, "KIVI"): the keys
+ * of 32 consecutive tokens quantised per channel, so an outlier channel gets
+ * its own scale instead of stretching every token's grid. A block is the
+ * transpose of 32 rows: channel c's 32 values form one int4 row of 32
+ * elements (rows_int4.c: an f16 scale, an f16 minimum, 16 bytes of nibbles,
+ * token 2i in the low nibble), 20 bytes per channel, channels in order:
+ *
+ *   block = [channel 0: u16 scale, u16 min, 16 B][channel 1: ...] ... (20 d B)
+ *
+ * Reusing the int4 row for the channel vector gives KIVI the same grid
+ * (stored halves, round to nearest, saturation at +-65504) and every value
+ * the same definition: min_c + q * scale_c, evaluated in double. A KIVI4
+ * segment's values are plain int4 rows (per token, groups of 32), which is
+ * KIVI's value layout. */
+#include <string.h>
+
+#include "rows_ref.h"
+
+/* Channel c's 20 bytes: an int4 row of KVC_KIVI_BLOCK elements. */
+#define CHANNEL_BYTES ((size_t)KVC_ROW_BYTES(KVC_DTYPE_I4, KVC_KIVI_BLOCK))
+_Static_assert(CHANNEL_BYTES * 1u == KVC_KIVI4_KEY_BLOCK_BYTES(1), "a channel is one int4 row of a block's tokens");
+
+uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d)
+{
+    return (n + KVC_KIVI_BLOCK - 1u) / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+}
+
+void kvc_kivi4_key_block_store(void *block, const float *keys, size_t n_tok, size_t d)
+{
+    if (block == NULL || keys == NULL || n_tok < 1 || n_tok > KVC_KIVI_BLOCK || d < 1 || d > KVC_MAX_HEAD_DIM) return;
+    unsigned char *b = (unsigned char *)block;
+    float x[KVC_KIVI_BLOCK];
+    for (size_t c = 0; c < d; c++) {
+        /* a partial block repeats its first token's value: the grid spans
+           only the tokens present, and the unused codes are deterministic */
+        for (size_t t = 0; t < KVC_KIVI_BLOCK; t++) x[t] = keys[(t < n_tok ? t : 0u) * d + c];
+        kvc_k_i4_store__ref(b + c * CHANNEL_BYTES, x, KVC_KIVI_BLOCK);
+    }
+}
+
+/* Channel c of token j (0..31) of a block: min + q * scale, in double. */
+static double key_element(const unsigned char *block, size_t j, size_t c)
+{
+    const unsigned char *ch = block + c * CHANNEL_BYTES;
+    uint16_t h[2];
+    memcpy(h, ch, sizeof h);
+    const unsigned q = (ch[4u + (j >> 1)] >> ((j & 1u) * 4u)) & 15u;
+    return (double)kvc_f16_to_f32(h[1]) + (double)q * (double)kvc_f16_to_f32(h[0]);
+}
+
+void kvc_kivi4_key_load_f64(const void *keys, size_t i, double *x, size_t d)
+{
+    const unsigned char *block = (const unsigned char *)keys + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+    for (size_t c = 0; c < d; c++) x[c] = key_element(block, i % KVC_KIVI_BLOCK, c);
+}
+
+double kvc_kivi4_key_dot_f32(const void *keys, size_t i, const float *q, size_t d)
+{
+    const unsigned char *block = (const unsigned char *)keys + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+    double s = 0.0;
+    for (size_t c = 0; c < d; c++) s += key_element(block, i % KVC_KIVI_BLOCK, c) * (double)q[c];
+    return s;
+}
+
+void kvc_kivi4_key_load(const void *keys, size_t i, float *x, size_t d)
+{
+    double k[KVC_MAX_HEAD_DIM];
+    if (keys == NULL || x == NULL || d < 1 || d > KVC_MAX_HEAD_DIM) return;
+    kvc_kivi4_key_load_f64(keys, i, k, d);
+    for (size_t c = 0; c < d; c++) x[c] = (float)k[c];
+}
+
+void kvc_kivi4_keys_load_block(const void *keys, size_t i0, size_t nb, float *x, size_t d)
+{
+    /* tokens i0 .. i0 + nb - 1 of one block: each channel's header read once */
+    const unsigned char *block = (const unsigned char *)keys + i0 / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+    const size_t j0 = i0 % KVC_KIVI_BLOCK;
+    for (size_t c = 0; c < d; c++) {
+        const unsigned char *ch = block + c * CHANNEL_BYTES;
+        uint16_t h[2];
+        memcpy(h, ch, sizeof h);
+        const double sc = (double)kvc_f16_to_f32(h[0]), mn = (double)kvc_f16_to_f32(h[1]);
+        for (size_t j = 0; j < nb; j++) {
+            const size_t t = j0 + j;
+            const unsigned q = (ch[4u + (t >> 1)] >> ((t & 1u) * 4u)) & 15u;
+            x[j * d + c] = (float)(mn + (double)q * sc);
+        }
+    }
+}
+
+int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x)
+{
+    if (s == NULL || x == NULL || i >= s->n || d < 1 || d > KVC_MAX_HEAD_DIM || s->dtype >= KVC_DTYPE_COUNT) return 0;
+    if (s->dtype == KVC_DTYPE_KIVI4) {
+        if (s->keys_q == NULL) return 0;
+        kvc_kivi4_key_load(s->keys_q, i, x, d);
+        return 1;
+    }
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[s->dtype];
+    const unsigned char *K = (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q);
+    if (rk->load == NULL || K == NULL) return 0;
+    rk->load(K + i * (size_t)kvc_row_bytes(s->dtype, d), x, d);
+    return 1;
+}
+
+int kvc_segment_value_load(const kvc_segment *s, size_t dv, size_t i, float *x)
+{
+    if (s == NULL || x == NULL || i >= s->n || dv < 1 || dv > KVC_MAX_HEAD_DIM || s->dtype >= KVC_DTYPE_COUNT) return 0;
+    const unsigned t = kvc_segment_value_dtype(s->dtype);
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[t];
+    const unsigned char *V = (const unsigned char *)(t == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q);
+    if (rk->load == NULL || V == NULL) return 0;
+    rk->load(V + i * (size_t)kvc_row_bytes(t, dv), x, dv);
+    return 1;
+}
