@@ -89,6 +89,28 @@ def case_eval_budget_clamped():
         expect(p.returncode == 0 and "clamped to 200" in p.stderr, "eval with a huge budget runs, clamped, in 1 GiB")
 
 
+def case_floor_every_type():
+    """kvc floor holds a trace in every storage type the reference reads (KIVI4 among them, not in a list kept
+    here) and compares each position with exact attention; f32 storage adds only the attend's float rounding,
+    every other type a finite error below 1; bad arguments are refused with exit 2."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "100", "--text", STORY, "--out", tmp])
+        expect(p.returncode == 0, "dump a trace")
+        p = run(["floor", "--trace", os.path.join(tmp, "L1"), "--head", "1", "--from", "10"])
+        expect(p.returncode == 0, "floor runs")
+        rows = {l.split()[0]: (float(l.split()[1]), float(l.split()[2])) for l in p.stdout.splitlines()[2:]}
+        expect("kivi4" in rows and "int4" in rows and "f16" in rows, "a row per type, kivi4 included")
+        # f32 rows through the f32-summing table: the attend's rounding, about (n + d) 2^-24 relative
+        expect(rows["f32"][0] < 100 * 2**-24 * 8, "f32 storage adds only rounding")
+        expect(all(0.0 <= e < 1.0 for e, _ in rows.values()), "every error finite and below 1")
+        for bad in (["--from", "100"], ["--head", "x"], []):
+            args = ["floor"] + (["--trace", os.path.join(tmp, "L1")] if bad != [] else []) + bad
+            p = run(args)
+            named = bad[0] if bad else "--trace"
+            expect(p.returncode == 2 and named in p.stderr, "refused, naming %s: %s" % (named, " ".join(bad)))
+
+
 def case_arena_limit_refuses():
     """Above KVC_MAX_ARENA_MB the command says so before allocating."""
     need_model()
