@@ -88,7 +88,7 @@ int kvc_bench_cost(int argc, char **argv)
         kvc_view ev;
         memset(&ev, 0, sizeof ev);
         ev.d = d, ev.dv = dv, ev.beta = (float)(1.0 / sqrt((double)d)), ev.n_seg = 1;
-        ev.seg[0] = (kvc_segment){tr.k, tr.v, NULL, 1.0, n, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
+        ev.seg[0] = (kvc_segment){tr.k, tr.v, NULL, 1.0, n, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
         const double t0 = now_s();
         for (uint64_t r = 0; r < reps; r++) kvc_attend(tables[ti], &ev, tr.q + (n - 1) * d, 1, z);
         exact_q[ti] = (now_s() - t0) / (double)reps;

@@ -53,21 +53,26 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
         const unsigned ts = s == 0 ? KVC_DTYPE_F32 : t, vt = kvc_segment_value_dtype(ts);
         const int kivi = ts == KVC_DTYPE_KIVI4;
         const size_t kb = kivi ? 0u : (size_t)kvc_row_bytes(ts, d), vb = (size_t)kvc_row_bytes(vt, dv);
-        vd->rows[s][0] = malloc((kivi ? (size_t)kvc_kivi4_key_bytes(n, d) : n * kb) + 1);
+        /* KIVI4: the segment may start inside its first block (a cache's
+           oldest block, partly evicted): `first` tokens before it */
+        const size_t first = kivi ? kvc_rng_below(r, KVC_KIVI_BLOCK) : 0u, nk = first + n;
+        vd->rows[s][0] = malloc((kivi ? (size_t)kvc_kivi4_key_bytes(nk, d) : n * kb) + 1);
         vd->rows[s][1] = malloc(n * vb + 1);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < nk; i++) {
             /* KIVI4 keys: a block's tokens gathered, stored when it is full or the segment ends */
             float *k = kivi ? x + (i % KVC_KIVI_BLOCK) * d : x;
             for (size_t c = 0; c < d; c++) k[c] = (float)(kvc_rng_normal(r) * key_scale);
             if (!kivi)
                 kvc_kernels_ref()->rows[ts].store(vd->rows[s][0] + i * kb, k, d);
-            else if (i % KVC_KIVI_BLOCK == KVC_KIVI_BLOCK - 1u || i + 1u == n)
+            else if (i % KVC_KIVI_BLOCK == KVC_KIVI_BLOCK - 1u || i + 1u == nk)
                 kvc_kivi4_key_block_store(vd->rows[s][0] + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d), x,
                                           i % KVC_KIVI_BLOCK + 1u, d);
+            if (i < first) continue;
             float y[256];
             for (size_t c = 0; c < dv; c++) y[c] = (float)kvc_rng_normal(r);
-            kvc_kernels_ref()->rows[vt].store(vd->rows[s][1] + i * vb, y, dv);
+            kvc_kernels_ref()->rows[vt].store(vd->rows[s][1] + (i - first) * vb, y, dv);
         }
+        g->first = first;
         g->n = n, g->dtype = ts, g->scale = weights ? 0.5 + 3.0 * kvc_rng_unit(r) : 1.0;
         g->role = split_sets ? (s % 3 == 1 ? KVC_SET_NUM : s % 3 == 2 ? KVC_SET_DEN : KVC_SET_BOTH) : KVC_SET_BOTH;
         if (ts == KVC_DTYPE_F32)
@@ -563,7 +568,7 @@ static int exact_huge_values_on_every_table(void)
     kvc_view view;
     memset(&view, 0, sizeof view);
     view.d = DD, view.dv = DD, view.beta = 0.25f, view.n_seg = 1;
-    view.seg[0] = (kvc_segment){k, v, NULL, 1.0, N, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
+    view.seg[0] = (kvc_segment){k, v, NULL, 1.0, N, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
     float q[2 * DD], ref[2 * DD], out[2 * DD];
     for (size_t c = 0; c < 2 * DD; c++) q[c] = (float)kvc_rng_normal(&r);
     CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 2, ref) == KVC_OK);

@@ -19,7 +19,7 @@ static kvc_view one_segment(const float *k, const float *v, const float *w, size
     view.dv = dv;
     view.beta = beta;
     view.n_seg = 1;
-    view.seg[0] = (kvc_segment){k, v, w, 1.0, n, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
+    view.seg[0] = (kvc_segment){k, v, w, 1.0, n, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
     return view;
 }
 
@@ -104,8 +104,8 @@ static int attend_segments_split_invariant(void)
     kvc_view split = whole;
     split.n_seg = 3;
     split.seg[0].n = 100;
-    split.seg[1] = (kvc_segment){k + 100 * d, v + 100 * dv, NULL, 1.0, 1, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
-    split.seg[2] = (kvc_segment){k + 101 * d, v + 101 * dv, NULL, 1.0, 200, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL};
+    split.seg[1] = (kvc_segment){k + 100 * d, v + 100 * dv, NULL, 1.0, 1, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
+    split.seg[2] = (kvc_segment){k + 101 * d, v + 101 * dv, NULL, 1.0, 200, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
     CHECK(kvc_attend(kvc_kernels_ref(), &whole, q, 1, z1) == KVC_OK);
     CHECK(kvc_attend(kvc_kernels_ref(), &split, q, 1, z2) == KVC_OK);
     for (size_t c = 0; c < dv; c++) CHECK(fabsf(z1[c] - z2[c]) <= 4 * FLT_EPSILON * (fabsf(z1[c]) + 1e-3f));
@@ -128,8 +128,8 @@ static int attend_separate_num_den(void)
     kvc_view view;
     memset(&view, 0, sizeof view);
     view.d = d, view.dv = dv, view.beta = 0.5f, view.n_seg = 2;
-    view.seg[0] = (kvc_segment){kn, vn, a, 1.5, nn, KVC_SET_NUM, KVC_DTYPE_F32, NULL, NULL};
-    view.seg[1] = (kvc_segment){kd, NULL, b, 0.75, nd, KVC_SET_DEN, KVC_DTYPE_F32, NULL, NULL};
+    view.seg[0] = (kvc_segment){kn, vn, a, 1.5, nn, KVC_SET_NUM, KVC_DTYPE_F32, NULL, NULL, 0};
+    view.seg[1] = (kvc_segment){kd, NULL, b, 0.75, nd, KVC_SET_DEN, KVC_DTYPE_F32, NULL, NULL, 0};
     CHECK(kvc_attend(kvc_kernels_ref(), &view, q, 1, z) == KVC_OK);
     double num[8] = {0}, den = 0;
     for (size_t i = 0; i < nn; i++) {

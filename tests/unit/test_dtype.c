@@ -339,12 +339,32 @@ static int kivi4_keys_per_channel(void)
                 }
                 CHECK(kvc_kivi4_key_dot_f32(blk, j, q, d) == dot);
             }
+            /* from f16 rows (a cache's open block): the same bytes as from those rows' floats */
+            {
+                const size_t hb = (size_t)kvc_row_bytes(KVC_DTYPE_F16, d);
+                unsigned char *h = malloc(nt * hb), *b16 = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+                float *kr = malloc(nt * d * sizeof(float));
+                for (size_t j = 0; j < nt; j++) {
+                    rk(KVC_DTYPE_F16)->store(h + j * hb, k + j * d, d);
+                    rk(KVC_DTYPE_F16)->load(h + j * hb, kr + j * d, d);
+                }
+                unsigned char *bf = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+                memset(bf, 0xAB, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+                memset(b16, 0xCD, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
+                kvc_kivi4_key_block_store(bf, kr, nt, d);
+                kvc_kivi4_key_block_store_f16(b16, h, nt, d);
+                CHECK(memcmp(bf, b16, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d)) == 0);
+                /* the padding after the channels is zero (deterministic arenas) */
+                for (size_t o = 20u * d; o < (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d); o++) CHECK(bf[o] == 0);
+                free(h), free(b16), free(kr), free(bf);
+            }
             /* refused arguments leave the block as it was */
             unsigned char *copy = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
             memcpy(copy, blk, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d));
             kvc_kivi4_key_block_store(blk, k, 0, d);
             kvc_kivi4_key_block_store(blk, k, KVC_KIVI_BLOCK + 1u, d);
             kvc_kivi4_key_block_store(blk, NULL, nt, d);
+            kvc_kivi4_key_block_store_f16(blk, NULL, nt, d);
             CHECK(memcmp(copy, blk, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d)) == 0);
             free(copy), free(blk), free(k);
         }

@@ -363,8 +363,6 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
-_Static_assert(KVC_KIVI_BLOCK % BLK == 0, "a block of the f32 pass lies inside one KIVI key block");
-
 /* An int4 segment (groups of 32 with an f16 scale and minimum each), a
  * KIVI4 one (its keys per channel over 32 tokens, its values int4 rows) or a
  * Q15 one (a scale per row): every block of BLK rows is dequantised into f32
@@ -385,11 +383,16 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
     const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
     const int in_num = (seg->role & KVC_SET_NUM) != 0 && mass == NULL;
     float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
-    for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
-        const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
-        /* KIVI4 keys: the BLK tokens lie in one key block (BLK divides 32),
-           each channel's scale and minimum read once for them */
-        if (t == KVC_DTYPE_KIVI4) kvc_kivi4_keys_load_block(K, j0, nb, kf, d);
+    const size_t first = t == KVC_DTYPE_KIVI4 ? seg->first : 0u;
+    for (size_t j0 = 0, nb; j0 < seg->n; j0 += nb) {
+        nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
+        if (t == KVC_DTYPE_KIVI4) {
+            /* KIVI4 keys: a block of the pass stays inside one key block,
+               whose channel scales and minima are then read once for it */
+            const size_t in_block = KVC_KIVI_BLOCK - (first + j0) % KVC_KIVI_BLOCK;
+            if (nb > in_block) nb = in_block;
+            kvc_kivi4_keys_load_block(K, first + j0, nb, kf, d);
+        }
         for (size_t j = 0; j < nb; j++) {
             if (t != KVC_DTYPE_KIVI4) rk->load(K + (j0 + j) * ks, kf + j * d, d);
             if (in_num) rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
@@ -424,6 +427,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         const void *k = kvc_segment_key_rows(seg), *v = kvc_segment_value_rows(seg);
         if ((seg->dtype > KVC_DTYPE_I8 && seg->dtype != KVC_DTYPE_I4 && seg->dtype != KVC_DTYPE_Q15 &&
              seg->dtype != KVC_DTYPE_KIVI4) ||
+            (seg->dtype == KVC_DTYPE_KIVI4 && seg->first >= KVC_KIVI_BLOCK) ||
             (seg->n > 0 && (k == NULL || ((seg->role & KVC_SET_NUM) && v == NULL))))
             return ref->attend_batch(ref, view, b, work, work_bytes);
         if (s < b->causal_segs) causal_total += seg->n;

@@ -129,6 +129,8 @@ typedef struct kvc_segment {
                                KVC_DTYPE_KIVI4: ceil(n / 32) key blocks (kvc_kivi4_key_block_store) */
     const void *values_q; /**< other storage types: n rows of kvc_row_bytes(dtype, dv) bytes;
                                KVC_DTYPE_KIVI4: n int4 rows (kvc_segment_value_dtype) */
+    size_t first;         /**< KVC_DTYPE_KIVI4: the first entry's token in the first key block
+                               (0 .. 31; values_q points at that entry's row); 0 otherwise */
 } kvc_segment;
 
 /** Tokens of one KIVI key block (the channel grouping of KVC_DTYPE_KIVI4). */
@@ -136,9 +138,12 @@ typedef struct kvc_segment {
 
 /** Bytes of one KIVI4 key block of @p d channels: per channel, in channel
  *  order, an int4 row of the block's 32 values (f16 scale, f16 minimum, 16
- *  bytes of nibbles; token 2i in the low nibble): 20 bytes a channel, 5 bits
- *  an element, the same as an int4 row. */
-#define KVC_KIVI4_KEY_BLOCK_BYTES(d) (20u * (uint64_t)(d))
+ *  bytes of nibbles; token 2i in the low nibble), 20 bytes a channel, then
+ *  zeros up to the bytes of 32 int4 rows of d elements. A block therefore
+ *  costs exactly what 32 per-token int4 rows cost (5 bits an element at
+ *  d = 64, where there is no padding) and sits where those rows would: a
+ *  row-based region holds blocks at rows 0, 32, 64, ... */
+#define KVC_KIVI4_KEY_BLOCK_BYTES(d) ((uint64_t)KVC_KIVI_BLOCK * KVC_ROW_BYTES(KVC_DTYPE_I4, d))
 
 /** The storage type of a segment's value rows: int4 rows for KIVI4 (KIVI
  *  quantises values per token), the segment's own type otherwise. */
@@ -153,7 +158,7 @@ uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d);
 /**
  * @brief Quantise the keys of up to 32 consecutive tokens into one KIVI4 key
  *        block: each channel over the block's tokens gets its own f16 scale
- *        and minimum (asymmetric, 16 levels).
+ *        and minimum (asymmetric, 16 levels); the padding is zeroed.
  * @param block  KVC_KIVI4_KEY_BLOCK_BYTES(d) bytes (written whole).
  * @param keys   @p n_tok rows of @p d finite floats, token-major.
  * @param n_tok  1 .. KVC_KIVI_BLOCK; a partial block's unused codes repeat its first token.
@@ -161,6 +166,11 @@ uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d);
  * Out-of-range arguments write nothing.
  */
 void kvc_kivi4_key_block_store(void *block, const float *keys, size_t n_tok, size_t d);
+
+/** The same from @p n_tok f16 rows (kvc_row_bytes(KVC_DTYPE_F16, d) bytes
+ *  each, consecutive): what a cache's open block becomes when it fills. Reads
+ *  a channel at a time (32 floats of stack). */
+void kvc_kivi4_key_block_store_f16(void *block, const void *rows_f16, size_t n_tok, size_t d);
 
 /** Token @p i of KIVI4 key blocks starting at @p keys, dequantised into @p x
  *  (d floats): min + q scale per channel, rounded to float once. */

@@ -26,6 +26,7 @@ typedef struct rows_of {
     size_t ks, vs;              /* row strides, bytes (KIVI4 keys: 0, read by block) */
     const kvc_row_kernels *rk;  /* the value rows' kernels, and the key rows' but for KIVI4 */
     int kivi;                   /* keys in KIVI4 blocks */
+    size_t first;               /* KIVI4: entry 0's token in the first block */
 } rows_of;
 
 static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc_segment *s, rows_of *r)
@@ -33,6 +34,8 @@ static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc
     if (s->dtype >= KVC_DTYPE_COUNT || !kvc_kernels_support(kern, s->dtype)) return 0;
     const unsigned vt = kvc_segment_value_dtype(s->dtype);
     r->kivi = s->dtype == KVC_DTYPE_KIVI4;
+    r->first = r->kivi ? s->first : 0u;
+    if (r->first >= KVC_KIVI_BLOCK) return 0;
     r->rk = &kern->rows[vt];
     r->ks = r->kivi ? 0u : (size_t)kvc_row_bytes(s->dtype, view->d);
     r->vs = (size_t)kvc_row_bytes(vt, view->dv);
@@ -61,7 +64,7 @@ static int entry_log_weight(const kvc_segment *s, double ln_scale, size_t i, dou
  * int4 row's dot (kvc_kivi4_key_dot_f32). */
 static double key_dot(const rows_of *r, size_t i, const float *q, size_t d)
 {
-    if (r->kivi) return kvc_kivi4_key_dot_f32(r->k, i, q, d);
+    if (r->kivi) return kvc_kivi4_key_dot_f32(r->k, r->first + i, q, d);
     return r->rk->dot_f32(r->k + i * r->ks, q, d);
 }
 

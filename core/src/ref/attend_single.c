@@ -53,7 +53,8 @@ typedef struct rows_of {
     size_t ks, vs;
     unsigned dtype; /* of the value rows, and of the key rows but for KIVI4 */
     const kvc_row_kernels *rk;
-    int kivi; /* keys in KIVI4 blocks */
+    int kivi;     /* keys in KIVI4 blocks */
+    size_t first; /* KIVI4: entry 0's token in the first block */
 } rows_of;
 
 static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc_segment *s, rows_of *r)
@@ -62,6 +63,8 @@ static int segment_rows(const kvc_kernels *kern, const kvc_view *view, const kvc
     /* KIVI4: the keys are read block by block (kvc_kivi4_key_load), the
        values are int4 rows; every other type's rows share one type */
     r->kivi = s->dtype == KVC_DTYPE_KIVI4;
+    r->first = r->kivi ? s->first : 0u;
+    if (r->first >= KVC_KIVI_BLOCK) return 0;
     r->dtype = kvc_segment_value_dtype(s->dtype);
     r->rk = &kern->rows[r->dtype];
     r->ks = r->kivi ? 0u : (size_t)kvc_row_bytes(s->dtype, view->d);
@@ -97,7 +100,7 @@ static const float *row_floats(const rows_of *r, const unsigned char *base, size
 static const float *key_floats(const rows_of *r, size_t i, size_t d, float *buf)
 {
     if (!r->kivi) return row_floats(r, r->k, r->ks, i, d, buf);
-    kvc_kivi4_key_load(r->k, i, buf, d);
+    kvc_kivi4_key_load(r->k, r->first + i, buf, d);
     return buf;
 }
 

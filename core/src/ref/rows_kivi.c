@@ -3,9 +3,10 @@
  * its own scale instead of stretching every token's grid. A block is the
  * transpose of 32 rows: channel c's 32 values form one int4 row of 32
  * elements (rows_int4.c: an f16 scale, an f16 minimum, 16 bytes of nibbles,
- * token 2i in the low nibble), 20 bytes per channel, channels in order:
+ * token 2i in the low nibble), 20 bytes per channel, channels in order, then
+ * zeros up to the bytes of 32 int4 rows (none where d is a multiple of 32):
  *
- *   block = [channel 0: u16 scale, u16 min, 16 B][channel 1: ...] ... (20 d B)
+ *   block = [channel 0: u16 scale, u16 min, 16 B][channel 1: ...] ... [0 ...]
  *
  * Reusing the int4 row for the channel vector gives KIVI the same grid
  * (stored halves, round to nearest, saturation at +-65504) and every value
@@ -18,24 +19,52 @@
 
 /* Channel c's 20 bytes: an int4 row of KVC_KIVI_BLOCK elements. */
 #define CHANNEL_BYTES ((size_t)KVC_ROW_BYTES(KVC_DTYPE_I4, KVC_KIVI_BLOCK))
-_Static_assert(CHANNEL_BYTES * 1u == KVC_KIVI4_KEY_BLOCK_BYTES(1), "a channel is one int4 row of a block's tokens");
+_Static_assert(CHANNEL_BYTES == 20u, "a channel is one int4 row of a block's 32 tokens");
+_Static_assert(KVC_KIVI4_KEY_BLOCK_BYTES(64) == 20u * 64u, "no padding where d is a multiple of 32");
 
 uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d)
 {
     return (n + KVC_KIVI_BLOCK - 1u) / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
 }
 
-void kvc_kivi4_key_block_store(void *block, const float *keys, size_t n_tok, size_t d)
+/* One channel's 32 values (a partial block repeats its first token's value:
+ * the grid spans only the tokens present, and the unused codes are
+ * deterministic) into its int4 row; then the padding zeroed. */
+typedef float (*key_at_fn)(const void *src, size_t t, size_t c, size_t d);
+
+static void block_store(void *block, const void *src, key_at_fn at, size_t n_tok, size_t d)
 {
-    if (block == NULL || keys == NULL || n_tok < 1 || n_tok > KVC_KIVI_BLOCK || d < 1 || d > KVC_MAX_HEAD_DIM) return;
     unsigned char *b = (unsigned char *)block;
     float x[KVC_KIVI_BLOCK];
     for (size_t c = 0; c < d; c++) {
-        /* a partial block repeats its first token's value: the grid spans
-           only the tokens present, and the unused codes are deterministic */
-        for (size_t t = 0; t < KVC_KIVI_BLOCK; t++) x[t] = keys[(t < n_tok ? t : 0u) * d + c];
+        for (size_t t = 0; t < KVC_KIVI_BLOCK; t++) x[t] = at(src, t < n_tok ? t : 0u, c, d);
         kvc_k_i4_store__ref(b + c * CHANNEL_BYTES, x, KVC_KIVI_BLOCK);
     }
+    memset(b + d * CHANNEL_BYTES, 0, (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d) - d * CHANNEL_BYTES);
+}
+
+static float at_f32(const void *src, size_t t, size_t c, size_t d) { return ((const float *)src)[t * d + c]; }
+
+static float at_f16(const void *src, size_t t, size_t c, size_t d)
+{
+    uint16_t h;
+    memcpy(&h, (const unsigned char *)src + t * (size_t)kvc_row_bytes(KVC_DTYPE_F16, d) + 2u * c, sizeof h);
+    return kvc_f16_to_f32(h);
+}
+
+static int block_args_ok(const void *block, const void *src, size_t n_tok, size_t d)
+{
+    return block != NULL && src != NULL && n_tok >= 1 && n_tok <= KVC_KIVI_BLOCK && d >= 1 && d <= KVC_MAX_HEAD_DIM;
+}
+
+void kvc_kivi4_key_block_store(void *block, const float *keys, size_t n_tok, size_t d)
+{
+    if (block_args_ok(block, keys, n_tok, d)) block_store(block, keys, at_f32, n_tok, d);
+}
+
+void kvc_kivi4_key_block_store_f16(void *block, const void *rows_f16, size_t n_tok, size_t d)
+{
+    if (block_args_ok(block, rows_f16, n_tok, d)) block_store(block, rows_f16, at_f16, n_tok, d);
 }
 
 /* Channel c of token j (0..31) of a block: min + q * scale, in double. */
@@ -92,8 +121,8 @@ int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x)
 {
     if (s == NULL || x == NULL || i >= s->n || d < 1 || d > KVC_MAX_HEAD_DIM || s->dtype >= KVC_DTYPE_COUNT) return 0;
     if (s->dtype == KVC_DTYPE_KIVI4) {
-        if (s->keys_q == NULL) return 0;
-        kvc_kivi4_key_load(s->keys_q, i, x, d);
+        if (s->keys_q == NULL || s->first >= KVC_KIVI_BLOCK) return 0;
+        kvc_kivi4_key_load(s->keys_q, s->first + i, x, d);
         return 1;
     }
     const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[s->dtype];
