@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "demo.h"
 #include "eval.h"
+#include "fig1.h"
 #include "floor.h"
 #include "dump.h"
 #include "profile.h"
@@ -34,6 +35,7 @@ static const struct {
     {"ppl", "perplexity of a text with a compressed cache and with exact", kvc_cmd_ppl},
     {"bench", "recall | ppl | decode | kernels | cost: every method x budget, ratios in one run", kvc_cmd_bench},
     {"eval", "stream a q/k/v trace through a method and compare with exact attention", kvc_cmd_eval},
+    {"fig1", "BalanceKV's Figure 1 protocol: offline BalanceKV vs uniform on a trace's middle", kvc_cmd_fig1},
     {"floor", "the error each storage type alone adds (every token of a trace held)", kvc_cmd_floor},
     {"synth", "write a synthetic q/k/v trace with structure (.npy)", kvc_cmd_synth},
     {"dump", "write each layer's q/k/v of a model run as .npy traces", kvc_cmd_dump},

@@ -111,6 +111,27 @@ def case_floor_every_type():
             expect(p.returncode == 2 and named in p.stderr, "refused, naming %s: %s" % (named, " ".join(bad)))
 
 
+def case_fig1_protocol():
+    """kvc fig1 runs the Figure 1 protocol on a trace: a line per T with both errors finite and their ratio, a CSV
+    row per (head, T, seed, method) with the survivors floor-halved; a middle too short and bad lists are refused."""
+    need_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["dump", "--model", MODEL, "--tokenizer", TOK, "--steps", "120", "--text", STORY, "--out", tmp])
+        expect(p.returncode == 0, "dump a trace")
+        tr, csv_path = os.path.join(tmp, "L1"), os.path.join(tmp, "f.csv")
+        p = run(["fig1", "--trace", tr, "--first", "16", "--recent", "16", "--rounds", "1,2", "--seeds", "2",
+                 "--heads", "0,1", "--csv", csv_path])
+        expect(p.returncode == 0, "fig1 runs")
+        lines = [l.split() for l in p.stdout.splitlines()[2:]]
+        expect(len(lines) == 2 and [int(l[1]) for l in lines] == [44, 22], "a line per T, 88 middle tokens halved")
+        expect(all(0.0 < float(l[2]) < 10 and 0.0 < float(l[3]) < 10 for l in lines), "finite errors")
+        rows = open(csv_path).read().splitlines()
+        expect(len(rows) == 1 + 2 * 2 * 2 * 2, "a CSV row per head, T, seed and method")
+        for bad in (["--first", "60", "--recent", "60"], ["--rounds", "1,x"]):
+            p = run(["fig1", "--trace", tr] + bad)
+            expect(p.returncode == 2 and "kvc fig1:" in p.stderr, "refused: %s" % " ".join(bad))
+
+
 def case_arena_limit_refuses():
     """Above KVC_MAX_ARENA_MB the command says so before allocating."""
     need_model()

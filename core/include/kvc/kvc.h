@@ -46,12 +46,13 @@
 /* ---- the advanced tier (#define KVC_ADVANCED before this header): the
  * batched, split-K and observed attends of one stream, its raw view, the
  * kernel-table entry points for backend authors, the attend kernel itself,
- * the integer (fixed-point) attend and the counter-based RNG. These may change
+ * the integer (fixed-point) attend, the counter-based RNG and offline BalanceKV. These may change
  * between minor versions; the stable tier does not. ---- */
 #if defined(KVC_ADVANCED)
 #include "kvc_rng.h"
 #include "kvc_attend.h"
 #include "kvc_fixed.h"
+#include "kvc_offline.h"
 #endif
 
 #endif
