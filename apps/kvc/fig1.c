@@ -56,17 +56,18 @@ typedef struct fig1_case {
     float *z;
 } fig1_case;
 
-/* Mean relative error over the scored queries of a middle of n_c entries. */
-static double score(fig1_case *c, size_t n_c)
+/* Mean relative error over the scored queries: the first tokens, the
+ * middle's segments (n_mid of them), recent[0..i]. */
+static double score_view(fig1_case *c, const kvc_segment *mid, size_t n_mid)
 {
     const kvc_trace *tr = c->tr;
     const size_t d = tr->d, dv = tr->dv, n = tr->n;
     kvc_view view;
     memset(&view, 0, sizeof view);
-    view.d = d, view.dv = dv, view.beta = (float)(1.0 / sqrt((double)d)), view.n_seg = 3;
+    view.d = d, view.dv = dv, view.beta = (float)(1.0 / sqrt((double)d)), view.n_seg = n_mid + 2;
     const kvc_segment first = {tr->k, tr->v, NULL, 1.0, c->first, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
-    const kvc_segment mid = {c->kc, c->vc, c->wc, 1.0, n_c, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
-    view.seg[0] = first, view.seg[1] = mid;
+    view.seg[0] = first;
+    for (size_t s = 0; s < n_mid; s++) view.seg[1 + s] = mid[s];
     double sum = 0.0;
     for (size_t i = 0; i < c->recent; i++) {
         const size_t j = n - c->recent + i;
@@ -80,7 +81,7 @@ static double score(fig1_case *c, size_t n_c)
                                  NULL,
                                  NULL,
                                  0};
-        view.seg[2] = rec;
+        view.seg[1 + n_mid] = rec;
         const kvc_attend_batch b = {tr->q + j * d, 1, 1, 0, c->z, NULL, NULL};
         if (kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &view, &b, c->work,
                                             (size_t)kvc_attend_work_bytes(1, 1, dv)) != KVC_OK)
@@ -94,6 +95,50 @@ static double score(fig1_case *c, size_t n_c)
     return sum / (double)c->recent;
 }
 
+/* The same for the gathered middle of n_c weighted entries. */
+static double score(fig1_case *c, size_t n_c)
+{
+    const kvc_segment mid = {c->kc, c->vc, c->wc, 1.0, n_c, KVC_SET_BOTH, KVC_DTYPE_F32, NULL, NULL, 0};
+    return score_view(c, &mid, 1);
+}
+
+/* A registered method compressing the middle as a stream (no sinks, no
+ * window: every middle token reaches the method; a prefill method is told
+ * the middle is its prompt) at a budget of `budget` tokens; its view's
+ * non-empty segments are the middle. NAN when the method refuses the
+ * configuration or a token; *held gets the view's entries. */
+static double score_stream(fig1_case *c, kvc_method m, uint32_t budget, uint64_t seed, size_t *held)
+{
+    const kvc_trace *tr = c->tr;
+    const size_t d = tr->d, dv = tr->dv;
+    kvc_stream_config cfg = kvc_stream_config_default(m, (uint32_t)d, (uint32_t)dv, budget, seed);
+    cfg.n_sink = 0, cfg.n_window = 0, cfg.prefix_len = (uint32_t)c->mid;
+    const size_t bytes = kvc_stream_arena_bytes(&cfg);
+    if (bytes == 0) return NAN;
+    void *arena = aligned_alloc(KVC_ARENA_ALIGN, (bytes + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN);
+    kvc_stream *st = NULL;
+    double e = NAN;
+    if (arena && kvc_stream_init(arena, bytes, &cfg, &st) == KVC_OK) {
+        /* a query-aware method gets the queries of the trace's last 32 positions first (SnapKV's window) */
+        const size_t obs = c->recent < 32 ? c->recent : 32;
+        (void)kvc_stream_prefill_queries(st, NULL, tr->q + (tr->n - obs) * d, obs);
+        kvc_status s = KVC_OK;
+        for (size_t i = 0; i < c->mid && s == KVC_OK; i++)
+            s = kvc_stream_append(st, NULL, tr->k + (c->mid0 + i) * d, tr->v + (c->mid0 + i) * dv);
+        kvc_view v;
+        if (s == KVC_OK && kvc_stream_view(st, &v) == KVC_OK) {
+            kvc_segment mid[KVC_VIEW_MAX_SEGMENTS];
+            size_t n_mid = 0;
+            *held = 0;
+            for (size_t g = 0; g < v.n_seg; g++)
+                if (v.seg[g].n > 0) mid[n_mid++] = v.seg[g], *held += v.seg[g].n;
+            e = score_view(c, mid, n_mid);
+        }
+    }
+    free(arena);
+    return e;
+}
+
 static void gather(fig1_case *c, size_t i, size_t tok, float w)
 {
     const kvc_trace *tr = c->tr;
@@ -104,9 +149,9 @@ static void gather(fig1_case *c, size_t i, size_t tok, float w)
 
 int kvc_cmd_fig1(int argc, char **argv)
 {
-    const char *dir = NULL, *heads_s = "0,3,6", *rounds_s = "1,2,3,4", *csv_path = NULL;
+    const char *dir = NULL, *heads_s = "0,3,6", *rounds_s = "1,2,3,4", *csv_path = NULL, *methods_s = NULL;
     uint64_t seeds = 20, first = 256, recent = 256;
-    kvc_flag fl[8];
+    kvc_flag fl[9];
     size_t nf = 0;
     fl[nf++] = (kvc_flag){"--trace", 's', &dir, 0, 0, NULL, "DIR\tthe trace: DIR/{q,k,v}.npy (kvc dump)"};
     fl[nf++] = (kvc_flag){"--heads", 's', &heads_s, 0, 0, NULL, "a,b,..\tquery heads (default 0,3,6)"};
@@ -116,6 +161,14 @@ int kvc_cmd_fig1(int argc, char **argv)
     fl[nf++] = (kvc_flag){
         "--recent", 'u', &recent, 1, 1u << 20, NULL, "R\texact last tokens, the scored queries (default 256)"};
     fl[nf++] = (kvc_flag){"--csv", 's', &csv_path, 0, 0, NULL, "FILE\tone row per (head, T, seed, method)"};
+    fl[nf++] = (kvc_flag){"--methods",
+                          's',
+                          &methods_s,
+                          0,
+                          0,
+                          NULL,
+                          "a,b|all\tregistered methods too, as streams at a budget of the kept tokens (all: every one "
+                          "that does not observe)"};
     const int prc = kvc_cli_parse("fig1", argc, argv, fl, nf, NULL, usage);
     if (prc == 1) return 0;
     if (prc) return prc;
@@ -125,13 +178,30 @@ int kvc_cmd_fig1(int argc, char **argv)
         fprintf(stderr, "kvc fig1: %s\n", dir == NULL ? "--trace DIR is required" : "--heads / --rounds: a,b,.. lists");
         return 2;
     }
+    kvc_method methods[32];
+    size_t n_methods = 0;
+    if (methods_s && strcmp(methods_s, "all") == 0) {
+        for (size_t i = 0; i < kvc_method_count() && n_methods < 32; i++)
+            if (!kvc_method_observes(kvc_method_at(i))) methods[n_methods++] = kvc_method_at(i);
+    } else if (methods_s) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", methods_s);
+        for (char *tok = strtok(buf, ","); tok && n_methods < 32; tok = strtok(NULL, ",")) {
+            if (kvc_method_parse(tok, &methods[n_methods]) != KVC_OK) {
+                fprintf(stderr, "kvc fig1: --methods: unknown method %s\n", tok);
+                return 2;
+            }
+            n_methods++;
+        }
+    }
     FILE *csv = NULL;
     if (csv_path && !(csv = fopen(csv_path, "w"))) {
         fprintf(stderr, "kvc fig1: cannot write %s\n", csv_path);
         return 1;
     }
     if (csv) fprintf(csv, "head,T,seed,method,kept,mean_rel_error\n");
-    double sum_b[16] = {0}, sum_u[16] = {0};
+    double sum_b[16] = {0}, sum_u[16] = {0}, sum_m[16][32] = {{0}};
+    size_t held_m[16][32] = {{0}}, fail_m[16][32] = {{0}};
     size_t cells[16] = {0}, kept_at[16] = {0};
     int rc = 0;
     for (size_t hi = 0; hi < n_heads && rc == 0; hi++) {
@@ -197,6 +267,20 @@ int kvc_cmd_fig1(int argc, char **argv)
                     fflush(csv);
                 }
                 sum_b[ri] += eb, sum_u[ri] += eu, cells[ri]++, kept_at[ri] = nk;
+                for (size_t mi = 0; mi < n_methods; mi++) {
+                    size_t held = 0;
+                    const double em = score_stream(&c, methods[mi], (uint32_t)nk, seed, &held);
+                    if (isnan(em)) {
+                        fail_m[ri][mi]++;
+                        continue;
+                    }
+                    sum_m[ri][mi] += em, held_m[ri][mi] = held;
+                    if (csv) {
+                        fprintf(csv, "%zu,%zu,%" PRIu64 ",%s,%zu,%.6g\n", heads[hi], T, seed,
+                                kvc_method_name(methods[mi]), held, em);
+                        fflush(csv);
+                    }
+                }
             }
         }
         free(c.kc), free(c.vc), free(c.wc), free(c.exact), free(c.work), free(c.z), free(kept), free(perm), free(w);
@@ -211,6 +295,24 @@ int kvc_cmd_fig1(int argc, char **argv)
     for (size_t ri = 0; ri < n_rounds; ri++) {
         const double b = sum_b[ri] / (double)cells[ri], u = sum_u[ri] / (double)cells[ri];
         printf("%3zu %6zu %12.5g %12.5g %8.3f\n", rounds[ri], kept_at[ri], b, u, b / u);
+    }
+    if (n_methods) {
+        printf("streams at a budget of the kept tokens (held: the view's entries at the end; ratio to uniform):\n");
+        printf("%-18s", "method");
+        for (size_t ri = 0; ri < n_rounds; ri++) printf("   T=%zu held   ratio", rounds[ri]);
+        printf("\n");
+        for (size_t mi = 0; mi < n_methods; mi++) {
+            printf("%-18s", kvc_method_name(methods[mi]));
+            for (size_t ri = 0; ri < n_rounds; ri++) {
+                if (fail_m[ri][mi]) {
+                    printf(" %16s", "refused");
+                    continue;
+                }
+                const double u = sum_u[ri] / (double)cells[ri];
+                printf("   %9zu %7.3f", held_m[ri][mi], sum_m[ri][mi] / (double)cells[ri] / u);
+            }
+            printf("\n");
+        }
     }
     return 0;
 }

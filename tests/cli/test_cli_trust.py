@@ -120,14 +120,18 @@ def case_fig1_protocol():
         expect(p.returncode == 0, "dump a trace")
         tr, csv_path = os.path.join(tmp, "L1"), os.path.join(tmp, "f.csv")
         p = run(["fig1", "--trace", tr, "--first", "16", "--recent", "16", "--rounds", "1,2", "--seeds", "2",
-                 "--heads", "0,1", "--csv", csv_path])
+                 "--heads", "0,1", "--methods", "uniform,exact", "--csv", csv_path])
         expect(p.returncode == 0, "fig1 runs")
-        lines = [l.split() for l in p.stdout.splitlines()[2:]]
+        lines = [l.split() for l in p.stdout.splitlines()[2:4]]
         expect(len(lines) == 2 and [int(l[1]) for l in lines] == [44, 22], "a line per T, 88 middle tokens halved")
         expect(all(0.0 < float(l[2]) < 10 and 0.0 < float(l[3]) < 10 for l in lines), "finite errors")
+        uni = [l for l in p.stdout.splitlines() if l.startswith("uniform ")]
+        ex = [l for l in p.stdout.splitlines() if l.startswith("exact ")]
+        expect(len(uni) == 1 and uni[0].split()[1::2] == ["44", "22"], "the uniform stream holds its budget")
+        expect(len(ex) == 1 and ex[0].split()[1:] == ["refused", "refused"], "exact refuses a budget below the middle")
         rows = open(csv_path).read().splitlines()
-        expect(len(rows) == 1 + 2 * 2 * 2 * 2, "a CSV row per head, T, seed and method")
-        for bad in (["--first", "60", "--recent", "60"], ["--rounds", "1,x"]):
+        expect(len(rows) == 1 + 2 * 2 * 2 * 3, "a CSV row per head, T, seed and method (offline, uniform, stream)")
+        for bad in (["--first", "60", "--recent", "60"], ["--rounds", "1,x"], ["--methods", "nosuch"]):
             p = run(["fig1", "--trace", tr] + bad)
             expect(p.returncode == 2 and "kvc fig1:" in p.stderr, "refused: %s" % " ".join(bad))
 
