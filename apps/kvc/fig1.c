@@ -21,6 +21,7 @@
 #include "kvc_oracle/kvc_oracle.h"
 
 #include "cli.h"
+#include "method_opts.h"
 #include "trace.h"
 
 static void usage(FILE *f)
@@ -30,7 +31,8 @@ static void usage(FILE *f)
                "  The BalanceKV paper's Figure 1 protocol: the first and last tokens exact, the middle\n"
                "  compressed to 2^-T by offline BalanceKV and by a uniform sample of the same size; the\n"
                "  last queries scored causally against exact attention. Prints the mean errors and their\n"
-               "  ratio per T.\n");
+               "  ratio per T. --methods: registered methods too, as streams at a budget of the kept\n"
+               "  tokens; the method flags below (--bkv-mode, --dtype, ...) apply to those streams.\n");
 }
 
 /* Comma-separated counts into out (at most cap); returns how many, 0 on a bad list. */
@@ -54,6 +56,7 @@ typedef struct fig1_case {
     double *exact;       /* recent x dv: exact attention of each scored query */
     double *work;        /* one query's attend workspace */
     float *z;
+    const kvc_method_opts *mo; /* the method flags, for the streams (--bkv-mode, --dtype, ...) */
 } fig1_case;
 
 /* Mean relative error over the scored queries: the first tokens, the
@@ -113,6 +116,7 @@ static double score_stream(fig1_case *c, kvc_method m, uint32_t budget, uint64_t
     const size_t d = tr->d, dv = tr->dv;
     kvc_stream_config cfg = kvc_stream_config_default(m, (uint32_t)d, (uint32_t)dv, budget, seed);
     cfg.n_sink = 0, cfg.n_window = 0, cfg.prefix_len = (uint32_t)c->mid;
+    kvc_method_opts_apply(c->mo, &cfg);
     const size_t bytes = kvc_stream_arena_bytes(&cfg);
     if (bytes == 0) return NAN;
     void *arena = aligned_alloc(KVC_ARENA_ALIGN, (bytes + KVC_ARENA_ALIGN - 1) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN);
@@ -169,7 +173,9 @@ int kvc_cmd_fig1(int argc, char **argv)
                           NULL,
                           "a,b|all\tregistered methods too, as streams at a budget of the kept tokens (all: every one "
                           "that does not observe)"};
-    const int prc = kvc_cli_parse("fig1", argc, argv, fl, nf, NULL, usage);
+    kvc_method_opts mo;
+    memset(&mo, 0, sizeof mo);
+    const int prc = kvc_cli_parse("fig1", argc, argv, fl, nf, &mo, usage);
     if (prc == 1) return 0;
     if (prc) return prc;
     size_t heads[64], rounds[16];
@@ -194,6 +200,7 @@ int kvc_cmd_fig1(int argc, char **argv)
             n_methods++;
         }
     }
+    if (kvc_method_opts_check(&mo, "fig1", methods, n_methods)) return 2;
     FILE *csv = NULL;
     if (csv_path && !(csv = fopen(csv_path, "w"))) {
         fprintf(stderr, "kvc fig1: cannot write %s\n", csv_path);
@@ -215,8 +222,9 @@ int kvc_cmd_fig1(int argc, char **argv)
             rc = 2;
             break;
         }
-        fig1_case c = {&tr,  (size_t)first, (size_t)recent, (size_t)first, n - first - recent, NULL, NULL,
-                       NULL, NULL,          NULL,           NULL};
+        fig1_case c = {
+            &tr, (size_t)first, (size_t)recent, (size_t)first, n - first - recent, NULL, NULL, NULL, NULL, NULL, NULL,
+            &mo};
         c.kc = malloc(c.mid * d * sizeof(float)), c.vc = malloc(c.mid * dv * sizeof(float));
         c.wc = malloc(c.mid * sizeof(float)), c.exact = malloc(c.recent * dv * sizeof(double));
         c.work = malloc((size_t)kvc_attend_work_bytes(1, 1, dv)), c.z = malloc(dv * sizeof(float));
