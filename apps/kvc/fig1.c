@@ -271,13 +271,15 @@ int kvc_cmd_fig1(int argc, char **argv)
                 const double eu = score(&c, nk);
                 if (csv) {
                     fprintf(csv, "%zu,%zu,%" PRIu64 ",balancekv-offline,%zu,%.6g\n", heads[hi], T, seed, nk, eb);
-                    fprintf(csv, "%zu,%zu,%" PRIu64 ",uniform,%zu,%.6g\n", heads[hi], T, seed, nk, eu);
+                    fprintf(csv, "%zu,%zu,%" PRIu64 ",uniform-sample,%zu,%.6g\n", heads[hi], T, seed, nk, eu);
                     fflush(csv);
                 }
                 sum_b[ri] += eb, sum_u[ri] += eu, cells[ri]++, kept_at[ri] = nk;
                 for (size_t mi = 0; mi < n_methods; mi++) {
                     size_t held = 0;
-                    const double em = score_stream(&c, methods[mi], (uint32_t)nk, seed, &held);
+                    /* a seed per head, as the uniform sample has: a sampler that ignores the data
+                       would otherwise keep the same tokens for every head */
+                    const double em = score_stream(&c, methods[mi], (uint32_t)nk, seed * 1000003u + heads[hi], &held);
                     if (isnan(em)) {
                         fail_m[ri][mi]++;
                         continue;
