@@ -337,7 +337,40 @@ static int prefill_then_stream_tail(void)
     return 0;
 }
 
+/* The split mode (one sign per point, the authors' split of the batch):
+ * exactly floor(S/2) survivors for every S, the flags counting them; and
+ * what the rule fixes whatever the walk draws: the first point is +1, so with
+ * S = 2 or 3 (half 1) its class reaches half at c = 0, it is dropped and the
+ * next point alone survives. Seeds 11 + S, printed. */
+static int split_mode_keeps_half(void)
+{
+    const size_t d = 8, dv = 8;
+    double scratch[8 + 2 * 64];
+    uint8_t keep[64];
+    size_t runs = 0;
+    for (size_t S = 2; S <= 64; S++) {
+        kvc_rng r;
+        kvc_rng_seed(&r, 11 + S);
+        float *k = tu_normal(&r, S, d, 1.0), *v = tu_normal(&r, S, dv, 1.0);
+        for (int rep = 0; rep < 20; rep++) {
+            kvc_balance_io io = {
+                f32_rows(k, d), f32_rows(v, dv),   d,   dv,   0,       S,    0,  0, 1.0 / sqrt((double)d),
+                0.025,          KVC_BALANCE_SPLIT, 4.0, 0.01, scratch, keep, &r, 0};
+            const size_t kept = kvc_balance_select(&io);
+            size_t flags = 0;
+            for (size_t i = 0; i < S; i++) flags += keep[i];
+            CHECK_MSG(kept == S / 2 && flags == kept, "S %zu: %zu kept, %zu flags", S, kept, flags);
+            if (S <= 3) CHECK(keep[0] == 0 && keep[1] == 1 && (S == 2 || keep[2] == 0));
+            runs++;
+        }
+        free(k), free(v);
+    }
+    printf("%zu split halvings (S = 2..64, seeds 11 + S): floor(S/2) survivors each\n", runs);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"split_mode_keeps_half", split_mode_keeps_half},
     {"prefill_then_stream_tail", prefill_then_stream_tail},
     {"tree_invariants_every_step", tree_invariants_every_step},
     {"bounded_million_tokens", bounded_million_tokens},

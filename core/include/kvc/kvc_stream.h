@@ -64,9 +64,12 @@ typedef struct kvc_subgen_params {
 
 /** How SoftmaxBalance picks the kept point of each pair (see kvc_balancekv.h). */
 typedef enum kvc_balance_mode {
-    KVC_BALANCE_PRACTICAL = 1,    /**< p = 1/2 - gamma * a (the authors' code, gamma = 4) */
-    KVC_BALANCE_THEORY = 2,       /**< p = 1/2 - a / (2 c R^2), c = 30 ln(S/delta) */
-    KVC_BALANCE_SMALLER_CLASS = 3 /**< the paper's literal Alg. 2: keep the smaller sign class (BIASED) */
+    KVC_BALANCE_PRACTICAL = 1,     /**< p = 1/2 - gamma * a (the authors' code, gamma = 4) */
+    KVC_BALANCE_THEORY = 2,        /**< p = 1/2 - a / (2 c R^2), c = 30 ln(S/delta) */
+    KVC_BALANCE_SMALLER_CLASS = 3, /**< the paper's literal Alg. 2: keep the smaller sign class (BIASED) */
+    KVC_BALANCE_SPLIT = 4          /**< one sign per token (the first +1, then p = 1/2 - gamma * a) and the
+                                        authors' split of the batch: at the first c where a class reaches
+                                        half, that class's tokens up to c go, the rest up to half stay */
 } kvc_balance_mode;
 
 /** BalanceKV parameters; 0 means "default / derive from the budget". */

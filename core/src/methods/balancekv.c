@@ -403,7 +403,7 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
     if (b->t % 2 != 0 || b->t > KVC_MAX_BUDGET) return "balancekv t must be even (0 = derive)";
     if (b->levels > 16) return "balancekv levels must be in 1..16 (0 = 3)";
     if (b->b_max > 64) return "balancekv b_max must be in 1..64 (0 = 8)";
-    if (b->mode > KVC_BALANCE_SMALLER_CLASS) return "balancekv mode must be practical, theory or smaller-class";
+    if (b->mode > KVC_BALANCE_SPLIT) return "balancekv mode must be practical, theory, smaller-class or split";
     if (!(b->gamma >= 0.0f) || !isfinite(b->gamma)) return "balancekv gamma must be finite and > 0 (0 = 4)";
     if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
     if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
@@ -487,7 +487,8 @@ static const char *bkv_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
     return why;
 }
 
-static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS};
+static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS,
+                                       KVC_BALANCE_SPLIT};
 const uint32_t kvc_prefill_tail_values[2] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
@@ -505,7 +506,8 @@ const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
      offsetof(kvc_stream_config, balancekv.b_max),
      NULL,
      NULL},
-    {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class", "practical", "pairing probability rule"},
+    {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class|split", "practical",
+      "halving walk: pairs (practical, theory), one sign per token (smaller-class, split)"},
      offsetof(kvc_stream_config, balancekv.mode),
      mode_values,
      NULL},
@@ -548,6 +550,7 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
                  (unsigned)p->bkv.levels, (unsigned)p->bkv.b_max,
                  m == KVC_BALANCE_THEORY          ? "theory"
                  : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)"
+                 : m == KVC_BALANCE_SPLIT         ? "split"
                                                   : "practical",
                  (double)p->bkv.gamma, (double)p->bkv.rho, p->bkv.estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
     if (p->method == KVC_METHOD_BALANCEKV) kvc_text_add(out, " kappa=%g", (double)p->bkv.kappa);

@@ -35,7 +35,8 @@ static inline size_t kvc_balance_scratch_doubles(size_t d, size_t S) { return d 
 
 /* Run the walk. Pairing modes keep exactly one point of each consecutive
  * pair (S must be even); the smaller-class mode keeps the smaller sign class
- * of a walk over single points (<= S/2 points). Returns the number kept. */
+ * of a walk over single points (<= S/2 points); the split mode walks single
+ * points and keeps floor(S/2) by the authors' split. Returns the number kept. */
 size_t kvc_balance_select(kvc_balance_io *io);
 
 #endif

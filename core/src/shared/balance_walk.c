@@ -61,6 +61,29 @@ static double sign_probability(kvc_balance_io *io, double a, double cr2)
     return p;
 }
 
+/* The authors' split of S signs (flags: 1 = +1), in place: at the first c
+ * where a sign class reaches S/2, that class's points up to c are dropped,
+ * the other class's up to c kept, and the points after c kept in order until
+ * S/2 are (their code weights the last ones 1 instead of 2; a tree level has
+ * one weight, so here every survivor stands for two). Returns S/2. */
+static size_t split_batch(uint8_t *keep, size_t S)
+{
+    const size_t half = S / 2;
+    size_t plus = 0, minus = 0, c = 0;
+    for (; c < S; c++) {
+        plus += keep[c], minus += !keep[c];
+        if (plus == half || minus == half) break;
+    }
+    const uint8_t winner = plus == half ? 1u : 0u;
+    size_t kept = 0;
+    for (size_t i = 0; i < S; i++) {
+        const int stays = i <= c ? keep[i] != winner : kept < half;
+        keep[i] = (uint8_t)(stays && kept < half);
+        kept += keep[i];
+    }
+    return kept;
+}
+
 size_t kvc_balance_select(kvc_balance_io *io)
 {
     const size_t S = io->na + io->nb, d = io->d;
@@ -92,7 +115,7 @@ size_t kvc_balance_select(kvc_balance_io *io)
     const double R2 = 4.0 * kvc_pm_exp(2.0 * half) * r_val2;
     const double cr2 = 30.0 * kvc_pm_log((double)S / io->delta) * R2;
 
-    if (io->mode != KVC_BALANCE_SMALLER_CLASS) {
+    if (io->mode != KVC_BALANCE_SMALLER_CLASS && io->mode != KVC_BALANCE_SPLIT) {
         const size_t P = S / 2;
         for (size_t i = 0; i < P; i++) {
             double a = 0.0;
@@ -108,15 +131,18 @@ size_t kvc_balance_select(kvc_balance_io *io)
         }
         return P;
     }
-    /* the paper's literal Alg. 2: signs for single points, keep the smaller class */
+    /* signs for single points: the paper's literal Alg. 2 (smaller-class), or
+       the authors' code (split: the first point +1, then the split below) */
+    const int split = io->mode == KVC_BALANCE_SPLIT;
     size_t plus_count = 0;
     for (size_t i = 0; i < S; i++) {
         double a = 0.0;
         for (size_t l = 0; l < i; l++) a += io->keep[l] ? kernel(&w, l, i) : -kernel(&w, l, i);
         const double p = sign_probability(io, a, cr2);
-        io->keep[i] = (uint8_t)(kvc_rng_unit(io->rng) < p);
+        io->keep[i] = (uint8_t)((split && i == 0) || kvc_rng_unit(io->rng) < p);
         plus_count += io->keep[i];
     }
+    if (split) return split_batch(io->keep, S);
     const int keep_plus = plus_count <= S - plus_count;
     for (size_t i = 0; i < S; i++) io->keep[i] = (uint8_t)(keep_plus ? io->keep[i] : !io->keep[i]);
     return keep_plus ? plus_count : S - plus_count;
