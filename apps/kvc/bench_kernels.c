@@ -76,14 +76,21 @@ static void attend_part(void *ctx, size_t i)
 {
     attend_job *a = (attend_job *)ctx;
     const kvc_segment *s = &a->view->seg[0];
-    const size_t n0 = s->n * i / a->parts, n1 = s->n * (i + 1) / a->parts, rb = (size_t)kvc_row_bytes(s->dtype, HD);
+    const size_t n0 = s->n * i / a->parts, n1 = s->n * (i + 1) / a->parts;
+    const size_t kb = (size_t)kvc_row_bytes(s->dtype, HD),
+                 vb = (size_t)kvc_row_bytes(kvc_segment_value_dtype(s->dtype), HD);
     kvc_view v = *a->view;
     v.seg[0].n = n1 - n0;
-    if (s->dtype == KVC_DTYPE_F32)
+    if (s->dtype == KVC_DTYPE_F32) {
         v.seg[0].keys = s->keys + n0 * HD, v.seg[0].values = s->values + n0 * HD;
-    else
-        v.seg[0].keys_q = (const unsigned char *)s->keys_q + n0 * rb,
-        v.seg[0].values_q = (const unsigned char *)s->values_q + n0 * rb;
+    } else if (s->dtype == KVC_DTYPE_KIVI4) { /* a part starts inside its first key block */
+        v.seg[0].keys_q = (const unsigned char *)s->keys_q + n0 / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(HD);
+        v.seg[0].first = n0 % KVC_KIVI_BLOCK;
+        v.seg[0].values_q = (const unsigned char *)s->values_q + n0 * vb;
+    } else {
+        v.seg[0].keys_q = (const unsigned char *)s->keys_q + n0 * kb,
+        v.seg[0].values_q = (const unsigned char *)s->values_q + n0 * vb;
+    }
     const kvc_attend_batch b = {a->q, 1, NQ, 0, a->out + i * NQ * HD, NULL, a->state + i * NQ * KVC_ATTEND_STATE(HD)};
     if (a->kt->attend_batch(a->kt, &v, &b, a->work + i * NQ * (HD + 3), NQ * (HD + 3) * sizeof(double)) != KVC_OK)
         a->failed = 1;
@@ -106,7 +113,7 @@ static void kernels_usage(FILE *f)
 {
     fprintf(f, "usage: kvc bench kernels [--n N,..] [--threads T,..] [--reps R] [--seed S]\n"
                "  Exact attention (d = 64, 3 query heads per kv head) over n cached tokens, every kernel\n"
-               "  table this CPU runs x {f32, f16, int8} x thread counts: GB/s of cache read, ratio to a\n"
+               "  table this CPU runs x every storage type x thread counts: GB/s of cache read, ratio to a\n"
                "  streaming read of the same bytes on as many threads (bw_ratio), to the reference\n"
                "  table (vs_ref) and to OpenBLAS (vs_blas: sgemm, softmax, sgemm on f32 rows; libopenblas\n"
                "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Ends with the\n"
@@ -140,7 +147,7 @@ int kvc_bench_kernels(int argc, char **argv)
     kvc_rng_seed(&r, seed);
     double summary_bw = NAN, summary_blas = NAN;
     int rc = 0;
-    float x[HD], q[NQ * HD], out[NQ * HD];
+    float x[HD], xb[KVC_KIVI_BLOCK * HD], q[NQ * HD], out[NQ * HD];
     double *state = malloc(MAX_T * NQ * KVC_ATTEND_STATE(HD) * sizeof(double));
     double *work = malloc(MAX_T * NQ * (HD + 3) * sizeof(double));
     float *outs = malloc(MAX_T * NQ * HD * sizeof(float));
@@ -150,9 +157,14 @@ int kvc_bench_kernels(int argc, char **argv)
     }
     for (int ni = 0; ni < n_n; ni++) {
         const size_t n = (size_t)ns[ni];
-        for (unsigned t = 0; t < 3; t++) {
-            const size_t rb = (size_t)kvc_row_bytes(t, HD), bytes = 2 * n * rb;
-            unsigned char *k = malloc(n * rb), *v = malloc(n * rb), *flat = malloc(bytes);
+        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
+            /* every storage type the reference attend reads (the registry, not a list kept here) */
+            if (!kvc_kernels_support(kvc_kernels_ref(), t)) continue;
+            const int kivi = t == KVC_DTYPE_KIVI4;
+            const unsigned vt = kvc_segment_value_dtype(t);
+            const size_t rb = (size_t)kvc_row_bytes(t, HD), vrb = (size_t)kvc_row_bytes(vt, HD);
+            const size_t kbytes = kivi ? (size_t)kvc_kivi4_key_bytes(n, HD) : n * rb, bytes = kbytes + n * vrb;
+            unsigned char *k = malloc(kbytes), *v = malloc(n * vrb), *flat = malloc(bytes);
             float *scores = malloc(n * NQ * sizeof(float));
             if (!k || !v || !flat || !scores) {
                 free(k), free(v), free(flat), free(scores);
@@ -161,12 +173,17 @@ int kvc_bench_kernels(int argc, char **argv)
                 goto done;
             }
             for (size_t i = 0; i < n; i++) {
+                float *kx = kivi ? xb + (i % KVC_KIVI_BLOCK) * HD : x;
+                for (size_t c = 0; c < HD; c++) kx[c] = (float)kvc_rng_normal(&r);
+                if (!kivi)
+                    kvc_kernels_ref()->rows[t].store(k + i * rb, kx, HD);
+                else if (i % KVC_KIVI_BLOCK == KVC_KIVI_BLOCK - 1u || i + 1u == n)
+                    kvc_kivi4_key_block_store(k + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(HD), xb,
+                                              i % KVC_KIVI_BLOCK + 1u, HD);
                 for (size_t c = 0; c < HD; c++) x[c] = (float)kvc_rng_normal(&r);
-                kvc_kernels_ref()->rows[t].store(k + i * rb, x, HD);
-                for (size_t c = 0; c < HD; c++) x[c] = (float)kvc_rng_normal(&r);
-                kvc_kernels_ref()->rows[t].store(v + i * rb, x, HD);
+                kvc_kernels_ref()->rows[vt].store(v + i * vrb, x, HD);
             }
-            memcpy(flat, k, n * rb), memcpy(flat + n * rb, v, n * rb);
+            memcpy(flat, k, kbytes), memcpy(flat + kbytes, v, n * vrb);
             for (size_t c = 0; c < NQ * HD; c++) q[c] = (float)kvc_rng_normal(&r);
             kvc_view view;
             memset(&view, 0, sizeof view);

@@ -76,6 +76,8 @@ KVC_INLINE vf v_exp(vf x)
     return _mm256_andnot_ps(under, y);
 }
 
+/* one half (an int4 group's scale or minimum) by the conversion instruction */
+#define v_half_to_float(h) _cvtsh_ss(h)
 #include "../common/attend_simd.h"
 
 KVC_SIMD_ENTRIES(avx2, KVC_CPU_AVX2);

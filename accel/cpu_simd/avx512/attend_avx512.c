@@ -66,6 +66,8 @@ KVC_INLINE vf v_exp(vf x)
     return _mm512_maskz_mov_ps((__mmask16)~under, y);
 }
 
+/* one half (an int4 group's scale or minimum) by the conversion instruction */
+#define v_half_to_float(h) _cvtsh_ss(h)
 #include "../common/attend_simd.h"
 
 KVC_SIMD_ENTRIES(avx512, KVC_CPU_AVX2 | KVC_CPU_AVX512);

@@ -13,6 +13,7 @@
  *   v_hsum(v) v_hmax(v)        horizontal sum / maximum
  *   v_hsum4(a0, a1, a2, a3, o) o[0..3] = the horizontal sums of the four
  *   v_exp(v)                   e^x for x <= 0 (-inf: 0), relative error < 2e-7
+ *   v_half_to_float(h)         optional: one IEEE half as a float (else kvc_f16_to_f32)
  *
  * The kernel works on blocks of VW entries of one segment: for every query it
  * computes the block's scores (3 queries per row load where the shape
@@ -36,6 +37,12 @@
 #include "internal/kvc_internal.h"
 
 #define BLK VW
+
+/* One stored half as a float (exact): the ISA file may give its instruction
+ * (F16C, NEON's fcvtl), else the library's conversion. */
+#ifndef v_half_to_float
+#define v_half_to_float(h) kvc_f16_to_f32(h)
+#endif
 
 /* One element of a stored row, as a float (int8 without its scale). */
 KVC_INLINE float ld1(unsigned t, const unsigned char *row, size_t c)
@@ -363,6 +370,62 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
     }
 }
 
+/* int4 codes as floats, min + q scale computed in float: the same value the
+ * reference load gives, bit for bit. The exact sum needs at most 44 bits
+ * (a half's 11 bits plus q's 4, over exponents from 2^-24 to 2^20), so the
+ * reference's double holds it exactly and its one rounding to float is the
+ * one rounding of fmaf / of the float sum of an exact product (q scale has
+ * 15 bits). Written as plain loops over a group so that the compiler
+ * vectorises them for this file's ISA. */
+KVC_INLINE void i4_codes_to_f32(const unsigned char *nib, size_t c0, size_t n, float sc, float mn, float *x,
+                                size_t stride)
+{
+    size_t j = 0;
+    if (c0 & 1u) { /* an odd start: its high nibble first */
+        x[0] = mn + (float)(nib[c0 >> 1] >> 4) * sc;
+        j = 1;
+    }
+    if (stride == 1) /* a byte at a time, both nibbles: the loop the compiler vectorises */
+        for (; j + 2 <= n; j += 2) {
+            const unsigned b = nib[(c0 + j) >> 1];
+            x[j] = mn + (float)(b & 15u) * sc;
+            x[j + 1] = mn + (float)(b >> 4) * sc;
+        }
+    else
+        for (; j + 2 <= n; j += 2) {
+            const unsigned b = nib[(c0 + j) >> 1];
+            x[j * stride] = mn + (float)(b & 15u) * sc;
+            x[(j + 1) * stride] = mn + (float)(b >> 4) * sc;
+        }
+    if (j < n) x[j * stride] = mn + (float)(nib[(c0 + j) >> 1] & 15u) * sc; /* an even last code: low nibble */
+}
+
+/* An int4 row (rows_int4.c's layout) as floats. */
+KVC_INLINE void i4_row_to_f32(const unsigned char *row, float *x, size_t dim)
+{
+    const size_t ng = (dim + 31u) / 32u;
+    const unsigned char *nib = row + 4u * ng;
+    for (size_t g = 0; g < ng; g++) {
+        uint16_t h[2];
+        memcpy(h, row + 4u * g, sizeof h);
+        const size_t c0 = 32u * g, n = dim - c0 < 32u ? dim - c0 : 32u;
+        i4_codes_to_f32(nib, c0, n, v_half_to_float(h[0]), v_half_to_float(h[1]), x + c0, 1);
+    }
+}
+
+/* Tokens t0 .. t0+nb-1 of one KIVI4 key block (each channel an int4 row of
+ * 32 values) as nb rows of d floats: a channel's scale and minimum read once
+ * for them. */
+KVC_INLINE void kivi4_block_to_f32(const unsigned char *block, size_t t0, size_t nb, float *x, size_t d)
+{
+    for (size_t c = 0; c < d; c++) {
+        const unsigned char *ch = block + 20u * c;
+        uint16_t h[2];
+        memcpy(h, ch, sizeof h);
+        i4_codes_to_f32(ch + 4, t0, nb, v_half_to_float(h[0]), v_half_to_float(h[1]), x + c, d);
+    }
+}
+
 /* An int4 segment (groups of 32 with an f16 scale and minimum each), a
  * KIVI4 one (its keys per channel over 32 tokens, its values int4 rows) or a
  * Q15 one (a scale per row): every block of BLK rows is dequantised into f32
@@ -391,11 +454,20 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                whose channel scales and minima are then read once for it */
             const size_t in_block = KVC_KIVI_BLOCK - (first + j0) % KVC_KIVI_BLOCK;
             if (nb > in_block) nb = in_block;
-            kvc_kivi4_keys_load_block(K, first + j0, nb, kf, d);
+            const size_t pos = first + j0;
+            kivi4_block_to_f32(K + pos / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d), pos % KVC_KIVI_BLOCK, nb, kf,
+                               d);
         }
         for (size_t j = 0; j < nb; j++) {
-            if (t != KVC_DTYPE_KIVI4) rk->load(K + (j0 + j) * ks, kf + j * d, d);
-            if (in_num) rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
+            /* int4 rows in float (the reference's values, faster); Q15 by the reference load */
+            if (t == KVC_DTYPE_I4)
+                i4_row_to_f32(K + (j0 + j) * ks, kf + j * d, d);
+            else if (t != KVC_DTYPE_KIVI4)
+                rk->load(K + (j0 + j) * ks, kf + j * d, d);
+            if (in_num && vt == KVC_DTYPE_I4)
+                i4_row_to_f32(V + (j0 + j) * vs, vfl + j * dv, dv);
+            else if (in_num)
+                rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
         }
         kvc_segment sub = *seg;
         sub.dtype = KVC_DTYPE_F32;

@@ -64,6 +64,8 @@ KVC_INLINE vf v_exp(vf x)
     return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), under));
 }
 
+/* one half (an int4 group's scale or minimum) by the conversion instruction */
+#define v_half_to_float(h) vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0)
 #include "../common/attend_simd.h"
 
 KVC_SIMD_ENTRIES(neon, KVC_CPU_NEON);
