@@ -152,7 +152,12 @@ static inline unsigned kvc_segment_value_dtype(unsigned t)
     return t == (unsigned)KVC_DTYPE_KIVI4 ? (unsigned)KVC_DTYPE_I4 : t;
 }
 
-/** Bytes of the keys of @p n KIVI4 tokens: ceil(n / 32) blocks of d channels. */
+/** Bytes of the keys of @p n KIVI4 tokens: ceil(n / 32) blocks of d channels
+ *  (n <= 2^32, d <= KVC_MAX_HEAD_DIM: at most 2^32 + 32 int4 rows). */
+/*@ requires n <= 4294967296 && d <= 256;
+    assigns \nothing;
+    ensures \result == (n + 31) / 32 * (32 * kvc_row_bytes_l(6, d));
+*/
 uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d);
 
 /**

@@ -15,6 +15,7 @@
  * KIVI's value layout. */
 #include <string.h>
 
+#include "acsl_lemmas.h"
 #include "rows_ref.h"
 
 /* Channel c's 20 bytes: an int4 row of KVC_KIVI_BLOCK elements. */
@@ -24,7 +25,9 @@ _Static_assert(KVC_KIVI4_KEY_BLOCK_BYTES(64) == 20u * 64u, "no padding where d i
 
 uint64_t kvc_kivi4_key_bytes(uint64_t n, uint64_t d)
 {
-    return (n + KVC_KIVI_BLOCK - 1u) / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+    const uint64_t blocks = (n + KVC_KIVI_BLOCK - 1u) / KVC_KIVI_BLOCK, row = kvc_row_bytes(KVC_DTYPE_I4, d);
+    //@ ghost kvc_mul_le(blocks, 134217729, 32 * row, 32 * 1032);
+    return blocks * (KVC_KIVI_BLOCK * row); /* KVC_KIVI4_KEY_BLOCK_BYTES(d) blocks */
 }
 
 /* One channel's 32 values (a partial block repeats its first token's value:

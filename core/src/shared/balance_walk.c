@@ -66,19 +66,36 @@ static double sign_probability(kvc_balance_io *io, double a, double cr2)
  * the other class's up to c kept, and the points after c kept in order until
  * S/2 are (their code weights the last ones 1 instead of 2; a tree level has
  * one weight, so here every survivor stands for two). Returns S/2. */
+/*@ requires 1 <= S <= 16777216 && \valid(keep + (0 .. S - 1));
+    assigns keep[0 .. S - 1];
+    ensures \result <= S / 2;
+    ensures \forall integer i; 0 <= i < S ==> keep[i] <= 1;
+*/
 static size_t split_batch(uint8_t *keep, size_t S)
 {
     const size_t half = S / 2;
     size_t plus = 0, minus = 0, c = 0;
+    /*@ loop invariant 0 <= c <= S && plus + minus == c;
+        loop assigns c, plus, minus;
+        loop variant S - c;
+    */
     for (; c < S; c++) {
-        plus += keep[c], minus += !keep[c];
+        if (keep[c])
+            plus++;
+        else
+            minus++;
         if (plus == half || minus == half) break;
     }
     const uint8_t winner = plus == half ? 1u : 0u;
     size_t kept = 0;
+    /*@ loop invariant 0 <= i <= S && kept <= half && kept <= i;
+        loop invariant \forall integer j; 0 <= j < i ==> keep[j] <= 1;
+        loop assigns i, kept, keep[0 .. S - 1];
+        loop variant S - i;
+    */
     for (size_t i = 0; i < S; i++) {
         const int stays = i <= c ? keep[i] != winner : kept < half;
-        keep[i] = (uint8_t)(stays && kept < half);
+        keep[i] = (uint8_t)(stays && kept < half ? 1u : 0u);
         kept += keep[i];
     }
     return kept;
