@@ -80,15 +80,15 @@ static double key_element(const unsigned char *block, size_t j, size_t c)
     return (double)kvc_f16_to_f32(h[1]) + (double)q * (double)kvc_f16_to_f32(h[0]);
 }
 
-void kvc_kivi4_key_load_f64(const void *keys, size_t i, double *x, size_t d)
+/* The block holding token i of KIVI4 key blocks starting at keys. */
+static const unsigned char *block_of(const void *keys, size_t i, size_t d)
 {
-    const unsigned char *block = (const unsigned char *)keys + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
-    for (size_t c = 0; c < d; c++) x[c] = key_element(block, i % KVC_KIVI_BLOCK, c);
+    return (const unsigned char *)keys + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
 }
 
 double kvc_kivi4_key_dot_f32(const void *keys, size_t i, const float *q, size_t d)
 {
-    const unsigned char *block = (const unsigned char *)keys + i / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
+    const unsigned char *block = block_of(keys, i, d);
     double s = 0.0;
     for (size_t c = 0; c < d; c++) s += key_element(block, i % KVC_KIVI_BLOCK, c) * (double)q[c];
     return s;
@@ -96,28 +96,9 @@ double kvc_kivi4_key_dot_f32(const void *keys, size_t i, const float *q, size_t 
 
 void kvc_kivi4_key_load(const void *keys, size_t i, float *x, size_t d)
 {
-    double k[KVC_MAX_HEAD_DIM];
     if (keys == NULL || x == NULL || d < 1 || d > KVC_MAX_HEAD_DIM) return;
-    kvc_kivi4_key_load_f64(keys, i, k, d);
-    for (size_t c = 0; c < d; c++) x[c] = (float)k[c];
-}
-
-void kvc_kivi4_keys_load_block(const void *keys, size_t i0, size_t nb, float *x, size_t d)
-{
-    /* tokens i0 .. i0 + nb - 1 of one block: each channel's header read once */
-    const unsigned char *block = (const unsigned char *)keys + i0 / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d);
-    const size_t j0 = i0 % KVC_KIVI_BLOCK;
-    for (size_t c = 0; c < d; c++) {
-        const unsigned char *ch = block + c * CHANNEL_BYTES;
-        uint16_t h[2];
-        memcpy(h, ch, sizeof h);
-        const double sc = (double)kvc_f16_to_f32(h[0]), mn = (double)kvc_f16_to_f32(h[1]);
-        for (size_t j = 0; j < nb; j++) {
-            const size_t t = j0 + j;
-            const unsigned q = (ch[4u + (t >> 1)] >> ((t & 1u) * 4u)) & 15u;
-            x[j * d + c] = (float)(mn + (double)q * sc);
-        }
-    }
+    const unsigned char *block = block_of(keys, i, d);
+    for (size_t c = 0; c < d; c++) x[c] = (float)key_element(block, i % KVC_KIVI_BLOCK, c);
 }
 
 int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x)

@@ -21,11 +21,9 @@ double kvc_k_i4_sqdist_f32__ref(const void *row, const float *x, size_t dim);
 void kvc_k_i4_axpy__ref(double *acc, double p, const void *row, size_t dim);
 double kvc_k_i4_absmax__ref(const void *row, size_t dim);
 
-/* KIVI4 key blocks (rows_kivi.c): token i as doubles (the reference's
-   values), and tokens i0 .. i0+nb-1 of one block as floats, nb rows of d */
-void kvc_kivi4_key_load_f64(const void *keys, size_t i, double *x, size_t d);
+/* KIVI4 key blocks (rows_kivi.c): token i's score dot in the reference's
+   order (the doubles min + q scale, channel by channel, as an int4 row's dot) */
 double kvc_kivi4_key_dot_f32(const void *keys, size_t i, const float *q, size_t d);
-void kvc_kivi4_keys_load_block(const void *keys, size_t i0, size_t nb, float *x, size_t d);
 
 kvc_status kvc_k_attend_batch__ref(const kvc_kernels *kern, const kvc_view *view, const kvc_attend_batch *b, void *work,
                                    size_t work_bytes);
