@@ -20,6 +20,7 @@
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 
+#include "bench.h"
 #include "cli.h"
 #include "method_opts.h"
 #include "trace.h"
@@ -33,20 +34,6 @@ static void usage(FILE *f)
                "  last queries scored causally against exact attention. Prints the mean errors and their\n"
                "  ratio per T. --methods: registered methods too, as streams at a budget of the kept\n"
                "  tokens; the method flags below (--bkv-mode, --dtype, ...) apply to those streams.\n");
-}
-
-/* Comma-separated counts into out (at most cap); returns how many, 0 on a bad list. */
-static size_t parse_list(const char *s, size_t *out, size_t cap)
-{
-    size_t n = 0;
-    while (s && *s && n < cap) {
-        char *end = NULL;
-        const unsigned long long x = strtoull(s, &end, 10);
-        if (end == s || (*end != ',' && *end != '\0')) return 0;
-        out[n++] = (size_t)x;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return s && *s ? 0 : n;
 }
 
 typedef struct fig1_case {
@@ -178,8 +165,14 @@ int kvc_cmd_fig1(int argc, char **argv)
     const int prc = kvc_cli_parse("fig1", argc, argv, fl, nf, &mo, usage);
     if (prc == 1) return 0;
     if (prc) return prc;
+    /* the lists through the benchmarks' parser (ranges checked, the flag named) */
+    int heads_i[64], rounds_i[16];
+    const int nh = heads_s ? kvc_bench_int_list("--heads", heads_s, 0, 4095, heads_i, 64) : -1;
+    const int nr = rounds_s ? kvc_bench_int_list("--rounds", rounds_s, 1, 16, rounds_i, 16) : -1;
+    const size_t n_heads = nh > 0 ? (size_t)nh : 0, n_rounds = nr > 0 ? (size_t)nr : 0;
     size_t heads[64], rounds[16];
-    const size_t n_heads = parse_list(heads_s, heads, 64), n_rounds = parse_list(rounds_s, rounds, 16);
+    for (size_t i = 0; i < n_heads; i++) heads[i] = (size_t)heads_i[i];
+    for (size_t i = 0; i < n_rounds; i++) rounds[i] = (size_t)rounds_i[i];
     if (dir == NULL || n_heads == 0 || n_rounds == 0) {
         fprintf(stderr, "kvc fig1: %s\n", dir == NULL ? "--trace DIR is required" : "--heads / --rounds: a,b,.. lists");
         return 2;

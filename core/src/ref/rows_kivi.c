@@ -17,6 +17,7 @@
 
 #include "acsl_lemmas.h"
 #include "rows_ref.h"
+#include "shared/rows.h"
 
 /* Channel c's 20 bytes: an int4 row of KVC_KIVI_BLOCK elements. */
 #define CHANNEL_BYTES ((size_t)KVC_ROW_BYTES(KVC_DTYPE_I4, KVC_KIVI_BLOCK))
@@ -110,7 +111,7 @@ int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x)
         return 1;
     }
     const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[s->dtype];
-    const unsigned char *K = (const unsigned char *)(s->dtype == KVC_DTYPE_F32 ? (const void *)s->keys : s->keys_q);
+    const unsigned char *K = kvc_segment_key_rows(s);
     if (rk->load == NULL || K == NULL) return 0;
     rk->load(K + i * (size_t)kvc_row_bytes(s->dtype, d), x, d);
     return 1;
@@ -121,7 +122,7 @@ int kvc_segment_value_load(const kvc_segment *s, size_t dv, size_t i, float *x)
     if (s == NULL || x == NULL || i >= s->n || dv < 1 || dv > KVC_MAX_HEAD_DIM || s->dtype >= KVC_DTYPE_COUNT) return 0;
     const unsigned t = kvc_segment_value_dtype(s->dtype);
     const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[t];
-    const unsigned char *V = (const unsigned char *)(t == KVC_DTYPE_F32 ? (const void *)s->values : s->values_q);
+    const unsigned char *V = kvc_segment_value_rows(s);
     if (rk->load == NULL || V == NULL) return 0;
     rk->load(V + i * (size_t)kvc_row_bytes(t, dv), x, dv);
     return 1;
