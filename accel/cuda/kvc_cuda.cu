@@ -18,7 +18,10 @@ namespace
 
 using namespace kvc_cuda;
 
+// the types the device row kernels store and compare (kvc_cuda_store_rows, kvc_cuda_pair_gram)
 bool gpu_type(unsigned t) { return t == KVC_DTYPE_F32 || t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8; }
+// the types the attend reads: every type the reference reads
+bool attend_type(unsigned t) { return gpu_type(t) || t == KVC_DTYPE_Q15 || t == KVC_DTYPE_I4 || t == KVC_DTYPE_KIVI4; }
 
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
@@ -74,7 +77,8 @@ struct attend_plan {
     attend_args a;
     size_t n_blocks = 0, entries = 0, causal_total = 0, group = 0;
     uint32_t tpb = 0;
-    bool wide = false; // split_kernel's wide configuration (KVC_CUDA_WIDE_*)
+    bool wide = false;  // split_kernel's wide configuration (KVC_CUDA_WIDE_*)
+    bool quant = false; // a Q15, int4 or KIVI4 segment: split_kernel's QUANT instantiation
 };
 
 kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t causal_segs, uint32_t tiles_per_block,
@@ -96,26 +100,33 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
         const kvc_segment &g = view->seg[s];
         if (g.role != KVC_SET_NUM && g.role != KVC_SET_DEN && g.role != KVC_SET_BOTH) return KVC_E_ARG;
         if (!(g.scale > 0.0) || !std::isfinite(g.scale) || g.n > ((size_t)1 << 31)) return KVC_E_ARG;
-        if (g.n > 0 && !gpu_type(g.dtype)) return g.dtype < KVC_DTYPE_COUNT ? KVC_E_UNSUPPORTED : KVC_E_ARG;
+        if (g.n > 0 && !attend_type(g.dtype)) return g.dtype < KVC_DTYPE_COUNT ? KVC_E_UNSUPPORTED : KVC_E_ARG;
+        const bool kivi = g.dtype == KVC_DTYPE_KIVI4;
+        if (g.n > 0 && kivi && g.first >= KVC_KIVI_BLOCK) return KVC_E_ARG;
         if (g.n > 0 && (key_rows(g) == nullptr || ((g.role & KVC_SET_NUM) && value_rows(g) == nullptr)))
             return KVC_E_ARG;
         seg_desc &o = a.seg[s];
         o.k = key_rows(g), o.v = (g.role & KVC_SET_NUM) ? value_rows(g) : nullptr, o.w = g.weights;
         o.ln_scale = (float)std::log(g.scale);
         o.n = (uint32_t)g.n, o.role = g.role, o.dtype = g.dtype;
-        o.kstride = (uint32_t)kvc_row_bytes(g.dtype, d), o.vstride = (uint32_t)kvc_row_bytes(g.dtype, dv);
+        const unsigned vt = kvc_segment_value_dtype(g.dtype);
+        o.kstride = (uint32_t)(kivi ? KVC_KIVI4_KEY_BLOCK_BYTES(d) : kvc_row_bytes(g.dtype, d));
+        o.vstride = (uint32_t)kvc_row_bytes(vt, dv);
+        o.first = kivi ? (uint32_t)g.first : 0u;
         o.causal0 = s < causal_segs ? (int32_t)p.causal_total : -1;
         o.entry0 = (uint32_t)p.entries;
-        // chunk loads where the rows allow them: 16 bytes of f32/f16 keys, 4 int8 codes;
-        // 4 value columns (16, 8 or 4 bytes)
+        // chunk loads where the rows allow them: 16 bytes of f32/f16 keys, 4
+        // int8 or Q15 codes, 8 int4 codes (4 bytes); 4 value columns (16, 8 or
+        // 4 bytes, 2 of int4 codes read with 4-byte alignment). KIVI4 key
+        // blocks: element loads.
         const uintptr_t ka = (uintptr_t)o.k, va = (uintptr_t)o.v;
-        const size_t kc = g.dtype == KVC_DTYPE_F16 ? 8u : 4u;
-        const size_t kal = g.dtype == KVC_DTYPE_I8 ? 4u : 16u, val = g.dtype == KVC_DTYPE_F32   ? 16u
-                                                                     : g.dtype == KVC_DTYPE_F16 ? 8u
-                                                                                                : 4u;
-        o.kvec = d % kc == 0 && ka % kal == 0 && o.kstride % kal == 0;
+        const size_t kc = g.dtype == KVC_DTYPE_F16 || g.dtype == KVC_DTYPE_I4 ? 8u : 4u;
+        const size_t kal = g.dtype == KVC_DTYPE_F32 || g.dtype == KVC_DTYPE_F16 ? 16u : 4u;
+        const size_t val = vt == KVC_DTYPE_F32 ? 16u : vt == KVC_DTYPE_F16 ? 8u : 4u;
+        o.kvec = !kivi && d % kc == 0 && ka % kal == 0 && o.kstride % kal == 0;
         o.vvec = o.v != nullptr && dv % 4u == 0 && va % val == 0 && o.vstride % val == 0;
         if (g.n > 0 && (g.dtype != KVC_DTYPE_F32 || !o.kvec)) all_f32_chunked = false;
+        if (g.n > 0 && !gpu_type(g.dtype)) p.quant = true;
         if (s < causal_segs) p.causal_total += g.n;
         p.entries += g.n;
         tiles += (g.n + kTile - 1) / kTile;
@@ -130,7 +141,9 @@ kvc_status make_plan(const kvc_view *view, size_t n_pos, size_t n_q, size_t caus
         all_f32_chunked && KVC_CUDA_GROUPED_ROWS && p.group <= (size_t)KVC_CUDA_GROUPED_MAX_Q && (d / 4u) % 8u == 0;
     uint32_t tpb = tiles_per_block;
     if (tpb == 0) { // one wave: as many blocks as the launch bounds let every multiprocessor hold
-        const size_t per_sm = p.wide ? KVC_CUDA_WIDE_MIN_BLOCKS : KVC_CUDA_MIN_BLOCKS;
+        const size_t per_sm = p.wide    ? KVC_CUDA_WIDE_MIN_BLOCKS
+                              : p.quant ? KVC_CUDA_QUANT_MIN_BLOCKS
+                                        : KVC_CUDA_MIN_BLOCKS;
         const size_t target = per_sm * (size_t)multiprocessors();
         tpb = (uint32_t)((tiles + target - 1) / target);
         if (tpb < 1) tpb = 1;
@@ -188,8 +201,9 @@ void launch_group(const attend_plan &p, cudaStream_t st)
 {
     const attend_args &a = p.a;
     const size_t split_smem = kMaxQ * (a.dv > (uint32_t)kTile ? a.dv : (uint32_t)kTile) * sizeof(float);
-    void (*const split)(attend_args) =
-        p.wide ? split_kernel<KVC_CUDA_WIDE_MIN_BLOCKS, KVC_CUDA_WIDE_UNROLL> : split_kernel<KVC_CUDA_MIN_BLOCKS, 1>;
+    void (*const split)(attend_args) = p.wide    ? split_kernel<KVC_CUDA_WIDE_MIN_BLOCKS, KVC_CUDA_WIDE_UNROLL, false>
+                                       : p.quant ? split_kernel<KVC_CUDA_QUANT_MIN_BLOCKS, 1, true>
+                                                 : split_kernel<KVC_CUDA_MIN_BLOCKS, 1, false>;
     if (p.n_blocks > 0) KVC_LAUNCH(split, (unsigned)p.n_blocks, kThreads, split_smem, st, a);
     KVC_LAUNCH(merge_kernel, a.nq, kThreads, p.n_blocks * sizeof(float), st, a);
     if (a.mass != nullptr && p.n_blocks > 0)
@@ -433,11 +447,12 @@ kvc_kernels make_table()
     kvc_kernels t = *kvc_kernels_ref();
     t.name = "cuda";
     t.needs = 0;
-    t.caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS;
+    t.caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_KIVI4 | KVC_CAP_BATCH |
+             KVC_CAP_MASS;
     t.attend_f32 = table_attend_f32;
     t.attend_batch = table_attend_batch;
     for (unsigned d = 0; d < KVC_DTYPE_COUNT; d++)
-        if (!gpu_type(d)) std::memset(&t.rows[d], 0, sizeof t.rows[d]);
+        if (!attend_type(d)) std::memset(&t.rows[d], 0, sizeof t.rows[d]);
     return t;
 }
 

@@ -62,6 +62,14 @@ constexpr int kThreads = 128; // 4 warps
 #ifndef KVC_CUDA_WIDE_MIN_BLOCKS
 #define KVC_CUDA_WIDE_MIN_BLOCKS 4
 #endif
+// The third configuration, for launches with a Q15, int4 or KIVI4 segment:
+// their decoders, compiled into the same kernel as the first configuration's
+// types, cost it registers it does not have at 5 blocks (ptxas spilled 24
+// bytes), so they get their own instantiation with this register budget and
+// the first configuration keeps the code it was measured with.
+#ifndef KVC_CUDA_QUANT_MIN_BLOCKS
+#define KVC_CUDA_QUANT_MIN_BLOCKS 4
+#endif
 #ifndef KVC_CUDA_KEY_UNROLL
 #define KVC_CUDA_KEY_UNROLL 4
 #endif
@@ -82,7 +90,13 @@ constexpr int kMaxSeg = 8;   // KVC_VIEW_MAX_SEGMENTS
 constexpr unsigned kFull = 0xffffffffu;
 
 // storage types (the values of kvc_dtype)
-enum { DT_F32 = 0, DT_F16 = 1, DT_I8 = 2 };
+enum { DT_F32 = 0, DT_F16 = 1, DT_I8 = 2, DT_Q15 = 3, DT_KIVI4 = 4, DT_I4 = 6 };
+constexpr uint32_t kKiviBlock = 32; // KVC_KIVI_BLOCK: tokens of a KIVI4 key block
+constexpr uint32_t kI4Group = 32;   // int4 rows: elements per (f16 scale, f16 minimum)
+// the row type of a segment's values: KIVI4 keeps its values as int4 rows
+template <int DT> struct value_type {
+    static constexpr int dt = DT == DT_KIVI4 ? DT_I4 : DT;
+};
 // roles (KVC_SET_*)
 enum { ROLE_NUM = 1, ROLE_DEN = 2 };
 
@@ -91,7 +105,8 @@ struct seg_desc {
     const float *w;             // per-entry weights, or null for all 1
     float ln_scale;             // ln of the segment's scale
     uint32_t n, role, dtype;
-    uint32_t kstride, vstride; // row bytes
+    uint32_t kstride, vstride; // row bytes (KIVI4 keys: bytes of a key block)
+    uint32_t first;            // KIVI4: the first entry's token in the first key block (0..31)
     uint32_t block0;           // first block of the segment in the grid
     int32_t causal0;           // index of its first entry in the causal block, -1: not causal
     uint32_t entry0;           // index of its first entry in the view (mass)
@@ -126,16 +141,70 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
-template <int DT> __device__ __forceinline__ float elem(const unsigned char *row, uint32_t c)
+// An int4 group's f16 scale and minimum (rows_int4.c), as floats.
+struct i4_group {
+    float scale, min;
+};
+__device__ __forceinline__ i4_group i4_header(const unsigned char *hdr)
+{
+    const unsigned h = __ldg(reinterpret_cast<const unsigned *>(hdr));
+    return {__half2float(__ushort_as_half((unsigned short)(h & 0xffffu))),
+            __half2float(__ushort_as_half((unsigned short)(h >> 16)))};
+}
+// An int4 element: min + q * scale, one rounding (the product of a 4-bit
+// code and a half is exact in float), so it is the reference load's value
+// (rows_int4.c evaluates it exactly in double and rounds once).
+__device__ __forceinline__ float i4_value(const i4_group &g, unsigned q) { return fmaf((float)q, g.scale, g.min); }
+
+// the nibbles of an int4 row of dim elements follow its ceil(dim / 32) group headers
+__device__ __forceinline__ const unsigned char *i4_nibbles(const unsigned char *row, uint32_t dim)
+{
+    return row + 4u * ((dim + kI4Group - 1u) / kI4Group);
+}
+
+template <int DT> __device__ __forceinline__ float elem(const unsigned char *row, uint32_t c, uint32_t dim)
 {
     if (DT == DT_F32) return __ldg(reinterpret_cast<const float *>(row) + c);
     if (DT == DT_F16) return __half2float(__ldg(reinterpret_cast<const __half *>(row) + c));
+    if (DT == DT_Q15) return (float)__ldg(reinterpret_cast<const short *>(row + 4) + c);
+    if (DT == DT_I4) {
+        const unsigned b = __ldg(i4_nibbles(row, dim) + c / 2u);
+        return i4_value(i4_header(row + 4u * (c / kI4Group)), (b >> ((c & 1u) * 4u)) & 15u);
+    }
     return (float)__ldg(reinterpret_cast<const signed char *>(row + 4) + c);
+}
+
+// Channel c of token j (0..31) of a KIVI4 key block: channel c is an int4
+// row of the block's 32 tokens, 20 bytes (rows_kivi.c).
+__device__ __forceinline__ float kivi_elem(const unsigned char *block, uint32_t j, uint32_t c)
+{
+    const unsigned char *ch = block + (size_t)c * 20u;
+    const unsigned b = __ldg(ch + 4u + j / 2u);
+    return i4_value(i4_header(ch), (b >> ((j & 1u) * 4u)) & 15u);
 }
 
 template <int DT> __device__ __forceinline__ float row_scale(const unsigned char *row)
 {
-    return DT == DT_I8 ? __ldg(reinterpret_cast<const float *>(row)) : 1.0f;
+    return DT == DT_I8 || DT == DT_Q15 ? __ldg(reinterpret_cast<const float *>(row)) : 1.0f;
+}
+
+// Where entry i's key is read: its row, or for KIVI4 its block (the token's
+// place in the block: key_token)
+template <int DT> __device__ __forceinline__ const unsigned char *key_row(const seg_desc &s, uint32_t i)
+{
+    if (DT == DT_KIVI4) return s.k + (size_t)((s.first + i) / kKiviBlock) * s.kstride;
+    return s.k + (size_t)i * s.kstride;
+}
+template <int DT> __device__ __forceinline__ uint32_t key_token(const seg_desc &s, uint32_t i)
+{
+    return DT == DT_KIVI4 ? (s.first + i) % kKiviBlock : 0u;
+}
+
+// key element c of an entry (row from key_row, j from key_token)
+template <int DT>
+__device__ __forceinline__ float key_elem(const unsigned char *row, uint32_t j, uint32_t c, uint32_t d)
+{
+    return DT == DT_KIVI4 ? kivi_elem(row, j, c) : elem<DT>(row, c, d);
 }
 
 __device__ __forceinline__ uint32_t block_segment(const attend_args &a)
@@ -157,11 +226,12 @@ __device__ __forceinline__ float entry_log_weight(const seg_desc &s, uint32_t i,
     return *inc ? s.ln_scale + logf(w) : -INFINITY;
 }
 
-// Chunk loads: key_chunk<DT>::n key elements (16 bytes of f32 or f16, 4 int8 codes)
-// and 4 value columns (16, 8 or 4 bytes), for segments whose rows are
-// aligned for them (seg_desc::kvec, vvec; the host checks).
+// Chunk loads: key_chunk<DT>::n key elements (16 bytes of f32 or f16, 4 int8
+// or Q15 codes, 8 int4 codes) and 4 value columns (16, 8, 4 or 2 bytes), for
+// segments whose rows are aligned for them (seg_desc::kvec, vvec; the host
+// checks; KIVI4 key blocks are never read in chunks).
 template <int DT> struct key_chunk {
-    static constexpr int n = DT == DT_F16 ? 8 : 4;
+    static constexpr int n = DT == DT_F16 || DT == DT_I4 ? 8 : 4;
 };
 
 __device__ __forceinline__ void halves_to_floats(unsigned w, float *x)
@@ -171,9 +241,19 @@ __device__ __forceinline__ void halves_to_floats(unsigned w, float *x)
     x[1] = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
 }
 
-template <int DT> __device__ __forceinline__ void load_value4(const unsigned char *row, uint32_t c, float *x)
+template <int DT>
+__device__ __forceinline__ void load_value4(const unsigned char *row, uint32_t c, float *x, uint32_t dim)
 {
-    if (DT == DT_F32) {
+    if (DT == DT_I4) { // 4 codes of one group (c % 4 == 0): 2 bytes
+        const unsigned b = __ldg(reinterpret_cast<const unsigned short *>(i4_nibbles(row, dim) + c / 2u));
+        const i4_group hdr = i4_header(row + 4u * (c / kI4Group));
+#pragma unroll
+        for (int e = 0; e < 4; e++) x[e] = i4_value(hdr, (b >> (4 * e)) & 15u);
+    } else if (DT == DT_Q15) { // 4 codes: two 4-byte reads
+        const short2 u = __ldg(reinterpret_cast<const short2 *>(row + 4) + c / 2u);
+        const short2 w = __ldg(reinterpret_cast<const short2 *>(row + 4) + c / 2u + 1u);
+        x[0] = (float)u.x, x[1] = (float)u.y, x[2] = (float)w.x, x[3] = (float)w.y;
+    } else if (DT == DT_F32) {
         const float4 v = __ldg(reinterpret_cast<const float4 *>(row) + c / 4u);
         x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
     } else if (DT == DT_F16) {
@@ -185,15 +265,22 @@ template <int DT> __device__ __forceinline__ void load_value4(const unsigned cha
     }
 }
 
-// a key chunk: 8 halves in one 16-byte load for f16, else the 4 elements of load_value4
-template <int DT> __device__ __forceinline__ void load_key_chunk(const unsigned char *row, uint32_t c, float *x)
+// a key chunk: 8 halves in one 16-byte load for f16, 8 int4 codes of one
+// group in one 4-byte load, else the 4 elements of load_value4
+template <int DT>
+__device__ __forceinline__ void load_key_chunk(const unsigned char *row, uint32_t c, float *x, uint32_t dim)
 {
-    if (DT == DT_F16) {
+    if (DT == DT_I4) {
+        const unsigned b = __ldg(reinterpret_cast<const unsigned *>(i4_nibbles(row, dim) + c / 2u));
+        const i4_group hdr = i4_header(row + 4u * (c / kI4Group));
+#pragma unroll
+        for (int e = 0; e < 8; e++) x[e] = i4_value(hdr, (b >> (4 * e)) & 15u);
+    } else if (DT == DT_F16) {
         const uint4 u = __ldg(reinterpret_cast<const uint4 *>(row) + c / 8u);
         halves_to_floats(u.x, x), halves_to_floats(u.y, x + 2), halves_to_floats(u.z, x + 4),
             halves_to_floats(u.w, x + 6);
     } else {
-        load_value4<DT>(row, c, x);
+        load_value4<DT>(row, c, x, dim);
     }
 }
 
@@ -216,14 +303,15 @@ __device__ __forceinline__ unsigned score_tile(const attend_args &a, const seg_d
         float dot[kMaxQ];
 #pragma unroll
         for (int qi = 0; qi < kMaxQ; qi++) dot[qi] = 0.0f;
-        const unsigned char *row = s.k + (size_t)i * s.kstride;
+        const unsigned char *row = key_row<DT>(s, i);
+        const uint32_t j = key_token<DT>(s, i);
         if (inc) {
             if (KVEC) {
                 constexpr int V = key_chunk<DT>::n;
 #pragma unroll kKeyUnroll
                 for (uint32_t c = 0; c < a.d; c += V) {
                     float x[V];
-                    load_key_chunk<DT>(row, c, x);
+                    load_key_chunk<DT>(row, c, x, a.d);
 #pragma unroll
                     for (int qi = 0; qi < kMaxQ; qi++)
                         if ((uint32_t)qi < a.nq) {
@@ -239,7 +327,7 @@ __device__ __forceinline__ unsigned score_tile(const attend_args &a, const seg_d
                 }
             } else {
                 for (uint32_t c = 0; c < a.d; c++) {
-                    const float x = elem<DT>(row, c);
+                    const float x = key_elem<DT>(row, j, c, a.d);
 #pragma unroll
                     for (int qi = 0; qi < kMaxQ; qi++)
                         if ((uint32_t)qi < a.nq) dot[qi] += x * qs[qi * kMaxDim + c];
@@ -269,7 +357,7 @@ __device__ __forceinline__ void grouped_chunk(const attend_args &a, const unsign
 #pragma unroll
     for (int u = 0; u < 2; u++) {
         if (inc[u])
-            load_key_chunk<DT>(row[u], c * V, x[u]);
+            load_key_chunk<DT>(row[u], c * V, x[u], a.d);
         else
 #pragma unroll
             for (int e = 0; e < V; e++) x[u][e] = 0.0f;
@@ -315,7 +403,7 @@ __device__ __forceinline__ unsigned score_tile_grouped(const attend_args &a, con
             const uint32_t i = r0 + (have ? r[u] : 0u);
             x0[u] = entry_log_weight(s, i, &inc[u]);
             inc[u] = inc[u] && have;
-            row[u] = s.k + (size_t)i * s.kstride;
+            row[u] = key_row<DT>(s, i); // KVEC: a row
 #pragma unroll
             for (int qi = 0; qi < kMaxQ; qi++) dot[u][qi] = 0.0f;
         }
@@ -350,9 +438,11 @@ template <int DT, bool KVEC, int UNROLL>
 __device__ __forceinline__ unsigned score_rows(const attend_args &a, const seg_desc &s, uint32_t r0, uint32_t len,
                                                const float *qs, float *sc)
 {
-    if (KVC_CUDA_GROUPED_ROWS && KVEC && a.nq <= KVC_CUDA_GROUPED_MAX_Q &&
-        (a.d / (uint32_t)key_chunk<DT>::n) % 8u == 0) // block-uniform
-        return score_tile_grouped<DT, UNROLL>(a, s, r0, len, qs, sc);
+    if constexpr (KVEC) { // chunked rows only (never KIVI4's key blocks)
+        if (KVC_CUDA_GROUPED_ROWS && a.nq <= KVC_CUDA_GROUPED_MAX_Q &&
+            (a.d / (uint32_t)key_chunk<DT>::n) % 8u == 0) // block-uniform
+            return score_tile_grouped<DT, UNROLL>(a, s, r0, len, qs, sc);
+    }
     return score_tile<DT, KVEC>(a, s, r0, len, qs, sc);
 }
 
@@ -404,14 +494,14 @@ __device__ __forceinline__ void value_tile(const attend_args &a, const seg_desc 
             const unsigned char *row = s.v + (size_t)(r0 + (r < end ? r : rb)) * s.vstride;
             const float scale = r < end ? row_scale<DT>(row) : 0.0f;
             if (VVEC) {
-                if (r < end) load_value4<DT>(row, vs.col0 * 4u, v[u]);
+                if (r < end) load_value4<DT>(row, vs.col0 * 4u, v[u], a.dv);
 #pragma unroll
                 for (int e = 0; e < 4; e++) v[u][e] = r < end ? scale * v[u][e] : 0.0f;
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const uint32_t c = value_column<false>(vs, e);
-                    v[u][e] = (r < end && c < a.dv) ? scale * elem<DT>(row, c) : 0.0f;
+                    v[u][e] = (r < end && c < a.dv) ? scale * elem<DT>(row, c, a.dv) : 0.0f;
                 }
             }
         }
@@ -519,7 +609,7 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
             for (int qi = 0; qi < kMaxQ; qi++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[qi][e] = acc_s[(qi * 4 + e) * kThreads] * alpha[qi];
-            value_tile<DT, VVEC>(a, s, r0, len, sc, acc, vs);
+            value_tile<value_type<DT>::dt, VVEC>(a, s, r0, len, sc, acc, vs);
 #pragma unroll
             for (int qi = 0; qi < kMaxQ; qi++)
 #pragma unroll
@@ -549,20 +639,28 @@ __device__ __forceinline__ void split_body(const attend_args &a, const seg_desc 
 template <int DT, int UNROLL>
 __device__ void split_vec(const attend_args &a, const seg_desc &g, uint32_t blk, const split_smem &sm)
 {
-    if (g.kvec && g.vvec)
+    if constexpr (DT == DT_KIVI4) { // key blocks: element loads only
+        if (g.vvec)
+            split_body<DT, false, true, UNROLL>(a, g, blk, sm);
+        else
+            split_body<DT, false, false, UNROLL>(a, g, blk, sm);
+    } else if (g.kvec && g.vvec) {
         split_body<DT, true, true, UNROLL>(a, g, blk, sm);
-    else if (g.kvec)
+    } else if (g.kvec) {
         split_body<DT, true, false, UNROLL>(a, g, blk, sm);
-    else if (g.vvec)
+    } else if (g.vvec) {
         split_body<DT, false, true, UNROLL>(a, g, blk, sm);
-    else
+    } else {
         split_body<DT, false, false, UNROLL>(a, g, blk, sm);
+    }
 }
 
 // MIN_BLOCKS, UNROLL: KVC_CUDA_MIN_BLOCKS and 1, or the wide configuration
 // (KVC_CUDA_WIDE_*; the host launches it only on all-f32 rows, but it is
-// correct on any)
-template <int MIN_BLOCKS, int UNROLL>
+// correct on any). QUANT: the instantiation that also reads Q15, int4 and
+// KIVI4 segments (KVC_CUDA_QUANT_MIN_BLOCKS); without it those types are not
+// compiled in (the host never sends them there).
+template <int MIN_BLOCKS, int UNROLL, bool QUANT>
 __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) split_kernel(const attend_args a)
 {
     __shared__ __align__(16) float qs[kMaxQ * kMaxDim];
@@ -579,8 +677,16 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) split_kernel(const atten
         split_vec<DT_F32, UNROLL>(a, g, blk, sm);
     else if (g.dtype == DT_F16)
         split_vec<DT_F16, UNROLL>(a, g, blk, sm);
-    else
+    else if (!QUANT || g.dtype == DT_I8)
         split_vec<DT_I8, UNROLL>(a, g, blk, sm);
+    else if constexpr (QUANT) {
+        if (g.dtype == DT_Q15)
+            split_vec<DT_Q15, UNROLL>(a, g, blk, sm);
+        else if (g.dtype == DT_I4)
+            split_vec<DT_I4, UNROLL>(a, g, blk, sm);
+        else
+            split_vec<DT_KIVI4, UNROLL>(a, g, blk, sm);
+    }
 }
 
 // A block-wide reduction (max or sum) of one value per thread; every thread
@@ -688,7 +794,9 @@ __device__ __forceinline__ void mass_body(const attend_args &a, const seg_desc &
 
 template <int DT> __device__ void mass_vec(const attend_args &a, const seg_desc &g, uint32_t blk, float *qs, float *sc)
 {
-    if (g.kvec)
+    if constexpr (DT == DT_KIVI4) // key blocks: element loads only
+        mass_body<DT, false>(a, g, blk, qs, sc);
+    else if (g.kvec)
         mass_body<DT, true>(a, g, blk, qs, sc);
     else
         mass_body<DT, false>(a, g, blk, qs, sc);
@@ -705,8 +813,14 @@ __global__ void __launch_bounds__(kThreads, KVC_CUDA_MIN_BLOCKS) mass_kernel(con
         mass_vec<DT_F32>(a, g, blk, qs, sc);
     else if (g.dtype == DT_F16)
         mass_vec<DT_F16>(a, g, blk, qs, sc);
-    else
+    else if (g.dtype == DT_I8)
         mass_vec<DT_I8>(a, g, blk, qs, sc);
+    else if (g.dtype == DT_Q15)
+        mass_vec<DT_Q15>(a, g, blk, qs, sc);
+    else if (g.dtype == DT_I4)
+        mass_vec<DT_I4>(a, g, blk, qs, sc);
+    else
+        mass_vec<DT_KIVI4>(a, g, blk, qs, sc);
 }
 
 } // namespace kvc_cuda

@@ -64,7 +64,7 @@ template <int DT> __device__ float pair_dot(const gram_args &a, const unsigned c
     float s = 0.0f;
     for (uint32_t c = lane; c < a.dim; c += 32u) {
         const float mu = a.mu != nullptr ? a.mu[c] : 0.0f;
-        s += (sa * elem<DT>(ra, c) - mu) * (sb * elem<DT>(rb, c) - mu);
+        s += (sa * elem<DT>(ra, c, a.dim) - mu) * (sb * elem<DT>(rb, c, a.dim) - mu);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(kFull, s, o);
