@@ -191,12 +191,11 @@ int kvc_bench_finish(kvc_bench_opts *o)
         o->n_pct = 0;
         for (int i = 0; i < nr; i++) {
             const double pct = (1.0 - r[i]) * 100.0;
-            if (fabs(pct - floor(pct + 0.5)) > 1e-9) {
-                fprintf(stderr, "kvc bench: --compression-ratio %g: the grid takes whole percents (e.g. 0.75, 0.9)\n",
-                        r[i]);
+            if (!(pct >= 0.01 && pct <= 100.0)) { /* unreachable for r in [0, 0.99]: kept as the range's statement */
+                fprintf(stderr, "kvc bench: --compression-ratio %g: a share of 0.01 .. 100%%\n", r[i]);
                 return 1;
             }
-            o->pcts[o->n_pct++] = (int)floor(pct + 0.5);
+            o->pcts[o->n_pct++] = pct;
         }
     }
     if (o->budgets_text) {
@@ -206,10 +205,10 @@ int kvc_bench_finish(kvc_bench_opts *o)
         o->n_pct = 0;
         o->bytes = b[0].kind == KVC_BUDGET_F16;
         for (int i = 0; i < nb; i++) {
-            if ((b[i].kind != KVC_BUDGET_CONTEXT && b[i].kind != KVC_BUDGET_F16) || b[i].value != floor(b[i].value) ||
+            if ((b[i].kind != KVC_BUDGET_CONTEXT && b[i].kind != KVC_BUDGET_F16) || !(b[i].value >= 0.01) ||
                 b[i].value > 100) {
-                fprintf(stderr, "kvc bench: --budget: the grid runs several contexts, so its budgets are whole shares "
-                                "of each, P%% (of its tokens) or P%%f16 (of its f16 exact cache's bytes), 1..100\n");
+                fprintf(stderr, "kvc bench: --budget: the grid runs several contexts, so its budgets are shares of "
+                                "each, P%% (of its tokens) or P%%f16 (of its f16 exact cache's bytes), 0.01..100\n");
                 return 1;
             }
             if ((b[i].kind == KVC_BUDGET_F16) != o->bytes) {
@@ -217,7 +216,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
                         "kvc bench: --budget: give all budgets as P%% or all as P%%f16 (one reference column)\n");
                 return 1;
             }
-            o->pcts[o->n_pct++] = (int)b[i].value;
+            o->pcts[o->n_pct++] = b[i].value;
         }
     }
     tok_path_opt = o->tokenizer_path;
@@ -250,7 +249,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
             }
             g = &o->cfg[o->n_cfg++];
             g->method = o->methods[i], g->pct = o->pcts[j], g->reference = 0;
-            snprintf(g->label, sizeof g->label, "%s %d%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "f16" : "");
+            snprintf(g->label, sizeof g->label, "%s %g%%%s", kvc_method_name(g->method), g->pct, o->bytes ? "f16" : "");
             if (o->heads && !(o->methods[i] == KVC_METHOD_EXACT)) { /* its head-wise twin */
                 if (o->n_cfg == KVC_BENCH_MAX_CFG) {
                     fprintf(stderr, "kvc bench: at most %d columns\n", KVC_BENCH_MAX_CFG - 1);
@@ -259,7 +258,7 @@ int kvc_bench_finish(kvc_bench_opts *o)
                 kvc_bench_cfg *t = &o->cfg[o->n_cfg++];
                 *t = *g;
                 t->headwise = 1;
-                snprintf(t->label, sizeof t->label, "%s %d%%f16 heads", kvc_method_name(g->method), g->pct);
+                snprintf(t->label, sizeof t->label, "%s %g%%f16 heads", kvc_method_name(g->method), g->pct);
             }
         }
     return 0;
@@ -329,7 +328,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     memset(sc, 0, sizeof *sc);
     sc->method = g->method;
     sc->dtype = KVC_DTYPE_F32;
-    uint64_t budget = (uint64_t)context * (uint64_t)g->pct / 100u;
+    uint64_t budget = (uint64_t)floor((double)context * g->pct / 100.0);
     if (budget < 1) budget = 1;
     sc->budget = (uint32_t)budget;
     sc->n_sink = sc->n_window = sc->budget / 8 < 32 ? sc->budget / 8 : 32;
@@ -339,7 +338,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads);        /* as kvc_l2c_cache_config sets them */
     if (o->bytes && g->reference) sc->dtype = KVC_DTYPE_F32; /* the ground truth */
     if (o->bytes && !g->reference) {
-        const uint64_t target = (uint64_t)context * 2u * sc->d * 2u * (uint64_t)g->pct / 100u;
+        const uint64_t target = (uint64_t)floor((double)context * 2.0 * sc->d * 2.0 * g->pct / 100.0);
         /* sinks and window follow the budget they help decide: size them from
            a first fit, then fit the budget to the bytes with them fixed */
         const uint32_t b = kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context);
@@ -381,7 +380,7 @@ static const char *heads_summary(const kvc_bench_opts *o, const kvc_bench_cfg *g
     return why;
 }
 
-int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, int pct, int headwise)
+int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, double pct, int headwise)
 {
     for (int g = 1; g < o->n_cfg; g++)
         if (o->cfg[g].method == m && o->cfg[g].pct == pct && o->cfg[g].headwise == headwise) return g;

@@ -25,7 +25,7 @@ int kvc_bench_cost(int argc, char **argv);
 /** One grid column: a method at pct % of the context (exact: 100). */
 typedef struct kvc_bench_cfg {
     kvc_method method;
-    int pct;
+    double pct; /* a share in percent, 0.01 .. 100 (6.25 and 12.5 included) */
     int reference;  /* 1: the exact reference column (f32 with P%f16 budgets) */
     int headwise;   /* 1: budgets per (layer, kv head) from --head-profile (P%f16 only) */
     char label[40]; /* "subgen 10%", or "subgen 10%f16" in bytes, "subgen 10%f16 heads" head-wise */
@@ -42,7 +42,8 @@ typedef struct kvc_bench_opts {
     int bytes; /* --budget P%f16: budgets are percent of the f16 exact cache's bytes */
     kvc_bench_cfg cfg[KVC_BENCH_MAX_CFG];
     int n_cfg; /* cfg[0] is exact */
-    int pcts[KVC_BENCH_MAX_LIST], n_pct;
+    double pcts[KVC_BENCH_MAX_LIST];
+    int n_pct;
     kvc_method methods[KVC_BENCH_MAX_LIST];
     int n_methods;
     kvc_method_opts mo;
@@ -103,7 +104,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
 void kvc_bench_print_bytes(const kvc_bench_opts *o, const kvc_l2c_config *c, int context, int prefix_len);
 
 /** Index of the column of method @p m at @p pct (head-wise twin or not), -1 when none. */
-int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, int pct, int headwise);
+int kvc_bench_find(const kvc_bench_opts *o, kvc_method m, double pct, int headwise);
 
 /** Open the model (o->model_path or the default); prints why and returns 1 on failure. */
 int kvc_bench_open(const kvc_bench_opts *o, kvc_lm *lm);

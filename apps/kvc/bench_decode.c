@@ -161,7 +161,7 @@ int kvc_bench_decode(int argc, char **argv)
             const double mt = kvc_bench_median(tps, (int)rounds), mr = kvc_bench_median(ratio, (int)rounds);
             printf("%-26s %10.2f %10.2f %12.2f %14" PRIu64 "\n", o.cfg[g].label, mt, mr, x->build_s, peak);
             if (csv)
-                fprintf(csv, "%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
+                fprintf(csv, "%s,%g,%d,%d,%d,%d,%.4f,%.4f,%.3f,%" PRIu64 "\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, N, threads, (int)steps, (int)rounds, mt, mr, x->build_s, peak);
         } else {
             printf("%-26s %10s\n", o.cfg[g].label, x->status == -1 ? "n/a" : "error");

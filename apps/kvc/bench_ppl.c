@@ -136,7 +136,7 @@ int kvc_bench_ppl(int argc, char **argv)
 
     const double exact_ppl = res[0].status == 1 ? exp(res[0].nll / (n - 1)) : NAN;
     printf("\nperplexity over %d tokens, (xR) = ratio to exact\n%-20s", n - 1, "method");
-    for (int j = 0; j < o.n_pct; j++) printf(" %17d%%", o.pcts[j]);
+    for (int j = 0; j < o.n_pct; j++) printf(" %17g%%", o.pcts[j]);
     printf("\n%-20s %18.4f\n", "exact", exact_ppl);
     for (int row = 0; row < o.n_methods * (o.heads ? 2 : 1); row++) {
         const int i = row / (o.heads ? 2 : 1), hw = o.heads ? row % 2 : 0;
@@ -164,11 +164,11 @@ int kvc_bench_ppl(int argc, char **argv)
         for (int g = 0; g < o.n_cfg; g++) {
             const ppl_result *r = &res[g];
             if (r->status == 1)
-                fprintf(csv, "%s,%d,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f,%d\n", kvc_method_name(o.cfg[g].method),
+                fprintf(csv, "%s,%g,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f,%d\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, r->budget, n - 1, r->nll / (n - 1), exp(r->nll / (n - 1)), exact_ppl,
                         r->peak_bytes, r->seconds, o.cfg[g].headwise);
             else
-                fprintf(csv, "%s,%d,%u,%d,,%s,%.6f,,,%d\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
+                fprintf(csv, "%s,%g,%u,%d,,%s,%.6f,,,%d\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
                         n - 1, r->status == -1 ? "n/a" : "error", exact_ppl, o.cfg[g].headwise);
         }
     }

@@ -362,7 +362,7 @@ int kvc_bench_recall(int argc, char **argv)
                 kvc_bench_stream(&o, &o.cfg[g], mc, it->context, it->context, &sc);
                 const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers * mc->n_kv_heads *
                                            2.0 * (mc->dim / mc->n_heads) * sizeof(float);
-                fprintf(csv, "%s,%d,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s\n", kvc_method_name(o.cfg[g].method),
+                fprintf(csv, "%s,%g,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s\n", kvc_method_name(o.cfg[g].method),
                         o.cfg[g].pct, sc.budget, it->context, it->depth_pct, it->trial, it->pk.key, it->pk.needle_tok,
                         it->pk.n_hay, r->answer,
                         r->status == 1    ? "1"
