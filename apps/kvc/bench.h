@@ -25,7 +25,7 @@ int kvc_bench_cost(int argc, char **argv);
 /** One grid column: a method at pct % of the context (exact: 100). */
 typedef struct kvc_bench_cfg {
     kvc_method method;
-    double pct; /* a share in percent, 0.01 .. 100 (6.25 and 12.5 included) */
+    double pct;     /* a share in percent, 0.01 .. 100 (6.25 and 12.5 included) */
     int reference;  /* 1: the exact reference column (f32 with P%f16 budgets) */
     int headwise;   /* 1: budgets per (layer, kv head) from --head-profile (P%f16 only) */
     char label[40]; /* "subgen 10%", or "subgen 10%f16" in bytes, "subgen 10%f16 heads" head-wise */

@@ -189,7 +189,7 @@ static float default_beta(uint32_t d) { return (float)(1.0 / sqrt((double)d)); }
  * it makes the budget theorem at plan time hold for every method, by proof
  * and check, with nothing assumed of a method's arithmetic. */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
     requires \valid(p) && \valid(method_worst) && \separated(c, p, method_worst);
     assigns *p, *method_worst;
     ensures \result == \null ==> 1 <= p->d <= 256 && 1 <= p->dv <= 256 && p->protect_radius <= 4096;
@@ -211,17 +211,30 @@ static const char *plan_fill(const kvc_stream_config *c, const kvc_method_ops *o
     const float beta = c->beta > 0.0f ? c->beta : default_beta(d);
     const kvc_method method = c->method;
     const uint32_t dtype = (uint32_t)c->dtype;
+    /* KIVI4: int4 rows everywhere, the sinks' and window's keys in blocks */
+    const uint32_t key_blocks = dtype == (uint32_t)KVC_DTYPE_KIVI4 ? 1u : 0u;
     const unsigned window_is_budget = o->window_is_budget;
     const uint64_t tok = (uint64_t)d + dv;
 
     plan_zero(p);
     p->method = method;
-    p->dtype = dtype;
+    p->dtype = key_blocks ? (uint32_t)KVC_DTYPE_I4 : dtype;
+    p->key_blocks = key_blocks;
     p->d = d;
     p->dv = dv;
     p->beta = beta;
     p->protect_radius = radius;
     plan_split(budget, n_sink, n_window, n_protect, window_is_budget, tok, p);
+    if (key_blocks) { /* the window holds whole blocks: its remainder goes to the sinks (sink-window) or the method */
+        const uint32_t r = p->n_window % KVC_KIVI_BLOCK;
+        p->n_window -= r;
+        if (window_is_budget)
+            p->n_sink += r;
+        else
+            p->method_tokens += r;
+        if (p->n_protect > 0 && p->n_window == 0)
+            return "kivi4: protected spans need a window of at least 32 tokens (the window holds whole key blocks)";
+    }
     *method_worst = 0;
     const char *why = method_plan(o, c, p, method_worst);
     if (why != NULL) return why;
@@ -266,7 +279,7 @@ static const char *plan_finish(kvc_stream_plan *p, uint64_t method_worst)
 
 /* The sizes of a plan whose fields field_problem accepted. */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
     requires \valid(p) && \separated(c, p);
     assigns *p;
     ensures \result == \null ==> kvc_plan_accepted(p);
@@ -283,7 +296,7 @@ void kvc_plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *s
 /* plan_sizes into a local plan, copied out when accepted (a local, so
  * that a refusal leaves *plan as it was). */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 6;
+    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
     requires \valid(plan) && \separated(c, plan);
     assigns *plan;
     ensures \result == \null ==> kvc_plan_accepted(plan);
@@ -334,10 +347,18 @@ kvc_status kvc_stream_plan_make(const kvc_stream_config *c, kvc_stream_plan *pla
     return KVC_OK;
 }
 
+uint64_t kvc_stream_open_block_bytes(const kvc_stream_plan *p)
+{
+    if (!p->key_blocks) return 0;
+    return KVC_ALIGN_UP((uint64_t)KVC_KIVI_BLOCK * kvc_row_bytes(KVC_DTYPE_F16, p->d)) +
+           KVC_ALIGN_UP((uint64_t)KVC_KIVI_BLOCK * kvc_row_bytes(KVC_DTYPE_F16, p->dv));
+}
+
 uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p)
 {
     const kvc_method_ops *o = kvc_method_ops_of(p->method);
-    return o && o->arena_size ? o->arena_size(p) : 0;
+    /* a KIVI4 plan's open block follows the method's own bytes */
+    return (o && o->arena_size ? o->arena_size(p) : 0) + kvc_stream_open_block_bytes(p);
 }
 
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay)

@@ -42,10 +42,19 @@ typedef struct kvc_stream_layout {
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay);
 
 /*@ assigns \nothing;
-    ensures \result == 472;
+    ensures \result == 480;
 */
 size_t kvc_stream_header_bytes(void);
-/* The method's own arena bytes for a plan (0 for sink-window).
+/* A KIVI4 plan's open block (32 f16 key rows, then 32 f16 value rows, each
+ * part 64-aligned), the last bytes of the method's sub-arena; 0 otherwise.
+ * trusted-by: size arithmetic on d, dv <= 256 (at most 2 * 16384 bytes). */
+/*@ requires \valid_read(p);
+    assigns \nothing;
+*/
+uint64_t kvc_stream_open_block_bytes(const kvc_stream_plan *p);
+
+/* The method's own arena bytes for a plan (0 for sink-window), and a KIVI4
+ * plan's open block after them.
  * trusted-by: assigns nothing, a dispatch to the method's arena_size (size
  * arithmetic only: wp_sizes proves exact's and uniform's); stream_check
  * bounds the answer before the layout uses it. */

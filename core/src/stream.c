@@ -49,7 +49,7 @@ struct kvc_stream {
 /* Same bytes on 32- and 64-bit targets: a snapshot moves between a device and a host. */
 _Static_assert(sizeof(kvc_method) == 4 && sizeof(kvc_dtype) == 4, "enums stored in arenas are 4 bytes on every ABI");
 _Static_assert(sizeof(kvc_stream_config) == 136, "kvc_stream_config must be the same on every ABI");
-_Static_assert(sizeof(kvc_stream_plan) == 168, "kvc_stream_plan must be the same on every ABI");
+_Static_assert(sizeof(kvc_stream_plan) == 176, "kvc_stream_plan must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_stream) == KVC_SIZE_STREAM_HEADER, "the stream header must be the same on every ABI");
 
 size_t kvc_stream_header_bytes(void) { return sizeof(struct kvc_stream); }
@@ -141,6 +141,8 @@ typedef struct stream_regions {
     float *stage;                    /* quantised types: the staging row (d + dv floats) */
     uint8_t *wflag;                  /* protected spans: an outlier flag per window slot */
     unsigned char *method;           /* the method's sub-arena (lay.method_bytes) */
+    unsigned char *open;             /* KIVI4 plans: the open block, the last bytes of the method's sub-arena
+                                        (kvc_stream_open_block_bytes); NULL otherwise */
 } stream_regions;
 
 /*@ // the arena behind a handle, as bytes and as floats: what the accessor
@@ -220,11 +222,13 @@ static void stream_regions_of(kvc_stream *st, const kvc_kernels *kern, stream_re
     R->stage = R->pv + p->dv;
     R->wflag = KVC_AT(st, l->off_wflag, uint8_t);
     R->method = KVC_AT(st, l->off_method, unsigned char);
+    R->open = p->key_blocks ? R->method + (l->method_bytes - kvc_stream_open_block_bytes(p)) : NULL;
 }
 
 /* The first view segments that hold the most recent tokens in token order
- * (sinks, window ring, current token): a batched attend's causal block. */
-#define KVC_STREAM_CAUSAL_SEGMENTS 4u
+ * (sinks in blocks and in rows, the window ring in two pieces, the open
+ * block, the current token): a batched attend's causal block. */
+#define KVC_STREAM_CAUSAL_SEGMENTS 6u
 _Static_assert(KVC_STREAM_CAUSAL_SEGMENTS + 1u == KVC_STREAM_EXACT_SEGMENTS,
                "the protected spans follow the causal block");
 
@@ -322,6 +326,10 @@ static int header_ok(const kvc_stream *st)
     if (p->d < 1 || p->d > KVC_MAX_HEAD_DIM || p->dv < 1 || p->dv > KVC_MAX_HEAD_DIM || p->n_sink > KVC_MAX_BUDGET ||
         p->n_window > KVC_MAX_BUDGET || p->n_protect > KVC_MAX_BUDGET || p->protect_radius > 4096u ||
         p->dtype >= KVC_DTYPE_COUNT || kvc_row_bytes(p->dtype, 1) == 0)
+        return 0;
+    /* KIVI4 plans: int4 rows, a window of whole blocks */
+    if (p->key_blocks > 1u || p->reserved_ != 0u ||
+        (p->key_blocks && (p->dtype != (uint32_t)KVC_DTYPE_I4 || p->n_window % KVC_KIVI_BLOCK != 0u)))
         return 0;
     //@ assert kvc_stream_dtype_ok(p->dtype);
     const uint64_t exact_capacity = (uint64_t)p->n_sink + p->n_window + p->n_protect + 1u;
@@ -620,14 +628,24 @@ static void method_hand(const kvc_stream *st, const stream_regions *R, const kvc
 #define KVC_FLAG_MIN_DEV 0.005
 #define KVC_FLAG_CONTEXT 32u
 
+/* sum += the key of window slot `slot`, the i-th oldest of the window (KIVI4
+ * plans read it from its closed block or from the open block). */
+/*@ requires stream_plan_ok(st) && stream_shape_ok(st) && st->plan.n_window >= 1;
+    requires stream_regions_ok(st, R) && \valid_read(R);
+    requires i < st->win_count && slot < st->plan.n_window;
+    requires \valid(sum + (0 .. st->plan.d - 1));
+    assigns sum[0 .. st->plan.d - 1];
+*/
+static void window_key_add(const kvc_stream *st, const stream_regions *R, uint32_t i, uint32_t slot, double *sum);
+
 /* sum = the n most recent keys of the window ring. */
 /*@ requires stream_plan_ok(st) && stream_shape_ok(st) && st->plan.n_window >= 1;
-    requires kvc_rows_ok(wk, st->plan.n_window) && wk->dim == st->plan.d;
+    requires stream_regions_ok(st, R) && \valid_read(R);
     requires 1 <= n <= st->win_count;
     requires \valid(sum + (0 .. st->plan.d - 1));
     assigns sum[0 .. st->plan.d - 1];
 */
-static void window_key_sum(const kvc_stream *st, const kvc_rows *wk, uint32_t n, double *sum)
+static void window_key_sum(const kvc_stream *st, const stream_regions *R, uint32_t n, double *sum)
 {
     const uint32_t W = st->plan.n_window, d = st->plan.d, head = st->win_head, count = st->win_count;
     /*@ loop invariant 0 <= c <= d;
@@ -641,8 +659,7 @@ static void window_key_sum(const kvc_stream *st, const kvc_rows *wk, uint32_t n,
     */
     for (uint32_t i = count - n; i < count; i++) {
         const uint32_t slot = head + i < W ? head + i : head + i - W;
-        //@ ghost kvc_row_in(slot, W, wk->stride);
-        kvc_row_axpy(wk, slot, sum, 1.0);
+        window_key_add(st, R, i, slot, sum);
     }
 }
 
@@ -695,7 +712,7 @@ static uint8_t outlier_flag(kvc_stream *st, const stream_regions *R, const float
     const uint32_t n = count < KVC_FLAG_CONTEXT ? count : KVC_FLAG_CONTEXT;
     if (n < 8u && n < W) return 0u;
     double sum[KVC_MAX_HEAD_DIM];
-    window_key_sum(st, &R->wk, n, sum);
+    window_key_sum(st, R, n, sum);
     return flag_statistics(st, k, sum);
 }
 
@@ -784,6 +801,120 @@ static const float *row_f32_in(const kvc_rows *r, uint32_t i, uint32_t n)
     return kvc_row_f32(r, i);
 }
 
+/* ---- KIVI4 key blocks in the in-order regions (plan.key_blocks) ----
+ * docs/architecture.md "KIVI4 in the in-order regions". The sinks and the
+ * window keep their keys in KIVI4 blocks of 32 tokens wherever whole blocks
+ * fit (a KIVI4 plan's window is a multiple of 32; the sinks' last
+ * n_sink mod 32 tokens stay int4 rows), each block in the bytes of its 32
+ * int4 rows, so no region changes size. A block's new tokens wait in the
+ * open block (32 f16 key rows, 32 f16 value rows, after the method's bytes)
+ * and are quantised together when the block's last slot is written: by then
+ * every older token of that ring block has left the window (eviction stays
+ * one token at a time, oldest first, so the counters and their proofs are
+ * the row types'). Values are int4 rows, written at once; the open block's
+ * f16 copy is what the view reads until the block closes.
+ *
+ * trusted-by (the helpers below, outside the proof jobs): each writes only
+ * the row array and the open block it is given, inside the regions the
+ * proved layout places apart (wp_sizes); tests/unit/test_stream.c
+ * kivi4_regions_match_blocks checks every token of KIVI4 streams against
+ * blocks quantised independently, also under ASan in CI. */
+
+/* Slots [0, blocked) of an n-slot region hold KIVI4 blocks. */
+static uint32_t blocked_slots(const kvc_stream *st, uint32_t n)
+{
+    return st->plan.key_blocks ? n / KVC_KIVI_BLOCK * KVC_KIVI_BLOCK : 0u;
+}
+
+/* Tokens in the open block: the newest of the sinks (while they fill) or of the window. */
+static uint32_t open_count(const kvc_stream *st)
+{
+    const kvc_stream_plan *p = &st->plan;
+    if (!p->key_blocks) return 0;
+    if (st->sink_used < p->n_sink) {
+        const uint32_t sb = blocked_slots(st, p->n_sink);
+        return st->sink_used < sb ? st->sink_used % KVC_KIVI_BLOCK : 0u;
+    }
+    if (p->n_window == 0) return 0;
+    uint32_t next = st->win_head + st->win_count; /* the slot the next token takes */
+    if (next >= p->n_window) next -= p->n_window;
+    return next % KVC_KIVI_BLOCK;
+}
+
+static const kvc_row_kernels *f16_rows(void) { return &kvc_kernels_ref()->rows[KVC_DTYPE_F16]; }
+static unsigned char *open_key_row(const stream_regions *R, const kvc_stream_plan *p, uint32_t slot)
+{
+    return R->open + (size_t)(slot % KVC_KIVI_BLOCK) * kvc_row_bytes(KVC_DTYPE_F16, p->d);
+}
+static unsigned char *open_value_row(const stream_regions *R, const kvc_stream_plan *p, uint32_t slot)
+{
+    return R->open + KVC_ALIGN_UP((uint64_t)KVC_KIVI_BLOCK * kvc_row_bytes(KVC_DTYPE_F16, p->d)) +
+           (size_t)(slot % KVC_KIVI_BLOCK) * kvc_row_bytes(KVC_DTYPE_F16, p->dv);
+}
+
+/* Slot i of an n-slot in-order region gets the key (is_key) or the value x. */
+/*@ requires kvc_rows_ok(r, n) && i < n;
+    requires \valid_read(x + (0 .. r->dim - 1));
+    requires \separated(r->base + (0 .. n * r->stride - 1), x + (0 .. r->dim - 1));
+    requires \valid_read(st) && \valid_read(R) && \valid(R->method + (0 .. st->lay.method_bytes - 1));
+    assigns r->base[0 .. n * r->stride - 1], R->method[0 .. st->lay.method_bytes - 1];
+*/
+static void blocks_store(const kvc_stream *st, const stream_regions *R, const kvc_rows *r, uint32_t i, uint32_t n,
+                         const float *x, int is_key)
+{
+    if (i >= blocked_slots(st, n)) { /* the sinks' int4 tail */
+        kvc_row_store(r, i, x);
+        return;
+    }
+    if (!is_key) { /* values: the int4 row now, the f16 copy for the view until the block closes */
+        kvc_row_store(r, i, x);
+        f16_rows()->store(open_value_row(R, &st->plan, i), x, r->dim);
+        return;
+    }
+    f16_rows()->store(open_key_row(R, &st->plan, i), x, r->dim);
+    if (i % KVC_KIVI_BLOCK == KVC_KIVI_BLOCK - 1u) /* the block's last slot: quantise the block */
+        kvc_kivi4_key_block_store_f16(r->base + (size_t)(i / KVC_KIVI_BLOCK) * KVC_KIVI_BLOCK * r->stride, R->open,
+                                      KVC_KIVI_BLOCK, r->dim);
+}
+
+/* The key of window slot `slot` (a closed one: the oldest token, leaving) into x. */
+/*@ requires stream_plan_ok(st) && stream_regions_ok(st, R) && \valid_read(R);
+    requires slot < st->plan.n_window && \valid(x + (0 .. st->plan.d - 1));
+    assigns x[0 .. st->plan.d - 1];
+*/
+static void window_key_load(const kvc_stream *st, const stream_regions *R, uint32_t slot, float *x)
+{
+    if (st->plan.key_blocks)
+        kvc_kivi4_key_load(R->wk.base, slot, x, st->plan.d);
+    else
+        kvc_row_load(&R->wk, slot, x);
+}
+
+/* The key of window slot `slot` (closed) into protected row `at`, through the staging row. */
+/*@ requires stream_plan_ok(st) && stream_regions_ok(st, R) && \valid_read(R) && st->plan.dtype != 0;
+    requires at < st->plan.n_protect && slot < st->plan.n_window;
+    assigns R->rk.base[0 .. st->plan.n_protect * R->rk.stride - 1], R->stage[0 .. st->plan.d + st->plan.dv - 1];
+*/
+static void window_key_protect(const kvc_stream *st, const stream_regions *R, uint32_t at, uint32_t slot)
+{
+    kvc_kivi4_key_load(R->wk.base, slot, R->stage, st->plan.d);
+    kvc_row_store(&R->rk, at, R->stage);
+}
+
+static void window_key_add(const kvc_stream *st, const stream_regions *R, uint32_t i, uint32_t slot, double *sum)
+{
+    const uint32_t d = st->plan.d;
+    if (!st->plan.key_blocks) {
+        kvc_row_axpy(&R->wk, slot, sum, 1.0);
+    } else if (i >= st->win_count - open_count(st)) { /* still in the open block */
+        f16_rows()->axpy(sum, 1.0, open_key_row(R, &st->plan, slot), d);
+    } else {
+        float x[KVC_MAX_HEAD_DIM];
+        kvc_kivi4_key_load(R->wk.base, slot, x, d);
+        for (uint32_t c = 0; c < d; c++) sum[c] += (double)x[c];
+    }
+}
+
 /* The window is full and the pending token needs its oldest slot (`slot`,
  * the ring's head, holding token `oldest`): that token leaves for the
  * protected rows (an outlier near it, and room) or for the method. Returns 1
@@ -808,7 +939,10 @@ static int window_evict(kvc_stream *st, const stream_regions *R, const kvc_kerne
     if (n_protect && st->prot_count < n_protect && leaves_protected(st, R, slot, oldest)) {
         /* kept exactly: the stored row moves as bytes, no requantisation */
         const uint32_t at = st->prot_count;
-        row_copy_in(&R->rk, at, n_protect, &R->wk, slot, W);
+        if (st->plan.key_blocks) /* the key leaves its block as an int4 row */
+            window_key_protect(st, R, at, slot);
+        else
+            row_copy_in(&R->rk, at, n_protect, &R->wk, slot, W);
         row_copy_in(&R->rv, at, n_protect, &R->wv, slot, W);
         st->prot_count = at + 1u;
         return 0;
@@ -816,7 +950,7 @@ static int window_evict(kvc_stream *st, const stream_regions *R, const kvc_kerne
     if (st->plan.dtype == KVC_DTYPE_F32) {
         method_hand(st, R, kern, row_f32_in(&R->wk, slot, W), row_f32_in(&R->wv, slot, W), oldest);
     } else { /* the oldest row, dequantised into the staging row after the pending value */
-        row_load_in(&R->wk, slot, W, R->stage);
+        window_key_load(st, R, slot, R->stage);
         row_load_in(&R->wv, slot, W, R->stage + d);
         method_hand(st, R, kern, R->stage, R->stage + d, oldest);
     }
@@ -854,8 +988,13 @@ static void commit_to_window(kvc_stream *st, const stream_regions *R, const kvc_
         st->win_head = slot + 1u == W ? 0u : slot + 1u;
     }
     const int was_outlier = evicted && n_protect && R->wflag[slot];
-    row_store_in(&R->wk, slot, W, R->pk);
-    row_store_in(&R->wv, slot, W, R->pv);
+    if (st->plan.key_blocks) {
+        blocks_store(st, R, &R->wk, slot, W, R->pk, 1);
+        blocks_store(st, R, &R->wv, slot, W, R->pv, 0);
+    } else {
+        row_store_in(&R->wk, slot, W, R->pk);
+        row_store_in(&R->wv, slot, W, R->pv);
+    }
     if (n_protect) R->wflag[slot] = flag;
     /* the 64-bit counters last */
     if (to_method) st->method_in++;
@@ -886,8 +1025,13 @@ static void commit_pending(kvc_stream *st, const stream_regions *R, const kvc_ke
     const uint32_t n_sink = st->plan.n_sink;
     if (st->sink_used < n_sink) {
         const uint32_t at = st->sink_used;
-        row_store_in(&R->sk, at, n_sink, R->pk);
-        row_store_in(&R->sv, at, n_sink, R->pv);
+        if (st->plan.key_blocks) {
+            blocks_store(st, R, &R->sk, at, n_sink, R->pk, 1);
+            blocks_store(st, R, &R->sv, at, n_sink, R->pv, 0);
+        } else {
+            row_store_in(&R->sk, at, n_sink, R->pk);
+            row_store_in(&R->sv, at, n_sink, R->pv);
+        }
         st->sink_used = at + 1u;
     } else if (st->plan.n_window == 0) {
         method_hand(st, R, kern, R->pk, R->pv, st->n_seen - 1u);
@@ -933,6 +1077,7 @@ static kvc_status append_admit(const kvc_stream *st, const kvc_kernels *kern, co
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->sqdist_f32 == NULL || kern->dot_f32 == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype)) return KVC_E_UNSUPPORTED;
+    if (st->plan.key_blocks && !kvc_kernels_support(kern, KVC_DTYPE_KIVI4)) return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(k, st->plan.d) || !kvc_all_finite(v, st->plan.dv)) return KVC_E_NONFINITE;
     if (st->n_seen >= UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     if (commit_reaches_method(st) && !method_can_accept(st)) return KVC_E_CAPACITY;
@@ -1084,7 +1229,30 @@ kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view)
     return KVC_OK;
 }
 
-/* The view of a checked stream. */
+/* Slots [first, first + n) of an in-order region, in blocks (KIVI4 keys:
+ * the first slot's block, from its token) or as rows. */
+static void put_region(kvc_view *view, const kvc_rows *k, const kvc_rows *v, size_t first, size_t n, int blocks)
+{
+    if (!blocks) {
+        put_segment(view, k, v, first, n);
+        return;
+    }
+    kvc_segment *s = &view->seg[view->n_seg++];
+    s->dtype = KVC_DTYPE_KIVI4;
+    s->keys_q = k->base + first / KVC_KIVI_BLOCK * KVC_KIVI_BLOCK * k->stride;
+    s->first = first % KVC_KIVI_BLOCK;
+    s->values_q = v->base + first * v->stride;
+    s->weights = NULL;
+    s->scale = 1.0;
+    s->n = n;
+    s->role = KVC_SET_BOTH;
+}
+
+/* The view of a checked stream: the sinks in blocks and in rows, the window
+ * ring's closed tokens in two pieces, the open block, the current token
+ * (those six in token order: the causal block), the protected spans, then
+ * the method's segments. A plan without key blocks leaves the blocks' and
+ * the open block's segments empty. */
 static void view_fill(const kvc_stream *st, kvc_view *view)
 {
     const kvc_stream_plan *p = &st->plan;
@@ -1092,15 +1260,31 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     view->d = p->d;
     view->dv = p->dv;
     view->beta = p->beta;
+    const int blocks = p->key_blocks != 0;
+    const uint32_t open = open_count(st), sink_phase = st->sink_used < p->n_sink;
+    const uint32_t sink_open = sink_phase ? open : 0u, win_open = sink_phase ? 0u : open;
     const kvc_rows sk = exact_rows(st, st->lay.off_sink_k, p->d, NULL),
                    sv = exact_rows(st, st->lay.off_sink_v, p->dv, NULL);
-    put_segment(view, &sk, &sv, 0, st->sink_used);
-    /* the window ring in two pieces: [head, end) then [0, wrap) */
+    const uint32_t sb = blocked_slots(st, p->n_sink);
+    put_region(view, &sk, &sv, 0, (st->sink_used < sb ? st->sink_used : sb) - sink_open, blocks);
+    put_segment(view, &sk, &sv, sb, st->sink_used > sb ? st->sink_used - sb : 0u);
+    /* the window ring's closed tokens in two pieces: [head, end) then [0, wrap) */
     const kvc_rows wk = exact_rows(st, st->lay.off_win_k, p->d, NULL),
                    wv = exact_rows(st, st->lay.off_win_v, p->dv, NULL);
-    const uint32_t first = st->win_count < p->n_window - st->win_head ? st->win_count : p->n_window - st->win_head;
-    put_segment(view, &wk, &wv, st->win_head, first);
-    put_segment(view, &wk, &wv, 0, st->win_count - first);
+    const uint32_t closed = st->win_count - win_open;
+    const uint32_t first = closed < p->n_window - st->win_head ? closed : p->n_window - st->win_head;
+    put_region(view, &wk, &wv, st->win_head, first, blocks);
+    put_region(view, &wk, &wv, 0, closed - first, blocks);
+    /* the open block: its tokens in f16, the newest of the in-order regions */
+    kvc_rows ok = {NULL, 0, p->d, KVC_DTYPE_F16, NULL}, ov = {NULL, 0, p->dv, KVC_DTYPE_F16, NULL};
+    if (blocks) {
+        ok.base = (unsigned char *)KVC_AT_C(
+            st, st->lay.off_method + st->lay.method_bytes - kvc_stream_open_block_bytes(p), unsigned char);
+        ok.stride = (size_t)kvc_row_bytes(KVC_DTYPE_F16, p->d);
+        ov.base = ok.base + KVC_ALIGN_UP((uint64_t)KVC_KIVI_BLOCK * ok.stride);
+        ov.stride = (size_t)kvc_row_bytes(KVC_DTYPE_F16, p->dv);
+    }
+    put_segment(view, &ok, &ov, 0, open);
     /* the pending token is f32 whatever the storage type */
     const kvc_rows pk = kvc_rows_at(st, st->lay.off_pend_k, p->d, KVC_DTYPE_F32, NULL);
     const kvc_rows pv = kvc_rows_at(st, st->lay.off_pend_v, p->dv, KVC_DTYPE_F32, NULL);
@@ -1205,6 +1389,9 @@ kvc_status kvc_stream_attend_batch(const kvc_stream *st, const kvc_kernels *kern
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
+        return KVC_E_UNSUPPORTED;
+    if (st->plan.key_blocks &&
+        (!kvc_kernels_support(kern, KVC_DTYPE_KIVI4) || !kvc_kernels_support(kern, KVC_DTYPE_F16)))
         return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(q, n_pos * n_q * st->plan.d)) return KVC_E_NONFINITE;
     kvc_view view;
@@ -1311,6 +1498,15 @@ static void view_slice(const kvc_view *in, size_t first, size_t count, kvc_view 
         if (g->dtype == KVC_DTYPE_F32) {
             o->keys = g->keys ? g->keys + i0 * in->d : NULL;
             o->values = g->values ? g->values + i0 * in->dv : NULL;
+        } else if (g->dtype == KVC_DTYPE_KIVI4) { /* from token first + i0 of the key blocks */
+            const size_t tok = g->first + i0;
+            o->keys_q = g->keys_q ? (const unsigned char *)g->keys_q +
+                                        tok / KVC_KIVI_BLOCK * (size_t)KVC_KIVI4_KEY_BLOCK_BYTES(in->d)
+                                  : NULL;
+            o->first = tok % KVC_KIVI_BLOCK;
+            o->values_q = g->values_q
+                              ? (const unsigned char *)g->values_q + i0 * (size_t)kvc_row_bytes(KVC_DTYPE_I4, in->dv)
+                              : NULL;
         } else {
             o->keys_q =
                 g->keys_q ? (const unsigned char *)g->keys_q + i0 * (size_t)kvc_row_bytes(g->dtype, in->d) : NULL;
@@ -1336,6 +1532,9 @@ kvc_status kvc_stream_attend_part(const kvc_stream *st, const kvc_kernels *kern,
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_batch == NULL) return KVC_E_BACKEND;
     if (!kvc_kernels_support(kern, st->plan.dtype) || !kvc_kernels_support(kern, KVC_DTYPE_F32))
+        return KVC_E_UNSUPPORTED;
+    if (st->plan.key_blocks &&
+        (!kvc_kernels_support(kern, KVC_DTYPE_KIVI4) || !kvc_kernels_support(kern, KVC_DTYPE_F16)))
         return KVC_E_UNSUPPORTED;
     if (!kvc_all_finite(q, n_q * st->plan.d)) return KVC_E_NONFINITE;
     kvc_view view, sub;

@@ -51,6 +51,7 @@ static int macros_equal_size_functions(void)
         covered++;
         for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
             if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
+            if (t == KVC_DTYPE_KIVI4) continue; /* no macro: its plan rounds the window (kvc_sizes.h says so) */
             for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++)
                 for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)
                     for (size_t s = 0; s < sizeof sinks / sizeof sinks[0]; s++)

@@ -263,7 +263,7 @@ static int init_checks_arena_and_config(void)
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
     bad = cfg, bad.subgen.t = 5000;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
-    bad = cfg, bad.dtype = KVC_DTYPE_KIVI4; /* described, not implemented */
+    bad = cfg, bad.dtype = KVC_DTYPE_KIVI2; /* described, not implemented */
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_UNSUPPORTED);
     bad = cfg, bad.dtype = (kvc_dtype)KVC_DTYPE_COUNT;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
@@ -720,7 +720,119 @@ static int protected_spans_keep_needles(void)
     return 0;
 }
 
+/* KIVI4 in the in-order regions, against blocks quantised here: at every
+ * step of a sink-window stream (sinks of one block and an int4 tail, a ring
+ * of three blocks), every token of the causal block is read back through
+ * the view and compared with what its place says it must be: a closed
+ * block's token, its block re-quantised from the f16 of the 32 tokens that
+ * last filled those slots (kvc_kivi4_key_block_store on f16-rounded keys);
+ * an open-block token, its f16 key and value; a sinks' tail token, its int4
+ * rows; every value in a block, its int4 row; the current token, f32. Equal
+ * bit for bit. The ring is walked 4 times; also with protected spans on,
+ * whose rows must then be int4 rows of keys read back from their blocks. */
+static int kivi4_regions_match_blocks(void)
+{
+    const size_t d = 24, dv = 40, n = 400;
+    stream_data s = make_data(41, n, d, dv);
+    printf("seed 41, n %zu, d %zu, dv %zu\n", n, d, dv);
+    const kvc_row_kernels *f16 = &kvc_kernels_ref()->rows[KVC_DTYPE_F16], *i4 = &kvc_kernels_ref()->rows[KVC_DTYPE_I4];
+    kvc_stream_config c = cfg_of(KVC_METHOD_SINK_WINDOW, (uint32_t)d, (uint32_t)dv, 40 + 96 + 1 + 20, 3);
+    c.dtype = KVC_DTYPE_KIVI4, c.n_sink = 40;
+    kvc_stream_plan p;
+    CHECK(kvc_stream_plan_make(&c, &p) == KVC_OK);
+    /* the window's 116 tokens round down to 96 (three blocks); the 20 go to the sinks */
+    CHECK(p.key_blocks == 1 && p.dtype == KVC_DTYPE_I4 && p.n_window == 96 && p.n_sink == 60);
+    const size_t S = p.n_sink, W = p.n_window, SB = S / 32 * 32;
+    kvc_stream *st = tu_stream(&c);
+    unsigned char *block = malloc((size_t)KVC_KIVI4_KEY_BLOCK_BYTES(d)), *row = malloc(2 * 1032);
+    float *kr = malloc(sizeof(float) * n * d), *got = malloc(sizeof(float) * (d + dv)),
+          *want = malloc(sizeof(float) * (d + dv));
+    for (size_t j = 0; j < n * d; j++) { /* the keys as the open block holds them */
+        uint16_t h;
+        f16->store(&h, &s.k[j], 1);
+        f16->load(&h, &kr[j], 1);
+    }
+    size_t checked = 0;
+    for (size_t t = 0; t < n; t++) {
+        CHECK(kvc_stream_append(st, NULL, s.k + t * d, s.v + t * dv) == KVC_OK);
+        kvc_view view;
+        CHECK(kvc_stream_view(st, &view) == KVC_OK);
+        /* the causal block's tokens in order: sinks, the window's last W, the current one */
+        size_t e = 0, seg = 0, in_seg = 0;
+        const size_t held = t + 1 <= S + 1 ? t + 1 : S + 1 + (t - S < W ? t - S : W);
+        for (size_t h = 0; h < held; h++) {
+            while (seg < KVC_STREAM_EXACT_SEGMENTS - 1 && in_seg >= view.seg[seg].n) seg++, in_seg = 0;
+            CHECK(seg < KVC_STREAM_EXACT_SEGMENTS - 1);
+            const kvc_segment *g = &view.seg[seg];
+            const size_t tok = h < S && h <= t ? h : t + 1 - (held - h); /* the token this entry must be */
+            CHECK(kvc_segment_key_load(g, d, in_seg, got) && kvc_segment_value_load(g, dv, in_seg, got + d));
+            const size_t slot = tok < S ? tok : (tok - S) % W; /* its slot in its region */
+            const int pending = tok == t, open_block = g->dtype == KVC_DTYPE_F16;
+            if (pending) { /* the current token: f32 */
+                memcpy(want, s.k + tok * d, d * sizeof(float)), memcpy(want + d, s.v + tok * dv, dv * sizeof(float));
+                CHECK(g->dtype == KVC_DTYPE_F32);
+            } else if (open_block) { /* the newest of a block not yet full: f16 */
+                f16->store(row, s.k + tok * d, d), f16->load(row, want, d);
+                f16->store(row, s.v + tok * dv, dv), f16->load(row, want + d, dv);
+                CHECK((tok < S ? tok : slot) % 32 < (t < S ? t : (t - S) % W) % 32 + 1);
+            } else {
+                if (tok < S && tok >= SB) { /* the sinks' tail: an int4 row */
+                    CHECK(g->dtype == KVC_DTYPE_I4);
+                    i4->store(row, s.k + tok * d, d), i4->load(row, want, d);
+                } else { /* a closed block of the 32 tokens that last filled its slots */
+                    CHECK(g->dtype == KVC_DTYPE_KIVI4);
+                    const size_t first = tok - slot % 32;
+                    kvc_kivi4_key_block_store(block, kr + first * d, 32, d);
+                    kvc_kivi4_key_load(block, slot % 32, want, d);
+                }
+                i4->store(row, s.v + tok * dv, dv), i4->load(row, want + d, dv);
+            }
+            CHECK_MSG(memcmp(got, want, (d + dv) * sizeof(float)) == 0, "step %zu: token %zu (slot %zu, %s) differs", t,
+                      tok, slot, kvc_dtype_name((kvc_dtype)g->dtype));
+            in_seg++, e++, checked++;
+        }
+        for (size_t r = seg + 1; r < KVC_STREAM_EXACT_SEGMENTS - 1; r++) CHECK(view.seg[r].n == 0);
+    }
+    printf("kivi4: %zu tokens read back, every one equal to its place's definition\n", checked);
+    CHECK(kvc_stream_validate(st, kvc_stream_arena_bytes(&c)) == KVC_OK);
+    free(st);
+    /* protected spans: keys share a direction but one (token 150) points away;
+       its span's keys leave their blocks as int4 rows of the blocks' values */
+    for (size_t j = 0; j < n * d; j++) s.k[j] += j / d == 150 ? -4.0f : 2.0f;
+    c.method = KVC_METHOD_UNIFORM, c.budget = 400, c.n_sink = 32, c.n_window = 64, c.n_protect = 60,
+    c.protect_radius = 4;
+    st = tu_stream(&c);
+    for (size_t t = 0; t < n; t++) CHECK(kvc_stream_append(st, NULL, s.k + t * d, s.v + t * dv) == KVC_OK);
+    kvc_view view;
+    CHECK(kvc_stream_view(st, &view) == KVC_OK);
+    const kvc_segment *prot = &view.seg[KVC_STREAM_EXACT_SEGMENTS - 1];
+    CHECK(prot->dtype == KVC_DTYPE_I4 && prot->n == 9); /* tokens 146 .. 154 */
+    for (size_t i = 0; i < prot->n; i++) {              /* token 146 + i: slot (146 + i - 32) % 64 of the window */
+        const size_t tok = 146 + i, slot = (tok - 32) % 64, first = tok - slot % 32;
+        for (size_t j = 0; j < 32 * d; j++) {
+            uint16_t h;
+            f16->store(&h, &s.k[first * d + j], 1);
+            f16->load(&h, &kr[first * d + j], 1);
+        }
+        kvc_kivi4_key_block_store(block, kr + first * d, 32, d);
+        kvc_kivi4_key_load(block, slot % 32, want, d);
+        i4->store(row, want, d), i4->load(row, want, d);
+        CHECK(kvc_segment_key_load(prot, d, i, got));
+        CHECK_MSG(memcmp(got, want, d * sizeof(float)) == 0, "protected token %zu", tok);
+    }
+    printf("kivi4 with protected spans: %zu protected rows (int4 rows of their blocks' keys), view of %zu segments\n",
+           prot->n, view.n_seg);
+    float q[24 * 2], z[40 * 2];
+    for (size_t i = 0; i < 48; i++) q[i] = s.q[i];
+    CHECK(kvc_stream_attend(st, NULL, q, 2, z) == KVC_OK);
+    for (size_t i = 0; i < 80; i++) CHECK(isfinite(z[i]));
+    free(st), free(block), free(row), free(kr), free(got), free(want);
+    free_data(&s);
+    return 0;
+}
+
 static const kvc_test_case cases[] = {
+    {"kivi4_regions_match_blocks", kivi4_regions_match_blocks},
     {"protected_spans_keep_needles", protected_spans_keep_needles},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},

@@ -86,7 +86,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 128;   // entries per tile
 constexpr int kMaxQ = 8;     // query rows per launch (the host loops over groups)
 constexpr int kMaxDim = 256; // KVC_MAX_HEAD_DIM
-constexpr int kMaxSeg = 8;   // KVC_VIEW_MAX_SEGMENTS
+constexpr int kMaxSeg = 12;  // KVC_VIEW_MAX_SEGMENTS
 constexpr unsigned kFull = 0xffffffffu;
 
 // storage types (the values of kvc_dtype)

@@ -17,8 +17,8 @@
     X(F16, 1, "f16", 16, 1, "IEEE binary16, round to nearest even")                                                    \
     X(I8, 2, "int8", 8, 1, "int8 with one f32 scale per row (symmetric)")                                              \
     X(Q15, 3, "q15", 16, 1, "Q15 fixed point with one f32 scale per row; the integer attend's type")                   \
-    X(KIVI4, 4, "kivi4", 4, 0,                                                                                         \
-      "KIVI int4: keys per channel over blocks of 32 tokens, values int4 rows (views; streams: not yet)")              \
+    X(KIVI4, 4, "kivi4", 4, 1,                                                                                         \
+      "KIVI int4: keys per channel over blocks of 32 tokens in the sinks and window, values and other rows int4")      \
     X(KIVI2, 5, "kivi2", 2, 0, "KIVI int2, the same grouping (described, not implemented)")                            \
     X(I4, 6, "int4", 4, 1, "int4 in groups of 32 with an f16 scale and minimum per group")
 

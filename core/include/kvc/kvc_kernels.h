@@ -189,7 +189,7 @@ int kvc_segment_key_load(const kvc_segment *s, size_t d, size_t i, float *x);
 int kvc_segment_value_load(const kvc_segment *s, size_t dv, size_t i, float *x);
 
 /** Largest number of segments one view can hold. */
-#define KVC_VIEW_MAX_SEGMENTS 8u
+#define KVC_VIEW_MAX_SEGMENTS 12u
 
 /** A method's cache as the attend kernel sees it. */
 typedef struct kvc_view {

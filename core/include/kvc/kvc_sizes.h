@@ -58,7 +58,7 @@
 #define KVC_SIZE_ALIGN(x) (((uint64_t)(x) + (KVC_ARENA_ALIGN - 1u)) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN)
 
 /* The fixed-width headers (each checked by a _Static_assert where it is defined). */
-#define KVC_SIZE_STREAM_HEADER 472u /**< struct kvc_stream */
+#define KVC_SIZE_STREAM_HEADER 480u /**< struct kvc_stream */
 #define KVC_SIZE_CACHE_HEADER  192u /**< struct kvc_cache */
 #define KVC_SIZE_EXACT_STATE   40u  /**< exact's state */
 #define KVC_SIZE_UNIFORM_STATE 64u  /**< uniform's state */
@@ -72,7 +72,9 @@
 #define KVC_SIZE_ROWS(t, n, dim) KVC_SIZE_ALIGN((uint64_t)(n)*KVC_ROW_BYTES(t, dim))
 
 /** The stream wrapper: header, sinks, window ring, the pending token (and an
- *  f32 staging row for a quantised type), then @p method_bytes. */
+ *  f32 staging row for a quantised type), then @p method_bytes. Row types only:
+ *  a KVC_DTYPE_KIVI4 stream (int4 rows, a window rounded down to whole blocks of
+ *  32, an f16 open block) is sized by kvc_stream_arena_bytes. */
 #define KVC_SIZE_STREAM(t, d, dv, n_sink, n_window, method_bytes)                                                      \
     (KVC_SIZE_ALIGN(KVC_SIZE_STREAM_HEADER) + KVC_SIZE_ROWS(t, n_sink, d) + KVC_SIZE_ROWS(t, n_sink, dv) +             \
      KVC_SIZE_ROWS(t, n_window, d) + KVC_SIZE_ROWS(t, n_window, dv) + KVC_SIZE_ALIGN(4u * (uint64_t)(d)) +             \

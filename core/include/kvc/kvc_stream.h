@@ -156,7 +156,11 @@ typedef struct kvc_stream_plan {
     uint32_t prefix_method_tokens;      /**< prefill: prompt tokens that reach the method */
     uint32_t tail_capacity;             /**< prefill: token slots after the prompt (exact or reservoir) */
     kvc_express_params xp;              /**< Express, every field resolved */
-    uint32_t dtype;                     /**< kvc_dtype of every cached row (also keeps the 64-bit fields 8-aligned) */
+    uint32_t dtype;                     /**< kvc_dtype of every cached row: int4 for a KIVI4 configuration */
+    uint32_t key_blocks;                /**< 1: KIVI4, the sinks' and window's keys in blocks of 32 tokens
+                                             quantised per channel (the open block in f16 after the method's
+                                             bytes; docs/architecture.md); 0: every key a row of dtype */
+    uint32_t reserved_;                 /**< 0 (keeps the 64-bit fields 8-aligned) */
     uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */
     uint64_t budget_elements;           /**< budget * (d + dv) */
     uint64_t metadata_bytes;            /**< per-entry weights / counters / ids, worst case */
@@ -423,11 +427,13 @@ kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, c
  */
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
 
-/** Number of leading segments of a stream's view that are its exact regions
- *  (sinks, the window ring in two pieces, the current token, the protected
- *  spans); the method's own segments follow them. The first four hold the
- *  most recent tokens in token order (the causal block of a batched attend). */
-#define KVC_STREAM_EXACT_SEGMENTS 5u
+/** Number of leading segments of a stream's view that are its exact regions:
+ *  the sinks in KIVI4 blocks and in rows, the window ring's closed tokens in two
+ *  pieces, the open block (f16), the current token (these six hold the most recent
+ *  tokens in token order: the causal block of a batched attend), the protected
+ *  spans. The method's own segments follow them. A plan without key blocks
+ *  (every type but KIVI4) leaves the blocks' and the open block's segments empty. */
+#define KVC_STREAM_EXACT_SEGMENTS 7u
 
 /** @brief The weighted cache the next attend would use (pointers into the arena). */
 kvc_status kvc_stream_view(const kvc_stream *st, kvc_view *view);

@@ -103,7 +103,7 @@ const char *kvc_dtype_name(kvc_dtype t);
 
 /** 1 when this build stores and reads type @p t (the implemented column of kvc_dtype_list.h), else 0. */
 /*@ assigns \nothing;
-    ensures \result != 0 ==> t == 0 || t == 1 || t == 2 || t == 3 || t == 6;
+    ensures \result != 0 ==> t == 0 || t == 1 || t == 2 || t == 3 || t == 4 || t == 6;
 */
 int kvc_dtype_implemented(kvc_dtype t);
 
