@@ -17,7 +17,8 @@
 const char kvc_bench_shared_usage[] =
     "  The shared options, model to budgets, are listed below; budgets (--budget) are shares of each\n"
     "  context, P% of its tokens or P%f16 of an f16 exact cache's bytes, per layer and kv head; sinks =\n"
-    "  window = min(32, budget/8). With P%f16 each method keeps the most tokens whose arena (rows in\n"
+    "  window = min(32, budget/8) (kivi4: window 32, one block). With P%f16 each method keeps the most\n"
+    "  tokens whose arena (rows in\n"
     "  --dtype, metadata, scratch) fits; exact may then be listed in --methods; the reference stays f32.\n";
 
 static const char *tok_path_opt;
@@ -335,6 +336,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     sc->seed = o->seed;
     sc->prefix_len = (uint32_t)(prefix_len > 0 ? prefix_len : 1);
     kvc_method_opts_apply(&o->mo, sc);
+    if (sc->dtype == KVC_DTYPE_KIVI4) sc->n_window = 32;     /* whole blocks (the plan rounds down): one */
     sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads);        /* as kvc_l2c_cache_config sets them */
     if (o->bytes && g->reference) sc->dtype = KVC_DTYPE_F32; /* the ground truth */
     if (o->bytes && !g->reference) {
@@ -344,6 +346,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
         const uint32_t b = kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context);
         if (b == 0) return "no budget of this method fits that many bytes";
         sc->n_sink = sc->n_window = b / 8 < 32 ? b / 8 : 32;
+        if (sc->dtype == KVC_DTYPE_KIVI4) sc->n_window = 32;
         if (kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context) == 0)
             return "no budget of this method fits that many bytes";
         if (g->method == KVC_METHOD_EXACT && sc->budget < (uint32_t)context)

@@ -87,7 +87,7 @@ extern const char kvc_bench_shared_usage[];
 
 /**
  * @brief The stream configuration of @p g on a context of @p context tokens
- *        (budget = pct % of it, sinks = window = min(32, budget / 8); prefill
+ *        (budget = pct % of it, sinks = window = min(32, budget / 8), a KIVI4 window 32; prefill
  *        methods compress the first @p prefix_len tokens). With P%f16 the
  *        budget is the largest whose arena fits pct % of the f16 exact
  *        cache's bytes, context x (d + dv) x 2 (kvc_stream_budget_for_bytes),
