@@ -890,13 +890,17 @@ static void window_key_load(const kvc_stream *st, const stream_regions *R, uint3
         kvc_row_load(&R->wk, slot, x);
 }
 
-/* The key of window slot `slot` (closed) into protected row `at`, through the staging row. */
-/*@ requires stream_plan_ok(st) && stream_regions_ok(st, R) && \valid_read(R) && st->plan.dtype != 0;
+/* The key of window slot `slot` (closed) into protected row `at`, through
+ * the staging row (which a quantised plan has: header_ok refuses key blocks
+ * on any type but int4; the guard keeps this contract true regardless). */
+/*@ requires stream_plan_ok(st) && stream_regions_ok(st, R) && \valid_read(R);
     requires at < st->plan.n_protect && slot < st->plan.n_window;
-    assigns R->rk.base[0 .. st->plan.n_protect * R->rk.stride - 1], R->stage[0 .. st->plan.d + st->plan.dv - 1];
+    assigns R->rk.base[0 .. st->plan.n_protect * R->rk.stride - 1],
+            R->stage[0 .. (st->plan.dtype == 0 ? 0 : st->plan.d + st->plan.dv) - 1];
 */
 static void window_key_protect(const kvc_stream *st, const stream_regions *R, uint32_t at, uint32_t slot)
 {
+    if (st->plan.dtype == KVC_DTYPE_F32) return;
     kvc_kivi4_key_load(R->wk.base, slot, R->stage, st->plan.d);
     kvc_row_store(&R->rk, at, R->stage);
 }
