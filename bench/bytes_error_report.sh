@@ -8,7 +8,8 @@
 # OUT/bytes_error.csv (one row per run) as it goes and prints the table of
 # means over the 15 (layer, head) runs.
 #   bench/bytes_error_report.sh [BUILD_DIR] [N]   (model: $KVC_SMOLLM2 or the fetch script's path)
-#   METHODS="..." DTYPES="..." pick rows; EXTRA="--protect 25" adds flags to every kvc eval.
+#   METHODS="..." DTYPES="..." pick rows, PCTS="6.25 12.5 25" the columns (default 10 25 50);
+#   EXTRA="--protect 25" adds flags to every kvc eval.
 set -euo pipefail
 build=${1:-build-release}
 n=${2:-2048}
@@ -25,10 +26,12 @@ dtypes=${DTYPES:-"f16 int8 int4"}
 csv=$out/bytes_error.csv
 echo "dtype,method,bytes_pct,layer,head,budget_tokens,arena_bytes,mean_rel_error,p99_rel_error" >"$csv"
 echo "SmolLM2-135M, GPL-3 text, n=$n, layers $layers, heads 0 3 6, seed 1, positions $((n / 2)).., f64 reference"
-printf '| storage | method | 10%% of f16 bytes | 25%% | 50%% |\n|---|---|---|---|---|\n'
+pcts=${PCTS:-"10 25 50"}
+printf '| storage | method |'; for pct in $pcts; do printf ' %s%%%% of f16 bytes |' "$pct"; done
+printf '\n|---|---|'; for pct in $pcts; do printf -- '---|'; done; echo
 for dt in $dtypes; do for m in $methods; do
   printf '| %s | %s |' "$dt" "$m"
-  for pct in 10 25 50; do
+  for pct in $pcts; do
     sum=0; cnt=0; tok=0
     for l in $layers; do for h in 0 3 6; do
       line=$($kvc eval --trace "$out/smollm2/L$l" --head $h --seed 1 --budget ${pct}%f16 --sink 32 --window 32 \

@@ -83,6 +83,9 @@ static const char *method_plan(const kvc_method_ops *o, const kvc_stream_config 
 */
 static void plan_zero(kvc_stream_plan *p) { memset(p, 0, sizeof *p); }
 
+#define KIVI4_PROTECT_WINDOW                                                                                           \
+    "kivi4: protected spans need a window of at least 32 tokens (its window holds whole key blocks of 32)"
+
 /* The first field rule a configuration breaks, or NULL. o is the method's
  * table (NULL for a method this build does not know). */
 /*@ requires c == \null || \valid_read(c);
@@ -107,9 +110,12 @@ static const char *field_problem(const kvc_stream_config *c, const kvc_method_op
             return "budget must be at least n_sink + n_protect + 1 (the current token) for sink-window";
         if (c->n_protect > 0 && (uint64_t)c->n_sink + c->n_protect + 1u == c->budget)
             return "protected spans need a window: budget must exceed n_sink + n_protect + 1";
+        if (c->dtype == KVC_DTYPE_KIVI4 && c->n_protect > 0 && (uint64_t)c->n_sink + c->n_protect + 33u > c->budget)
+            return KIVI4_PROTECT_WINDOW;
         return NULL;
     }
     if (c->n_protect > 0 && c->n_window == 0) return "protected spans need a window (n_window >= 1)";
+    if (c->dtype == KVC_DTYPE_KIVI4 && c->n_protect > 0 && c->n_window < 32u) return KIVI4_PROTECT_WINDOW;
     if ((uint64_t)c->n_sink + c->n_window + c->n_protect + 2u > c->budget)
         return c->n_protect
                    ? "budget must be at least n_sink + n_window + n_protect + 2 (current token + one method token)"
@@ -120,6 +126,9 @@ static const char *field_problem(const kvc_stream_config *c, const kvc_method_op
 /* The budget split between the exact regions and the method: sinks, window,
  * protected rows, the current token, and what is left to the method (0 for
  * sink-window, whose window takes the rest). field_problem's rules hold.
+ * KIVI4 plans (key_blocks) keep a window of whole blocks of 32 tokens: its
+ * remainder goes to the sinks (sink-window) or to the method, so the split
+ * still sums to the budget.
  * Scalars in, so that the proof of the caller need not show that writing
  * the plan leaves the configuration as it was. */
 /*@ requires \valid(p);
@@ -132,18 +141,23 @@ static const char *field_problem(const kvc_stream_config *c, const kvc_method_op
     ensures p->budget_elements == budget * tok;
     ensures p->n_window <= 16777216 && p->method_tokens <= 16777216;
     ensures window_is_budget == 0 ==> p->method_tokens >= 1;
+    ensures key_blocks != 0 ==> p->n_window % 32 == 0;
 */
 static void plan_split(uint32_t budget, uint32_t n_sink, uint32_t n_window, uint32_t n_protect,
-                       unsigned window_is_budget, uint64_t tok, kvc_stream_plan *p)
+                       unsigned window_is_budget, uint32_t key_blocks, uint64_t tok, kvc_stream_plan *p)
 {
-    p->n_sink = n_sink;
     p->n_protect = n_protect;
     if (window_is_budget) {
-        p->n_window = budget - n_sink - n_protect - 1u; /* the FIFO is the rest of the budget */
+        const uint32_t w = budget - n_sink - n_protect - 1u; /* the FIFO is the rest of the budget */
+        const uint32_t r = key_blocks ? w % KVC_KIVI_BLOCK : 0u;
+        p->n_window = w - r;
+        p->n_sink = n_sink + r;
         p->method_tokens = 0;
     } else {
-        p->n_window = n_window;
-        p->method_tokens = budget - n_sink - n_window - n_protect - 1u;
+        const uint32_t w = key_blocks ? n_window / KVC_KIVI_BLOCK * KVC_KIVI_BLOCK : n_window;
+        p->n_sink = n_sink;
+        p->n_window = w;
+        p->method_tokens = budget - n_sink - w - n_protect - 1u;
     }
     //@ ghost kvc_mul_le(budget, 16777216, tok, 512);
     p->budget_elements = (uint64_t)budget * tok;
@@ -224,17 +238,7 @@ static const char *plan_fill(const kvc_stream_config *c, const kvc_method_ops *o
     p->dv = dv;
     p->beta = beta;
     p->protect_radius = radius;
-    plan_split(budget, n_sink, n_window, n_protect, window_is_budget, tok, p);
-    if (key_blocks) { /* the window holds whole blocks: its remainder goes to the sinks (sink-window) or the method */
-        const uint32_t r = p->n_window % KVC_KIVI_BLOCK;
-        p->n_window -= r;
-        if (window_is_budget)
-            p->n_sink += r;
-        else
-            p->method_tokens += r;
-        if (p->n_protect > 0 && p->n_window == 0)
-            return "kivi4: protected spans need a window of at least 32 tokens (the window holds whole key blocks)";
-    }
+    plan_split(budget, n_sink, n_window, n_protect, window_is_budget, key_blocks, tok, p);
     *method_worst = 0;
     const char *why = method_plan(o, c, p, method_worst);
     if (why != NULL) return why;
