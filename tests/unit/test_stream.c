@@ -827,6 +827,15 @@ static int kivi4_regions_match_blocks(void)
     CHECK(kvc_stream_attend(st, NULL, q, 2, z) == KVC_OK);
     for (size_t i = 0; i < 80; i++) CHECK(isfinite(z[i]));
     free(st), free(block), free(row), free(kr), free(got), free(want);
+    /* the rule: protected spans need a window of whole blocks (32 tokens or more) */
+    c.n_window = 31;
+    const char *why = kvc_stream_config_problem(&c);
+    CHECK(why != NULL && strstr(why, "kivi4") != NULL && kvc_stream_arena_bytes(&c) == 0);
+    printf("window 31 with protected spans: %s\n", why ? why : "(accepted)");
+    c.method = KVC_METHOD_SINK_WINDOW, c.budget = 32 + 60 + 1 + 31;
+    CHECK(kvc_stream_config_problem(&c) != NULL);
+    c.budget += 1;
+    CHECK(kvc_stream_config_problem(&c) == NULL);
     free_data(&s);
     return 0;
 }
