@@ -515,7 +515,7 @@ void run_table_case(unsigned t, rng &r, int steps)
     CHECK(cu != nullptr && kvc_kernels_support(cu, t), "the cuda table lacks %s", type_name(t));
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_H2O, 64, 64, 64, kSeed);
     cfg.dtype = (kvc_dtype)t;
-    cfg.n_sink = 4, cfg.n_window = 8;
+    cfg.n_sink = 4, cfg.n_window = t == KVC_DTYPE_KIVI4 ? 32 : 8; // KIVI4: a window of one block
     const size_t bytes = kvc_stream_arena_bytes(&cfg);
     if (bytes == 0 && !kvc_dtype_implemented((kvc_dtype)t)) { // a view type streams do not hold yet
         std::printf("  table  %-3s no stream holds it yet (views only): attend cases only\n", type_name(t));
