@@ -44,13 +44,15 @@ typedef struct kvc_kernels kvc_kernels;
 static inline uint64_t kvc_row_bytes(unsigned t, uint64_t dim) { return KVC_ROW_BYTES(t, dim); }
 
 /** Bytes one cached element costs in rows of @p dim elements of type @p t
- *  (the int8 row scale and padding spread over the row). */
+ *  (the int8 row scale and padding spread over the row; KIVI4: an int4 row's,
+ *  since a key block costs 32 int4 rows and its values are int4 rows). */
 /*@ requires 1 <= dim <= 16777216;
     assigns \nothing;
 */
 static inline double kvc_element_bytes(unsigned t, uint64_t dim)
 {
-    return dim ? (double)kvc_row_bytes(t, dim) / (double)dim : 0.0;
+    const unsigned rows = t == (unsigned)KVC_DTYPE_KIVI4 ? (unsigned)KVC_DTYPE_I4 : t;
+    return dim ? (double)kvc_row_bytes(rows, dim) / (double)dim : 0.0;
 }
 
 /** CPU features a backend may need (kvc_cpu_features()). */
