@@ -27,7 +27,7 @@ csv=$out/bytes_error.csv
 echo "dtype,method,bytes_pct,layer,head,budget_tokens,arena_bytes,mean_rel_error,p99_rel_error" >"$csv"
 echo "SmolLM2-135M, GPL-3 text, n=$n, layers $layers, heads 0 3 6, seed 1, positions $((n / 2)).., f64 reference"
 pcts=${PCTS:-"10 25 50"}
-printf '| storage | method |'; for pct in $pcts; do printf ' %s%%%% of f16 bytes |' "$pct"; done
+printf '| storage | method |'; for pct in $pcts; do printf ' %s%% of f16 bytes |' "$pct"; done
 printf '\n|---|---|'; for pct in $pcts; do printf -- '---|'; done; echo
 for dt in $dtypes; do for m in $methods; do
   printf '| %s | %s |' "$dt" "$m"
