@@ -1279,16 +1279,22 @@ static void view_fill(const kvc_stream *st, kvc_view *view)
     const uint32_t first = closed < p->n_window - st->win_head ? closed : p->n_window - st->win_head;
     put_region(view, &wk, &wv, st->win_head, first, blocks);
     put_region(view, &wk, &wv, 0, closed - first, blocks);
-    /* the open block: its tokens in f16, the newest of the in-order regions */
-    kvc_rows ok = {NULL, 0, p->d, KVC_DTYPE_F16, NULL}, ov = {NULL, 0, p->dv, KVC_DTYPE_F16, NULL};
+    /* the open block: its tokens in f16, the newest of the in-order regions
+       (an empty f16 segment, no rows, for a plan without key blocks) */
     if (blocks) {
+        kvc_rows ok = {NULL, 0, p->d, KVC_DTYPE_F16, NULL}, ov = {NULL, 0, p->dv, KVC_DTYPE_F16, NULL};
         ok.base = (unsigned char *)KVC_AT_C(
             st, st->lay.off_method + st->lay.method_bytes - kvc_stream_open_block_bytes(p), unsigned char);
         ok.stride = (size_t)kvc_row_bytes(KVC_DTYPE_F16, p->d);
         ov.base = ok.base + KVC_ALIGN_UP((uint64_t)KVC_KIVI_BLOCK * ok.stride);
         ov.stride = (size_t)kvc_row_bytes(KVC_DTYPE_F16, p->dv);
+        put_segment(view, &ok, &ov, 0, open);
+    } else {
+        kvc_segment *g = &view->seg[view->n_seg++]; /* the view is zeroed: no rows, no weights */
+        g->dtype = KVC_DTYPE_F16;
+        g->scale = 1.0;
+        g->role = KVC_SET_BOTH;
     }
-    put_segment(view, &ok, &ov, 0, open);
     /* the pending token is f32 whatever the storage type */
     const kvc_rows pk = kvc_rows_at(st, st->lay.off_pend_k, p->d, KVC_DTYPE_F32, NULL);
     const kvc_rows pv = kvc_rows_at(st, st->lay.off_pend_v, p->dv, KVC_DTYPE_F32, NULL);

@@ -748,9 +748,9 @@ static int kivi4_regions_match_blocks(void)
     float *kr = malloc(sizeof(float) * n * d), *got = malloc(sizeof(float) * (d + dv)),
           *want = malloc(sizeof(float) * (d + dv));
     for (size_t j = 0; j < n * d; j++) { /* the keys as the open block holds them */
-        uint16_t h;
-        f16->store(&h, &s.k[j], 1);
-        f16->load(&h, &kr[j], 1);
+        uint16_t h[2];                   /* an f16 row of one element is padded to 4 bytes */
+        f16->store(h, &s.k[j], 1);
+        f16->load(h, &kr[j], 1);
     }
     size_t checked = 0;
     for (size_t t = 0; t < n; t++) {
@@ -810,9 +810,9 @@ static int kivi4_regions_match_blocks(void)
     for (size_t i = 0; i < prot->n; i++) {              /* token 146 + i: slot (146 + i - 32) % 64 of the window */
         const size_t tok = 146 + i, slot = (tok - 32) % 64, first = tok - slot % 32;
         for (size_t j = 0; j < 32 * d; j++) {
-            uint16_t h;
-            f16->store(&h, &s.k[first * d + j], 1);
-            f16->load(&h, &kr[first * d + j], 1);
+            uint16_t h[2];
+            f16->store(h, &s.k[first * d + j], 1);
+            f16->load(h, &kr[first * d + j], 1);
         }
         kvc_kivi4_key_block_store(block, kr + first * d, 32, d);
         kvc_kivi4_key_load(block, slot % 32, want, d);
