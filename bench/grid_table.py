@@ -15,15 +15,8 @@ import re
 import sys
 from collections import defaultdict
 
-
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half) * 100, min(1.0, mid + half) * 100)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kvpress_race_table import wilson  # noqa: E402  (the one Wilson interval of bench/)
 
 
 def main():
@@ -73,7 +66,7 @@ def main():
             if (m, p, t) in cells:
                 k, n, _ = cells[(m, p, t)]
                 lo, hi = wilson(k, n)
-                row.append(f"{k}/{n} [{lo:.0f}, {hi:.0f}]")
+                row.append(f"{k}/{n} [{lo * 100:.0f}, {hi * 100:.0f}]")
             else:
                 row.append("n/a" if (m, p, t) in na else "—")
         print(f"| {m} | {p:g} | " + " | ".join(row) + " |")

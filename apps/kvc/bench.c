@@ -323,6 +323,14 @@ void *kvc_bench_cache_new(const kvc_bench_opts *o, const kvc_bench_cfg *g, const
     return arena;
 }
 
+/* Sinks = window = min(32, budget / 8); a KIVI4 window is one block of 32
+ * (its plan rounds windows down to whole blocks). */
+static void exact_regions(kvc_stream_config *sc, uint32_t budget)
+{
+    sc->n_sink = sc->n_window = budget / 8 < 32 ? budget / 8 : 32;
+    if (sc->dtype == KVC_DTYPE_KIVI4) sc->n_window = 32;
+}
+
 const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, const kvc_l2c_config *c, int context,
                              int prefix_len, kvc_stream_config *sc)
 {
@@ -332,11 +340,10 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
     uint64_t budget = (uint64_t)floor((double)context * g->pct / 100.0);
     if (budget < 1) budget = 1;
     sc->budget = (uint32_t)budget;
-    sc->n_sink = sc->n_window = sc->budget / 8 < 32 ? sc->budget / 8 : 32;
     sc->seed = o->seed;
     sc->prefix_len = (uint32_t)(prefix_len > 0 ? prefix_len : 1);
     kvc_method_opts_apply(&o->mo, sc);
-    if (sc->dtype == KVC_DTYPE_KIVI4) sc->n_window = 32;     /* whole blocks (the plan rounds down): one */
+    exact_regions(sc, sc->budget);
     sc->d = sc->dv = (uint32_t)(c->dim / c->n_heads);        /* as kvc_l2c_cache_config sets them */
     if (o->bytes && g->reference) sc->dtype = KVC_DTYPE_F32; /* the ground truth */
     if (o->bytes && !g->reference) {
@@ -345,8 +352,7 @@ const char *kvc_bench_stream(const kvc_bench_opts *o, const kvc_bench_cfg *g, co
            a first fit, then fit the budget to the bytes with them fixed */
         const uint32_t b = kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context);
         if (b == 0) return "no budget of this method fits that many bytes";
-        sc->n_sink = sc->n_window = b / 8 < 32 ? b / 8 : 32;
-        if (sc->dtype == KVC_DTYPE_KIVI4) sc->n_window = 32;
+        exact_regions(sc, b);
         if (kvc_method_opts_fit_bytes(&o->mo, sc, target, (uint32_t)context) == 0)
             return "no budget of this method fits that many bytes";
         if (g->method == KVC_METHOD_EXACT && sc->budget < (uint32_t)context)
