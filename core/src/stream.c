@@ -742,6 +742,22 @@ static int leaves_protected(const kvc_stream *st, const stream_regions *R, uint3
     return 0;
 }
 
+/* Flag the window's i-th oldest token as a protected-span centre: the caller
+ * marked it (kvc_stream_mark), and it leaves the window as an outlier would. */
+/*@ requires 1 <= st->plan.n_window <= 16777216 && \valid_read(st);
+    requires st->win_count <= st->plan.n_window && st->win_head < st->plan.n_window;
+    requires i < st->win_count;
+    requires \valid(wflag + (0 .. st->plan.n_window - 1)) && \separated(wflag + (0 .. st->plan.n_window - 1), st);
+    assigns wflag[0 .. st->plan.n_window - 1];
+    ensures wflag[(st->win_head + i) % st->plan.n_window] == 1;
+*/
+static void window_mark(const kvc_stream *st, uint8_t *wflag, uint32_t i)
+{
+    const uint32_t W = st->plan.n_window, head = st->win_head;
+    const uint32_t slot = head + i < W ? head + i : head + i - W;
+    wflag[slot] = 1u;
+}
+
 /* Would committing the pending token push a token into the method? */
 /*@ requires \valid_read(st);
     assigns \nothing;
@@ -1478,6 +1494,20 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     const kvc_method_ctx cx = {kern, &st->plan};
     o->prefill_queries(method_of(st), &cx, q, n_rows);
+    return KVC_OK;
+}
+
+kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (st->plan.n_protect == 0 || st->plan.n_window == 0) return KVC_E_UNSUPPORTED;
+    if (token < st->sink_used) return KVC_OK; /* a sink: held exactly for good */
+    /* the window holds the win_count tokens before the pending one (n_seen - 1) */
+    if (st->n_seen == 0 || token >= st->n_seen - 1u) return KVC_E_ARG;
+    const uint64_t oldest = st->n_seen - 1u - st->win_count;
+    if (token < oldest) return KVC_E_ARG; /* it has left the window */
+    window_mark(st, KVC_AT(st, st->lay.off_wflag, uint8_t), (uint32_t)(token - oldest));
     return KVC_OK;
 }
 

@@ -603,6 +603,66 @@ static int outputs_stay_in_value_box(void)
 /* Budgets in bytes: for every method and storage type, the budget returned
  * fits its arena in the bytes and one token more does not; arenas grow with
  * the budget (what the search relies on), checked over a range of budgets. */
+/* kvc_stream_mark: a caller's mark makes a token a protected-span centre
+ * exactly as a key outlier would, for every method; a mark that cannot apply
+ * is refused with the arena unchanged. The keys repeat one vector, so the
+ * outlier test never fires and every protected token comes from the mark. */
+static int marks_protect_chosen_tokens(void)
+{
+    const size_t n = 400, d = 8, marked = 200, radius = 3;
+    kvc_rng r;
+    kvc_rng_seed(&r, 83);
+    printf("seed 83, n=%zu, d=%zu, marked token %zu, radius %zu\n", n, d, marked, radius);
+    float *k = tu_normal(&r, n, d, 1.0), *v = tu_normal(&r, n, d, 1.0);
+    for (size_t j = 0; j < n; j++) {
+        for (size_t c = 0; c < d; c++) k[j * d + c] = c == 0 ? 1.0f : 0.0f;
+        v[j * d + 1] = (float)j; /* the value names its token */
+    }
+    for (int mi = 0; mi < N_METHODS; mi++) {
+        const kvc_method m = all_methods_at(mi);
+        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
+        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
+        c.n_protect = 20, c.protect_radius = (uint32_t)radius;
+        const size_t bytes = kvc_stream_arena_bytes(&c);
+        kvc_stream *st = tu_stream(&c);
+        CHECK_MSG(st != NULL, "%s: %s", kvc_method_name(m), kvc_stream_config_problem(&c));
+        unsigned char *before = malloc(bytes);
+        for (size_t j = 0; j < n; j++) {
+            CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+            if (j == marked) { /* pending: not in the window yet; refused, nothing written */
+                memcpy(before, st, bytes);
+                CHECK(kvc_stream_mark(st, marked) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, marked + 1) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+            }
+            if (j == marked + 1) CHECK(kvc_stream_mark(st, marked) == KVC_OK);
+            if (j == marked + 40) { /* gone from the window; a sink is held already */
+                memcpy(before, st, bytes);
+                CHECK(kvc_stream_mark(st, 50) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, 2) == KVC_OK && memcmp(before, st, bytes) == 0);
+            }
+        }
+        kvc_view view;
+        CHECK(kvc_stream_view(st, &view) == KVC_OK);
+        const kvc_segment *g = &view.seg[KVC_STREAM_EXACT_SEGMENTS - 1];
+        CHECK_MSG(g->n == 2 * radius + 1, "%s: %zu protected tokens", kvc_method_name(m), (size_t)g->n);
+        for (size_t i = 0; i < g->n; i++)
+            CHECK_MSG((size_t)g->values[i * d + 1] == marked - radius + i, "%s kept token %g", kvc_method_name(m),
+                      g->values[i * d + 1]);
+        free(st);
+        c.n_protect = 0; /* no protected spans: nothing to mark */
+        st = tu_stream(&c);
+        for (size_t j = 0; j < 40; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+        CHECK(kvc_stream_mark(st, 30) == KVC_E_UNSUPPORTED);
+        free(st);
+        free(before);
+    }
+    CHECK(kvc_stream_mark(NULL, 0) != KVC_OK);
+    printf("every method protected tokens %zu..%zu around the mark, and only those\n", marked - radius,
+           marked + radius);
+    free(k), free(v);
+    return 0;
+}
+
 static int budget_for_bytes_is_largest(void)
 {
     const kvc_dtype types[3] = {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_I4};
@@ -843,6 +903,7 @@ static int kivi4_regions_match_blocks(void)
 static const kvc_test_case cases[] = {
     {"kivi4_regions_match_blocks", kivi4_regions_match_blocks},
     {"protected_spans_keep_needles", protected_spans_keep_needles},
+    {"marks_protect_chosen_tokens", marks_protect_chosen_tokens},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},
     {"param_descriptors_set_and_bound", param_descriptors_set_and_bound},
