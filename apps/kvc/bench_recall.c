@@ -42,11 +42,20 @@ typedef struct outcome {
     char answer[16];
     char text[48]; /* what the model said, commas and line breaks blanked (CSV) */
     uint64_t peak_bytes;
+    int needle_marked; /* --protect-marks kvzip: streams with a mark on the needle; -1 otherwise */
 } outcome;
+
+/* --protect-marks kvzip repeats the context in chunks of at most this many
+ * tokens (KVzip's chunked scoring), after the context in the model's
+ * positions: fewer where the model's positions end first, and at least
+ * KVC_KVZIP_MIN_CHUNK. */
+#define KVC_KVZIP_CHUNK     1024
+#define KVC_KVZIP_MIN_CHUNK 16
 
 typedef struct worker {
     kvc_l2c_state s;
     kvc_kv_record rec;
+    unsigned char *marks; /* [layer][kv head][position] of one configuration */
     int ready;
 } worker;
 
@@ -55,6 +64,10 @@ typedef struct recall_ctx {
     const kvc_lm *lm;
     item *items;
     int n_items, max_context, stream_prefill;
+    int kvzip;          /* --protect-marks kvzip */
+    int kvzip_chunk;    /* its repeat chunk: KVC_KVZIP_CHUNK, less where the model's positions end first */
+    const int *ask_ids; /* its repeat instruction's tokens */
+    int n_ask;
     outcome *out; /* [item][cfg] */
     worker *workers;
     kvc_bench_progress prog;
@@ -113,6 +126,43 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
     return KVC_OK;
 }
 
+/* KVzip marks for one cache: per stream, the positions with the highest
+ * reconstruction scores, as many as its protected rows hold spans of
+ * 2 protect_radius + 1 tokens (at least one), among the positions after its
+ * sinks (a sink is kept anyway). Returns how many streams have protected
+ * spans (0: nothing to mark). */
+static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, unsigned char *marks,
+                       const kvc_passkey *pk, int *needle_marked)
+{
+    int with = 0;
+    *needle_marked = 0;
+    memset(marks, 0, (size_t)r->n_layers * (size_t)r->n_kv * (size_t)n);
+    for (int l = 0; l < r->n_layers; l++)
+        for (int h = 0; h < r->n_kv; h++) {
+            const kvc_stream_plan *p = kvc_stream_get_plan(kvc_cache_get_stream(cache, (uint32_t)l, (uint32_t)h));
+            if (!p || p->n_protect == 0) continue;
+            with++;
+            unsigned char *mk = marks + ((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n;
+            int want = (int)(p->n_protect / (2u * p->protect_radius + 1u));
+            if (want < 1) want = 1;
+            /* repeated selection of the largest unmarked score: want is small
+               (the protected rows' share of the budget over the span width) */
+            for (int w = 0; w < want; w++) {
+                int best = -1;
+                for (int j = (int)p->n_sink; j < n; j++)
+                    if (!mk[j] && (best < 0 || kvc_kv_record_score(r, l, h, j) > kvc_kv_record_score(r, l, h, best)))
+                        best = j;
+                if (best < 0) break;
+                mk[best] = 1;
+            }
+            int hit = 0;
+            for (int j = pk->needle_tok; j < pk->needle_tok + pk->needle_len && j < n; j++) hit |= mk[j];
+            *needle_marked += hit;
+        }
+    if (!with) *needle_marked = -1;
+    return with;
+}
+
 static void run_item(void *vctx, int idx, int wid)
 {
     recall_ctx *rc = (recall_ctx *)vctx;
@@ -121,16 +171,29 @@ static void run_item(void *vctx, int idx, int wid)
     const item *it = &rc->items[idx];
     worker *w = &rc->workers[wid];
     outcome *res = rc->out + (size_t)idx * o->n_cfg;
-    for (int g = 0; g < o->n_cfg; g++) res[g].status = -2;
+    for (int g = 0; g < o->n_cfg; g++) res[g].status = -2, res[g].needle_marked = -1;
     if (!w->ready) {
         if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &w->s) != KVC_OK) return;
-        if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, rc->max_context)) return;
+        /* kvzip: room for the haystack, the instruction and the haystack again */
+        const int cap = rc->kvzip ? rc->max_context + rc->n_ask + rc->kvzip_chunk : rc->max_context;
+        if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, cap)) return;
+        if (rc->kvzip) {
+            w->marks = malloc((size_t)m->cfg.n_layers * (size_t)m->cfg.n_kv_heads * (size_t)rc->max_context);
+            if (!w->marks) return;
+        }
         w->ready = 1;
     }
     const int nh = it->pk.n_hay;
     if (!rc->stream_prefill && kvc_kv_record_prefill(&w->rec, m, &w->s, it->toks, nh) != KVC_OK) {
         fprintf(stderr, "kvc bench recall: full-attention prefill failed\n");
         return;
+    }
+    if (rc->kvzip) {
+        if (kvc_kv_record_reconstruct(&w->rec, m, &w->s, it->toks, nh, rc->ask_ids, rc->n_ask, rc->kvzip_chunk) !=
+            KVC_OK) {
+            fprintf(stderr, "kvc bench recall: the KVzip reconstruction pass failed\n");
+            return;
+        }
     }
     for (int g = 0; g < o->n_cfg; g++) {
         kvc_stream_config sc;
@@ -146,8 +209,10 @@ static void run_item(void *vctx, int idx, int wid)
         kvc_status st =
             rc->stream_prefill || kvc_method_observes(sc.method)
                 ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL, NULL)
-            : kvc_kv_record_prefill_queries(&w->rec, cache) == KVC_OK ? kvc_kv_record_replay(&w->rec, cache, nh)
-                                                                      : KVC_E_STATE;
+            : kvc_kv_record_prefill_queries(&w->rec, cache) != KVC_OK ? KVC_E_STATE
+            : rc->kvzip && kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, &res[g].needle_marked)
+                ? kvc_kv_record_replay_marked(&w->rec, cache, nh, w->marks)
+                : kvc_kv_record_replay(&w->rec, cache, nh);
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
         if (st != KVC_OK)
             fprintf(stderr, "\nkvc bench recall: %s at %d tokens failed: %s\n", o->cfg[g].label, it->context,
@@ -254,7 +319,7 @@ int kvc_bench_recall(int argc, char **argv)
     int depths[KVC_BENCH_MAX_LIST] = {10, 30, 50, 70, 90}, n_dep = 5;
     uint64_t trials = 1;
     int stream_prefill = 0;
-    const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL;
+    const char *contexts = NULL, *depth_list = NULL, *prefill = NULL, *haystack = NULL, *marks = NULL;
     kvc_flag fl[24];
     size_t nf = kvc_bench_flags_add(&o, fl, 0);
     fl[nf++] = (kvc_flag){
@@ -277,6 +342,14 @@ int kvc_bench_recall(int argc, char **argv)
                    0,
                    NULL,
                    "FILE\tnatural text instead of the repeated filler sentences (blocks of ~100 bytes, in order)"};
+    fl[nf++] = (kvc_flag){"--protect-marks",
+                          's',
+                          &marks,
+                          0,
+                          0,
+                          NULL,
+                          "outliers|kvzip\twhat centres the protected spans (--protect): key outliers only "
+                          "(default), or also KVzip's reconstruction scores (--prefill exact; an extra pass)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -289,6 +362,19 @@ int kvc_bench_recall(int argc, char **argv)
             return 2;
         }
         stream_prefill = !strcmp(prefill, "stream");
+    }
+    int kvzip = 0;
+    if (marks) {
+        if (strcmp(marks, "outliers") && strcmp(marks, "kvzip")) {
+            fprintf(stderr, "kvc bench recall: --protect-marks is outliers or kvzip\n");
+            return 2;
+        }
+        kvzip = !strcmp(marks, "kvzip");
+        if (kvzip && stream_prefill) {
+            fprintf(stderr,
+                    "kvc bench recall: --protect-marks kvzip scores the exact prefill: not with --prefill stream\n");
+            return 2;
+        }
     }
     if (kvc_bench_finish(&o)) return 2;
     if (haystack) {
@@ -305,7 +391,33 @@ int kvc_bench_recall(int argc, char **argv)
     if (kvc_bench_open(&o, &lm)) return 1;
     recall_ctx rc;
     memset(&rc, 0, sizeof rc);
-    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill;
+    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip;
+    /* KVzip's instruction (its paper's "Repeat the previous context"), then the haystack again */
+    static const char repeat_text[] = "\n\nRepeat the previous context exactly.\n";
+    int ask_ids[sizeof repeat_text + 3];
+    if (kvzip) {
+        rc.n_ask =
+            kvc_lm_encode(&lm, "the KVzip instruction", repeat_text, ask_ids, (int)(sizeof ask_ids / sizeof *ask_ids));
+        if (rc.n_ask < 1) {
+            kvc_lm_close(&lm);
+            return 1;
+        }
+        rc.ask_ids = ask_ids;
+        rc.kvzip_chunk = KVC_KVZIP_CHUNK;
+        for (int c = 0; c < n_ctx; c++) {
+            const int room = lm.m.cfg.seq_len - ctxs[c] - rc.n_ask;
+            if (room < rc.kvzip_chunk) rc.kvzip_chunk = room;
+            if (ctxs[c] < rc.kvzip_chunk) rc.kvzip_chunk = ctxs[c];
+        }
+        if (rc.kvzip_chunk < KVC_KVZIP_MIN_CHUNK) {
+            fprintf(stderr,
+                    "kvc bench recall: --protect-marks kvzip repeats the context in chunks after it: the model's %d "
+                    "positions leave fewer than %d beyond the longest context and the instruction\n",
+                    lm.m.cfg.seq_len, KVC_KVZIP_MIN_CHUNK);
+            kvc_lm_close(&lm);
+            return 2;
+        }
+    }
     for (int c = 0; c < n_ctx; c++) {
         if (ctxs[c] > lm.m.cfg.seq_len) {
             fprintf(stderr, "kvc bench recall: context %d is beyond the model's %d tokens\n", ctxs[c],
@@ -352,7 +464,7 @@ int kvc_bench_recall(int argc, char **argv)
     kvc_bench_progress_end(&rc.prog);
     if (csv) {
         fprintf(csv, "method,budget_pct,budget_tokens,context,depth_pct,trial,key,needle_token,haystack_tokens,"
-                     "answer,correct,cache_peak_bytes,exact_cache_bytes,said\n");
+                     "answer,correct,cache_peak_bytes,exact_cache_bytes,needle_marked_streams,said\n");
         const kvc_l2c_config *mc = &lm.m.cfg;
         for (int i = 0; i < rc.n_items; i++)
             for (int g = 0; g < o.n_cfg; g++) {
@@ -360,16 +472,18 @@ int kvc_bench_recall(int argc, char **argv)
                 const outcome *r = &rc.out[(size_t)i * o.n_cfg + g];
                 kvc_stream_config sc;
                 kvc_bench_stream(&o, &o.cfg[g], mc, it->context, it->context, &sc);
+                char marked[16] = "";
+                if (r->needle_marked >= 0) snprintf(marked, sizeof marked, "%d", r->needle_marked);
                 const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers * mc->n_kv_heads *
                                            2.0 * (mc->dim / mc->n_heads) * sizeof(float);
-                fprintf(csv, "%s,%g,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s\n", kvc_method_name(o.cfg[g].method),
-                        o.cfg[g].pct, sc.budget, it->context, it->depth_pct, it->trial, it->pk.key, it->pk.needle_tok,
-                        it->pk.n_hay, r->answer,
+                fprintf(csv, "%s,%g,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s,%s\n",
+                        kvc_method_name(o.cfg[g].method), o.cfg[g].pct, sc.budget, it->context, it->depth_pct,
+                        it->trial, it->pk.key, it->pk.needle_tok, it->pk.n_hay, r->answer,
                         r->status == 1    ? "1"
                         : r->status == 0  ? "0"
                         : r->status == -1 ? "n/a"
                                           : "error",
-                        r->peak_bytes, exact_bytes, r->text);
+                        r->peak_bytes, exact_bytes, marked, r->text);
             }
     }
     print_table(&rc, ctxs, n_ctx);
@@ -382,6 +496,7 @@ done:
     for (int w = 0; rc.workers && w < o.threads; w++) {
         kvc_l2c_state_free(&rc.workers[w].s);
         kvc_kv_record_free(&rc.workers[w].rec);
+        free(rc.workers[w].marks);
     }
     free(rc.items), free(rc.out), free(rc.workers);
     kvc_lm_close(&lm);

@@ -40,10 +40,37 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
 void kvc_kv_record_free(kvc_kv_record *r)
 {
     free(r->k), free(r->v), free(r->q), free(r->qg), free(r->og), free(r->work), free(r->kv_row), free(r->outs);
-    free(r->obs_q);
+    free(r->obs_q), free(r->score), free(r->logit);
+    r->score = NULL, r->logit = NULL, r->score_n = 0;
     r->k = r->v = r->q = r->qg = r->og = r->kv_row = r->obs_q = NULL;
     r->work = NULL;
     r->outs = NULL;
+}
+
+/* KVzip's scores of the pending tokens (queries of the repeated context) of
+ * kv head h: each context position keeps the largest softmax probability a
+ * query of the group gives it, the softmax over positions 0..pos. */
+static void score_pending(kvc_kv_record *r, const kvc_kernels *kern, int h)
+{
+    const size_t G = (size_t)(r->n_heads / r->n_kv), hs = (size_t)r->hs;
+    const float *keys = kvc_kv_record_row(r, r->k, r->pend_layer, h, 0);
+    float *score = r->score + ((size_t)r->pend_layer * (size_t)r->n_kv + (size_t)h) * (size_t)r->score_n;
+    for (int t = 0; t < r->pend_n; t++) {
+        const size_t upto = (size_t)(r->pend_pos0 + t) + 1u;
+        for (size_t g = 0; g < G; g++) {
+            const float *q = r->q + ((size_t)t * (size_t)r->n_heads + (size_t)h * G + g) * hs;
+            double top = -INFINITY, z = 0.0;
+            for (size_t j = 0; j < upto; j++) {
+                r->logit[j] = (double)r->beta * kern->dot_f32(q, keys + j * hs, hs);
+                if (r->logit[j] > top) top = r->logit[j];
+            }
+            for (size_t j = 0; j < upto; j++) z += exp(r->logit[j] - top);
+            for (size_t j = 0; j < (size_t)r->score_n; j++) {
+                const float p = (float)(exp(r->logit[j] - top) / z);
+                if (p > score[j]) score[j] = p;
+            }
+        }
+    }
 }
 
 /* Answer the pending tokens of one layer: per kv head, one batched causal
@@ -63,6 +90,7 @@ static kvc_status flush(kvc_kv_record *r)
         view.seg[0].n = n, view.seg[0].scale = 1.0, view.seg[0].role = KVC_SET_BOTH, view.seg[0].dtype = KVC_DTYPE_F32;
         for (size_t t = 0; t < T; t++)
             memcpy(r->qg + t * G * hs, r->q + (t * (size_t)r->n_heads + (size_t)h * G) * hs, G * hs * sizeof(float));
+        if (r->scoring) score_pending(r, kern, h);
         const kvc_attend_batch b = {r->qg, T, G, 1, r->og, NULL, NULL};
         rc = kern->attend_batch(kern, &view, &b, r->work, (size_t)kvc_attend_work_bytes(T, G, hs));
         for (size_t t = 0; t < T && rc == KVC_OK; t++)
@@ -108,6 +136,39 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
     return st;
 }
 
+kvc_status kvc_kv_record_reconstruct(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n,
+                                     const int *ask, int n_ask, int chunk)
+{
+    if (n < 1 || n_ask < 0 || chunk < 1 || (size_t)n + (size_t)n_ask + (size_t)(chunk < n ? chunk : n) > (size_t)r->cap)
+        return KVC_E_ARG;
+    free(r->score), free(r->logit);
+    r->score = calloc((size_t)r->n_layers * (size_t)r->n_kv * (size_t)n, sizeof(float));
+    r->logit = malloc((size_t)r->cap * sizeof(double));
+    int *feed = malloc(((size_t)n_ask + (size_t)chunk) * sizeof(int));
+    r->score_n = n;
+    if (!r->score || !r->logit || !feed) {
+        free(r->score), free(r->logit), free(feed);
+        r->score = NULL, r->logit = NULL, r->score_n = 0;
+        return KVC_E_ARG;
+    }
+    const int step = s->chunk < r->chunk ? s->chunk : r->chunk;
+    kvc_status st = KVC_OK;
+    r->pend_n = 0, r->scoring = 1;
+    for (int c0 = 0; c0 < n && st == KVC_OK; c0 += chunk) {
+        const int len = n - c0 < chunk ? n - c0 : chunk, total = n_ask + len;
+        memcpy(feed, ask, (size_t)n_ask * sizeof(int));
+        memcpy(feed + n_ask, toks + c0, (size_t)len * sizeof(int));
+        for (int p = 0; p < total && st == KVC_OK; p += step) {
+            const int k = total - p < step ? total - p : step;
+            r->flush_at = n + p + k - 1;
+            st = kvc_l2c_forward_chunk(m, s, feed + p, k, n + p, kvc_kv_record_attention, r, k);
+        }
+    }
+    r->flush_at = -1, r->pend_n = 0, r->scoring = 0;
+    free(feed);
+    return st;
+}
+
 kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cache)
 {
     if (r->obs_n < 1) return KVC_E_STATE;
@@ -132,6 +193,28 @@ kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
             }
             kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, kr, vr);
             if (rc != KVC_OK) return rc;
+        }
+    return KVC_OK;
+}
+
+kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks)
+{
+    if (n < 0 || n > r->cap || marks == NULL) return KVC_E_ARG;
+    float *kr = r->kv_row, *vr = r->kv_row + r->row;
+    for (int p = 0; p < n; p++)
+        for (int l = 0; l < r->n_layers; l++) {
+            for (int h = 0; h < r->n_kv; h++) {
+                memcpy(kr + (size_t)h * r->hs, kvc_kv_record_row(r, r->k, l, h, p), (size_t)r->hs * sizeof(float));
+                memcpy(vr + (size_t)h * r->hs, kvc_kv_record_row(r, r->v, l, h, p), (size_t)r->hs * sizeof(float));
+            }
+            kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, kr, vr);
+            if (rc != KVC_OK) return rc;
+            /* position p - 1 entered the window with this append */
+            for (int h = 0; h < r->n_kv && p > 0; h++)
+                if (marks[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n + (size_t)(p - 1)]) {
+                    rc = kvc_cache_mark(cache, (uint32_t)l, (uint32_t)h, (uint64_t)(p - 1));
+                    if (rc != KVC_OK && rc != KVC_E_ARG) return rc; /* KVC_E_ARG: not in a window */
+                }
         }
     return KVC_OK;
 }

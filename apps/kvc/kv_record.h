@@ -27,6 +27,11 @@ typedef struct kvc_kv_record {
     /* the queries of the last KVC_KV_OBS positions of the last prefill (SnapKV's observation window) */
     float *obs_q; /* [layer][position][query head][hs] */
     int obs_from, obs_n;
+    /* KVzip's reconstruction scores (kvc_kv_record_reconstruct): [layer][kv
+       head][position] of the first score_n positions; NULL until it runs */
+    float *score;
+    int score_n, scoring; /* scoring: inside kvc_kv_record_reconstruct */
+    double *logit;        /* one query's scores over the recorded positions (cap) */
 } kvc_kv_record;
 
 /** Positions of the observation window a prefill keeps the queries of. */
@@ -56,6 +61,34 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
  *  (kvc_cache_prefill_queries), as a decoder does before appending a prompt. */
 kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cache);
 
+/**
+ * KVzip's importance scores (Kim et al. 2025, "KVzip: Query-Agnostic KV Cache
+ * Compression with Context Reconstruction"): after kvc_kv_record_prefill of
+ * the @p n context tokens @p toks, the context is repeated in chunks of at
+ * most @p chunk tokens, each fed after the instruction @p ask[0..n_ask) at
+ * positions n.. (teacher-forced, full attention over the context and the
+ * chunk's own repeat; each chunk overwrites the previous one's rows, as
+ * KVzip scores long contexts chunk by chunk). Each context position's score,
+ * per layer and kv head, is the largest softmax probability any query of the
+ * head's group gives it while a chunk is repeated (the softmax over every
+ * position before the query). Positions reach n + n_ask + chunk - 1: the
+ * record and the model need room for them. Replay takes the first n only.
+ */
+kvc_status kvc_kv_record_reconstruct(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l2c_state *s, const int *toks, int n,
+                                     const int *ask, int n_ask, int chunk);
+
+/** Score of context position @p pos at (@p l, @p h) after kvc_kv_record_reconstruct. */
+static inline float kvc_kv_record_score(const kvc_kv_record *r, int l, int h, int pos)
+{
+    return r->score[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)r->score_n + (size_t)pos];
+}
+
 /** Append positions 0..n-1 of every layer to @p cache, in token order. */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);
+
+/** kvc_kv_record_replay, marking (kvc_cache_mark) position p of (layer l, kv
+ *  head h) once it has entered the window, where marks[(l * n_kv + h) * n + p]
+ *  is nonzero; a mark the stream cannot take (a sink, a token that never
+ *  reaches the window) is skipped. */
+kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks);
 #endif

@@ -140,6 +140,7 @@ int kvc_passkey_build(const kvc_lm *lm, int context, int answer_room, double dep
     /* the needle starts where the haystack before it ends */
     const int before = count(lm, at, -1, "", 0, tmp, cap);
     pk->needle_tok = before < 0 ? 0 : before;
+    pk->needle_len = kvc_lm_encode(lm, "the needle", needle, tmp, cap);
     free(tmp);
     return 0;
 fail:

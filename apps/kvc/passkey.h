@@ -9,6 +9,7 @@ typedef struct kvc_passkey {
     int n_hay;      /**< tokens of the context before the question (instruction, filler, needle) */
     int n_question; /**< tokens of the question, right after the haystack */
     int needle_tok; /**< index of the needle's first token in the haystack */
+    int needle_len; /**< tokens of the needle sentence encoded alone (its span in the haystack, +-1 at the edges) */
     char key[8];    /**< the 5 digits */
 } kvc_passkey;
 

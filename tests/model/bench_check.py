@@ -71,6 +71,23 @@ def stories(kvc, model_dir, text):
             assert len(rows) == 6 and all(r["correct"] in ("0", "1") for r in rows), rows
             assert all(len(r["key"]) == 5 and int(r["haystack_tokens"]) < 400 for r in rows), rows
         print("bench recall: both prefill protocols ran")
+        # KVzip marks: the reconstruction pass runs (the repeat in chunks that
+        # fit the model's positions), marks the protected streams, and says
+        # how many marked the needle; exact has no protected spans to mark
+        out = os.path.join(d, "recall-kvzip.csv")
+        run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400", "--depths", "50",
+             "--methods", "sink-window,uniform", "--budget", "25%", "--protect", "25", "--protect-radius", "2",
+             "--protect-marks", "kvzip", "--csv", out, "--quiet", "--threads", "1"])
+        rows = list(csv.DictReader(open(out)))
+        assert len(rows) == 3 and all(r["correct"] in ("0", "1") for r in rows), rows
+        for r in rows:
+            marked = r["needle_marked_streams"]
+            assert marked == "" if r["method"] == "exact" else 0 <= int(marked) <= 5 * 4, r  # stories260K: 5 layers x 4 kv heads
+        bad = subprocess.run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400",
+                              "--protect", "25", "--protect-marks", "kvzip", "--prefill", "stream"],
+                             capture_output=True, text=True)
+        assert bad.returncode == 2 and "not with --prefill stream" in bad.stderr, bad
+        print("bench recall: KVzip marks ran;", [(r["method"], r["needle_marked_streams"]) for r in rows])
 
 
 def smollm2(kvc):
