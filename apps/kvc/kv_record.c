@@ -209,12 +209,14 @@ kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache,
             }
             kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, kr, vr);
             if (rc != KVC_OK) return rc;
-            /* position p - 1 entered the window with this append */
-            for (int h = 0; h < r->n_kv && p > 0; h++)
-                if (marks[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n + (size_t)(p - 1)]) {
-                    rc = kvc_cache_mark(cache, (uint32_t)l, (uint32_t)h, (uint64_t)(p - 1));
-                    if (rc != KVC_OK && rc != KVC_E_ARG) return rc; /* KVC_E_ARG: not in a window */
-                }
+            /* position p - 1 entered the window with this append: its mark
+               replaces the outlier test's verdict (KVC_E_ARG: a token that
+               never enters the window; KVC_E_UNSUPPORTED: no protected spans) */
+            for (int h = 0; h < r->n_kv && p > 0; h++) {
+                const int centre = marks[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n + (size_t)(p - 1)] != 0;
+                rc = kvc_cache_mark(cache, (uint32_t)l, (uint32_t)h, (uint64_t)(p - 1), centre);
+                if (rc != KVC_OK && rc != KVC_E_ARG && rc != KVC_E_UNSUPPORTED) return rc;
+            }
         }
     return KVC_OK;
 }

@@ -86,9 +86,10 @@ static inline float kvc_kv_record_score(const kvc_kv_record *r, int l, int h, in
 /** Append positions 0..n-1 of every layer to @p cache, in token order. */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);
 
-/** kvc_kv_record_replay, marking (kvc_cache_mark) position p of (layer l, kv
- *  head h) once it has entered the window, where marks[(l * n_kv + h) * n + p]
- *  is nonzero; a mark the stream cannot take (a sink, a token that never
- *  reaches the window) is skipped. */
+/** kvc_kv_record_replay where the caller decides the protected spans: once
+ *  position p of (layer l, kv head h) has entered the window, it is a centre
+ *  (kvc_cache_mark) exactly when marks[(l * n_kv + h) * n + p] is nonzero,
+ *  whatever the key-outlier test said; a stream that cannot take a mark (a
+ *  sink, no protected spans) is skipped. */
 kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks);
 #endif

@@ -395,13 +395,13 @@ const kvc_stream *kvc_cache_get_stream(const kvc_cache *c, uint32_t layer, uint3
     return stream_at(c, layer, kv_head);
 }
 
-kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64_t token)
+kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64_t token, int centre)
 {
     const kvc_status rc = cache_check(c);
     if (rc != KVC_OK) return rc;
     if (layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return KVC_E_ARG;
     if (stream_at(c, layer, kv_head) == NULL) return KVC_E_CORRUPT;
-    return kvc_stream_mark(stream_checked_at(c, layer, kv_head), token);
+    return kvc_stream_mark(stream_checked_at(c, layer, kv_head), token, centre);
 }
 
 kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v)

@@ -742,20 +742,21 @@ static int leaves_protected(const kvc_stream *st, const stream_regions *R, uint3
     return 0;
 }
 
-/* Flag the window's i-th oldest token as a protected-span centre: the caller
- * marked it (kvc_stream_mark), and it leaves the window as an outlier would. */
+/* Set the window's i-th oldest token's protected-span-centre flag to `centre`
+ * (0 or 1): the caller's verdict (kvc_stream_mark) replaces the outlier
+ * test's, and the token leaves the window as that flag says. */
 /*@ requires 1 <= st->plan.n_window <= 16777216 && \valid_read(st);
     requires st->win_count <= st->plan.n_window && st->win_head < st->plan.n_window;
-    requires i < st->win_count;
+    requires i < st->win_count && centre <= 1;
     requires \valid(wflag + (0 .. st->plan.n_window - 1)) && \separated(wflag + (0 .. st->plan.n_window - 1), st);
     assigns wflag[0 .. st->plan.n_window - 1];
-    ensures wflag[(st->win_head + i) % st->plan.n_window] == 1;
+    ensures wflag[(st->win_head + i) % st->plan.n_window] == centre;
 */
-static void window_mark(const kvc_stream *st, uint8_t *wflag, uint32_t i)
+static void window_mark(const kvc_stream *st, uint8_t *wflag, uint32_t i, uint8_t centre)
 {
     const uint32_t W = st->plan.n_window, head = st->win_head;
     const uint32_t slot = head + i < W ? head + i : head + i - W;
-    wflag[slot] = 1u;
+    wflag[slot] = centre;
 }
 
 /* Would committing the pending token push a token into the method? */
@@ -1497,17 +1498,18 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
     return KVC_OK;
 }
 
-kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token)
+kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token, int centre)
 {
     const kvc_status chk = stream_check(st);
     if (chk != KVC_OK) return chk;
+    if (centre != 0 && centre != 1) return KVC_E_ARG;
     if (st->plan.n_protect == 0 || st->plan.n_window == 0) return KVC_E_UNSUPPORTED;
     if (token < st->sink_used) return KVC_OK; /* a sink: held exactly for good */
     /* the window holds the win_count tokens before the pending one (n_seen - 1) */
     if (st->n_seen == 0 || token >= st->n_seen - 1u) return KVC_E_ARG;
     const uint64_t oldest = st->n_seen - 1u - st->win_count;
     if (token < oldest) return KVC_E_ARG; /* it has left the window */
-    window_mark(st, KVC_AT(st, st->lay.off_wflag, uint8_t), (uint32_t)(token - oldest));
+    window_mark(st, KVC_AT(st, st->lay.off_wflag, uint8_t), (uint32_t)(token - oldest), (uint8_t)centre);
     return KVC_OK;
 }
 

@@ -189,14 +189,15 @@ class Cache:
         appended; the other methods ignore them."""
         self._c.prefill_queries(layer, _as_rows(q, "q"))
 
-    def mark(self, layer: int, kv_head: int, token: int) -> None:
-        """Marks an appended token of (layer, kv_head) as a protected-span
-        centre, as if its key were an outlier (kvc_cache_mark): the caller's
-        own scores (e.g. KVzip's) choose what the protected spans keep. The
-        token must be in the window (appended, followed by one more append,
-        not yet evicted) and the cache configured with protected spans;
-        otherwise KvcError, and nothing changes. A sink is accepted as is."""
-        self._c.mark(layer, kv_head, token)
+    def mark(self, layer: int, kv_head: int, token: int, centre: bool = True) -> None:
+        """Decides whether an appended token of (layer, kv_head) is a
+        protected-span centre (centre=True) or not, replacing the key-outlier
+        test's verdict on it (kvc_cache_mark): the caller's own scores (e.g.
+        KVzip's) choose what the protected spans keep. The token must be in
+        the window (appended, followed by one more append, not yet evicted)
+        and the cache configured with protected spans; otherwise KvcError,
+        and nothing changes. A sink is accepted as is."""
+        self._c.mark(layer, kv_head, token, centre)
 
     def restore(self, snapshot: bytes) -> None:
         """Puts back a ``to_bytes()`` snapshot of this cache (validated first:

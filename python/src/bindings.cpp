@@ -195,11 +195,11 @@ class cache
         check(kvc_cache_prefill_queries(c_, nullptr, layer, q.data(), q.shape(0)), "prefill_queries");
     }
 
-    // Marks token `token` of (layer, kv_head) as a protected-span centre
+    // Token `token` of (layer, kv_head) is a protected-span centre or not
     // (kvc_cache_mark): a caller's own importance score picks what to keep.
-    void mark(uint32_t layer, uint32_t kv_head, uint64_t token)
+    void mark(uint32_t layer, uint32_t kv_head, uint64_t token, bool centre)
     {
-        check(kvc_cache_mark(c_, layer, kv_head, token), "mark");
+        check(kvc_cache_mark(c_, layer, kv_head, token, centre ? 1 : 0), "mark");
     }
 
     // Puts a snapshot of this cache's own size back (validated first: on a
@@ -456,7 +456,7 @@ NB_MODULE(_core, m)
         .def("extend", &cache::extend, nb::arg("layer"), nb::arg("k"), nb::arg("v"), nb::arg("q").none() = nb::none(),
              nb::arg("out").none() = nb::none())
         .def("prefill_queries", &cache::prefill_queries)
-        .def("mark", &cache::mark, nb::arg("layer"), nb::arg("kv_head"), nb::arg("token"))
+        .def("mark", &cache::mark, nb::arg("layer"), nb::arg("kv_head"), nb::arg("token"), nb::arg("centre") = true)
         .def("restore", &cache::restore)
         .def("observes", &cache::observes)
         .def("c_attend_ns", &cache::c_attend_ns)

@@ -631,14 +631,14 @@ static int marks_protect_chosen_tokens(void)
             CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
             if (j == marked) { /* pending: not in the window yet; refused, nothing written */
                 memcpy(before, st, bytes);
-                CHECK(kvc_stream_mark(st, marked) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
-                CHECK(kvc_stream_mark(st, marked + 1) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, marked, 1) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, marked + 1, 1) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
             }
-            if (j == marked + 1) CHECK(kvc_stream_mark(st, marked) == KVC_OK);
+            if (j == marked + 1) CHECK(kvc_stream_mark(st, marked, 1) == KVC_OK);
             if (j == marked + 40) { /* gone from the window; a sink is held already */
                 memcpy(before, st, bytes);
-                CHECK(kvc_stream_mark(st, 50) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
-                CHECK(kvc_stream_mark(st, 2) == KVC_OK && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, 50, 1) == KVC_E_ARG && memcmp(before, st, bytes) == 0);
+                CHECK(kvc_stream_mark(st, 2, 1) == KVC_OK && memcmp(before, st, bytes) == 0);
             }
         }
         kvc_view view;
@@ -652,11 +652,35 @@ static int marks_protect_chosen_tokens(void)
         c.n_protect = 0; /* no protected spans: nothing to mark */
         st = tu_stream(&c);
         for (size_t j = 0; j < 40; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
-        CHECK(kvc_stream_mark(st, 30) == KVC_E_UNSUPPORTED);
+        CHECK(kvc_stream_mark(st, 30, 1) == KVC_E_UNSUPPORTED);
         free(st);
         free(before);
     }
-    CHECK(kvc_stream_mark(NULL, 0) != KVC_OK);
+    CHECK(kvc_stream_mark(NULL, 0, 1) != KVC_OK);
+    /* centre 0 overrides the outlier test: a needle whose keys point the other
+       way is flagged by it (protected_spans_keep_needles), and cleared here
+       token by token as it enters the window, nothing is protected */
+    for (size_t j = marked; j < marked + 5; j++) k[j * d] = -1.0f;
+    for (int mi = 0; mi < N_METHODS; mi++) {
+        const kvc_method m = all_methods_at(mi);
+        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
+        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
+        c.n_protect = 20, c.protect_radius = (uint32_t)radius;
+        for (int clear = 0; clear <= 1; clear++) {
+            kvc_stream *st = tu_stream(&c);
+            for (size_t j = 0; j < n; j++) {
+                CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+                if (j == marked + 1) CHECK(kvc_stream_mark(st, marked, 2) == KVC_E_ARG);
+                if (clear && j > marked && j <= marked + 5) CHECK(kvc_stream_mark(st, j - 1, 0) == KVC_OK);
+            }
+            kvc_view view;
+            CHECK(kvc_stream_view(st, &view) == KVC_OK);
+            const size_t kept = view.seg[KVC_STREAM_EXACT_SEGMENTS - 1].n;
+            CHECK_MSG(clear ? kept == 0 : kept > 0, "%s: %zu protected tokens (cleared: %d)", kvc_method_name(m), kept,
+                      clear);
+            free(st);
+        }
+    }
     printf("every method protected tokens %zu..%zu around the mark, and only those\n", marked - radius,
            marked + radius);
     free(k), free(v);

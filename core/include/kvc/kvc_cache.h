@@ -201,11 +201,12 @@ kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint
                                      size_t n_pos);
 
 /**
- * @brief kvc_stream_mark on the stream of (@p layer, @p kv_head): mark token
- *        @p token (0-based position) as a protected-span centre.
+ * @brief kvc_stream_mark on the stream of (@p layer, @p kv_head): token
+ *        @p token (0-based position) is a protected-span centre (@p centre 1)
+ *        or not (0), whatever the key-outlier test said.
  * @return as kvc_stream_mark; KVC_E_ARG also for a layer or head out of range.
  */
-kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64_t token);
+kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64_t token, int centre);
 
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
 const kvc_stream *kvc_cache_get_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);

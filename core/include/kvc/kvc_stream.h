@@ -428,22 +428,26 @@ kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, c
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
 
 /**
- * @brief Mark an appended token as a protected-span centre, as if its key were
- *        an outlier: when it leaves the window, it and the tokens within
- *        protect_radius positions of it go to the protected rows (first come,
- *        first kept, like every span). For a caller that scores tokens itself
- *        (e.g. KVzip's reconstruction scores, kvc bench recall --protect-marks):
- *        a mark changes only the window's flag byte of that token.
- * @param token  the token's position, 0-based in append order; it must be in
- *               the window, i.e. appended and followed by at least one more
- *               append (the newest token is pending: mark it after the next
- *               append), and not yet gone to the method or the protected rows.
- * @return KVC_OK (marked, or a sink: held exactly already); KVC_E_ARG (not in
- *         the window: not yet, or no longer; nothing changed);
- *         KVC_E_UNSUPPORTED (the stream has no protected spans or no window);
- *         KVC_E_STATE / KVC_E_CORRUPT (bad handle).
+ * @brief Decide whether an appended token is a protected-span centre,
+ *        replacing the key-outlier test's verdict on it: with @p centre 1,
+ *        when it leaves the window it and the tokens within protect_radius
+ *        positions of it go to the protected rows (first come, first kept,
+ *        like every span); with 0 it is not a centre, whatever its key. For a
+ *        caller that scores tokens itself (e.g. KVzip's reconstruction scores,
+ *        kvc bench recall --protect-marks kvzip): marking every token as it
+ *        enters the window leaves the spans to the caller alone. A mark
+ *        changes only the window's flag byte of that token.
+ * @param token   the token's position, 0-based in append order; it must be in
+ *                the window: appended and followed by at least one more append
+ *                (the newest token is pending: mark it after the next append),
+ *                and not yet gone to the method or the protected rows.
+ * @param centre  1 (a centre) or 0 (not one).
+ * @return KVC_OK (set, or a sink: held exactly already); KVC_E_ARG (centre not
+ *         0 or 1, or a token not in the window: not yet, or no longer;
+ *         nothing changed); KVC_E_UNSUPPORTED (no protected spans or no
+ *         window); KVC_E_STATE / KVC_E_CORRUPT (bad handle).
  */
-kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token);
+kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token, int centre);
 
 /** Number of leading segments of a stream's view that are its exact regions:
  *  the sinks in KIVI4 blocks and in rows, the window ring's closed tokens in two
