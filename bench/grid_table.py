@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The recall grid's table (bench/grid_report.sh writes OUT/recall-CONTEXT-DTYPE.csv).
+"""The recall grid's table (bench/grid_report.sh writes OUT/recall-STEP.csv,
+STEP = CONTEXT-DTYPE[-sSEED[-dDEPTHS]]; the steps of one context and type add up).
 
 Prints a markdown table: one row per method and budget, one column per storage
 type, each cell correct/trials over every context in the files with its 95%
 Wilson interval, then the configurations ranked by correct answers (ties: fewer
 bytes first), the exact reference's score per context and what each n/a cell
-says. Usage: bench/grid_table.py OUT [--top N]
+says. With --by-context: one row per configuration (method, budget, type), one
+column per context and one for all, each with its Wilson interval.
+Usage: bench/grid_table.py OUT [--top N] [--by-context]
 """
 import csv
 import glob
@@ -25,11 +28,12 @@ def main():
     out = sys.argv[1]
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 3
     cells = defaultdict(lambda: [0, 0, 0])  # (method, pct, dtype) -> correct, trials, bytes
+    per_ctx = defaultdict(lambda: [0, 0])  # (method, pct, dtype, context) -> correct, trials
     exact = defaultdict(lambda: [0, 0])  # context -> correct, trials
     na = {}
     dtypes, contexts = [], set()
     for path in sorted(glob.glob(os.path.join(out, "recall-*.csv"))):
-        m = re.match(r"recall-(\d+)-(\w+)\.csv", os.path.basename(path))
+        m = re.match(r"recall-(\d+)-([a-z0-9]+)(?:-s\d+(?:-d[\d.]+)?)?\.csv", os.path.basename(path))
         if not m:
             continue
         dtype = m.group(2)
@@ -48,6 +52,8 @@ def main():
                     na[key] = r["correct"]
                     continue
                 c = cells[key]
+                per_ctx[key + (int(r["context"]),)][0] += int(r["correct"])
+                per_ctx[key + (int(r["context"]),)][1] += 1
                 c[0] += int(r["correct"])
                 c[1] += 1
                 c[2] = max(c[2], int(r["cache_peak_bytes"] or 0))
@@ -57,6 +63,9 @@ def main():
     for (m, p, t) in list(cells) + list(na):
         if (m, p) not in methods:
             methods.append((m, p))
+    if "--by-context" in sys.argv:
+        by_context(cells, per_ctx, exact, sorted(contexts))
+        return
     print(f"contexts {sorted(contexts)}; cells: correct/trials [95% Wilson, %]\n")
     print("| method | budget (% of f16 bytes) | " + " | ".join(dtypes) + " |")
     print("|---|---|" + "---|" * len(dtypes))
@@ -76,6 +85,25 @@ def main():
     print(f"\nranked (recall, then the smaller budget):")
     for (m, p, t), (k, n, b) in ranked[: max(top, 10)]:
         print(f"  {m} {p:g}%f16 {t}: {k}/{n}")
+
+
+def cell(k, n):
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} [{lo * 100:.0f}, {hi * 100:.0f}]"
+
+
+def by_context(cells, per_ctx, exact, contexts):
+    print("| configuration | " + " | ".join(str(c) for c in contexts) + " | all |")
+    print("|---|" + "---|" * (len(contexts) + 1))
+    ex = {c: [0, 0] for c in contexts}
+    for (c, _t), (k, n) in exact.items():
+        ex[c][0] += k
+        ex[c][1] += n
+    print("| exact (f32) | " + " | ".join(cell(*ex[c]) for c in contexts) + " | "
+          + cell(sum(v[0] for v in ex.values()), sum(v[1] for v in ex.values())) + " |")
+    for (m, p, t), (k, n, _b) in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        row = [cell(*per_ctx[(m, p, t, c)]) if per_ctx[(m, p, t, c)][1] else "—" for c in contexts]
+        print(f"| {m} {t} {p:g}% | " + " | ".join(row) + f" | {cell(k, n)} |")
 
 
 if __name__ == "__main__":

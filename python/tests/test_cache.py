@@ -142,6 +142,35 @@ def test_bad_input_raises_and_leaves_the_cache_unchanged():
     assert e.value.code == -1
 
 
+def test_marks_decide_span_centres_and_refusals_change_nothing():
+    """Cache.mark (kvc_cache_mark): a window token's centre flag is the
+    caller's to set; a token outside the window, or a cache without protected
+    spans, raises KvcError and leaves the bytes as they were."""
+    rng = np.random.default_rng(SEED)
+    cache = kvcompress.Cache(1, 2, 1, 16, method="uniform", budget=120, dtype="f32", protect=25, protect_radius=2)
+    for _ in range(50):
+        cache.append(0, rows(rng, 1, 16), rows(rng, 1, 16))
+    cache.mark(0, 0, 48, True)
+    marked = cache.checksum()
+    cache.mark(0, 0, 48, False)
+    assert cache.checksum() != marked  # one flag byte differs
+    cache.mark(0, 0, 48)  # centre defaults to True
+    assert cache.checksum() == marked
+    for token in (49, 50, 5000):  # pending, not appended yet
+        with pytest.raises(kvcompress.KvcError) as e:
+            cache.mark(0, 0, token)
+        assert e.value.code == -1 and cache.checksum() == marked
+    with pytest.raises(kvcompress.KvcError) as e:
+        cache.mark(0, 1, 48)  # no kv head 1
+    assert e.value.code == -1 and cache.checksum() == marked
+    plain = kvcompress.Cache(1, 2, 1, 16, method="uniform", budget=120, dtype="f32")
+    for _ in range(50):
+        plain.append(0, rows(rng, 1, 16), rows(rng, 1, 16))
+    with pytest.raises(kvcompress.KvcError) as e:
+        plain.mark(0, 0, 48)
+    assert e.value.code == -6  # KVC_E_UNSUPPORTED: no protected spans
+
+
 def test_torch_tensors_pass():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(SEED)
