@@ -42,7 +42,7 @@ typedef struct outcome {
     char answer[16];
     char text[48]; /* what the model said, commas and line breaks blanked (CSV) */
     uint64_t peak_bytes;
-    int needle_marked; /* --protect-marks kvzip: streams with a mark on the needle; -1 otherwise */
+    int needle_marked; /* --protect-marks kvzip|needle: streams with a mark on the needle; -1 otherwise */
 } outcome;
 
 /* --protect-marks kvzip repeats the context in chunks of at most this many
@@ -65,6 +65,7 @@ typedef struct recall_ctx {
     item *items;
     int n_items, max_context, stream_prefill;
     int kvzip;          /* --protect-marks kvzip */
+    int oracle;         /* --protect-marks needle: the needle's own tokens (a diagnostic bound) */
     int kvzip_chunk;    /* its repeat chunk: KVC_KVZIP_CHUNK, less where the model's positions end first */
     const int *ask_ids; /* its repeat instruction's tokens */
     int n_ask;
@@ -132,7 +133,7 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
  * sinks (a sink is kept anyway). Returns how many streams have protected
  * spans (0: nothing to mark). */
 static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, unsigned char *marks,
-                       const kvc_passkey *pk, int *needle_marked)
+                       const kvc_passkey *pk, int oracle, int *needle_marked)
 {
     int with = 0;
     *needle_marked = 0;
@@ -145,6 +146,10 @@ static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, un
             unsigned char *mk = marks + ((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n;
             int want = (int)(p->n_protect / (2u * p->protect_radius + 1u));
             if (want < 1) want = 1;
+            if (oracle) /* the needle's tokens themselves, as many as fit */
+                for (int j = pk->needle_tok; j < pk->needle_tok + pk->needle_len && j < n; j++)
+                    if (j >= (int)p->n_sink) mk[j] = 1;
+            if (oracle) want = 0;
             /* repeated selection of the largest unmarked score: want is small
                (the protected rows' share of the budget over the span width) */
             for (int w = 0; w < want; w++) {
@@ -176,11 +181,10 @@ static void run_item(void *vctx, int idx, int wid)
         if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &w->s) != KVC_OK) return;
         /* kvzip: room for the haystack, the instruction and the haystack again */
         const int cap = rc->kvzip ? rc->max_context + rc->n_ask + rc->kvzip_chunk : rc->max_context;
+        if ((rc->kvzip || rc->oracle) &&
+            !(w->marks = malloc((size_t)m->cfg.n_layers * (size_t)m->cfg.n_kv_heads * (size_t)rc->max_context)))
+            return;
         if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, cap)) return;
-        if (rc->kvzip) {
-            w->marks = malloc((size_t)m->cfg.n_layers * (size_t)m->cfg.n_kv_heads * (size_t)rc->max_context);
-            if (!w->marks) return;
-        }
         w->ready = 1;
     }
     const int nh = it->pk.n_hay;
@@ -210,7 +214,8 @@ static void run_item(void *vctx, int idx, int wid)
             rc->stream_prefill || kvc_method_observes(sc.method)
                 ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL, NULL)
             : kvc_kv_record_prefill_queries(&w->rec, cache) != KVC_OK ? KVC_E_STATE
-            : rc->kvzip && kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, &res[g].needle_marked)
+            : (rc->kvzip || rc->oracle) &&
+                    kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, rc->oracle, &res[g].needle_marked)
                 ? kvc_kv_record_replay_marked(&w->rec, cache, nh, w->marks)
                 : kvc_kv_record_replay(&w->rec, cache, nh);
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
@@ -348,8 +353,9 @@ int kvc_bench_recall(int argc, char **argv)
                           0,
                           0,
                           NULL,
-                          "outliers|kvzip\twhat centres the protected spans (--protect): key outliers only "
-                          "(default), or also KVzip's reconstruction scores (--prefill exact; an extra pass)"};
+                          "outliers|kvzip|needle\twhat centres the protected spans (--protect): key outliers "
+                          "(default); KVzip's reconstruction scores instead (--prefill exact; an extra pass); needle: "
+                          "the needle's own tokens (a diagnostic bound, not a method)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -363,16 +369,16 @@ int kvc_bench_recall(int argc, char **argv)
         }
         stream_prefill = !strcmp(prefill, "stream");
     }
-    int kvzip = 0;
+    int kvzip = 0, oracle = 0;
     if (marks) {
-        if (strcmp(marks, "outliers") && strcmp(marks, "kvzip")) {
-            fprintf(stderr, "kvc bench recall: --protect-marks is outliers or kvzip\n");
+        if (strcmp(marks, "outliers") && strcmp(marks, "kvzip") && strcmp(marks, "needle")) {
+            fprintf(stderr, "kvc bench recall: --protect-marks is outliers, kvzip or needle\n");
             return 2;
         }
-        kvzip = !strcmp(marks, "kvzip");
-        if (kvzip && stream_prefill) {
-            fprintf(stderr,
-                    "kvc bench recall: --protect-marks kvzip scores the exact prefill: not with --prefill stream\n");
+        kvzip = !strcmp(marks, "kvzip"), oracle = !strcmp(marks, "needle");
+        if ((kvzip || oracle) && stream_prefill) {
+            fprintf(stderr, "kvc bench recall: --protect-marks %s marks the exact prefill: not with --prefill stream\n",
+                    marks);
             return 2;
         }
     }
@@ -391,7 +397,7 @@ int kvc_bench_recall(int argc, char **argv)
     if (kvc_bench_open(&o, &lm)) return 1;
     recall_ctx rc;
     memset(&rc, 0, sizeof rc);
-    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip;
+    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip, rc.oracle = oracle;
     /* KVzip's instruction (its paper's "Repeat the previous context"), then the haystack again */
     static const char repeat_text[] = "\n\nRepeat the previous context exactly.\n";
     int ask_ids[sizeof repeat_text + 3];
