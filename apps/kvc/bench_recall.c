@@ -56,6 +56,7 @@ typedef struct worker {
     kvc_l2c_state s;
     kvc_kv_record rec;
     unsigned char *marks; /* [layer][kv head][position] of one configuration */
+    float *pooled;        /* kvzip-pooled: [position] */
     int ready;
 } worker;
 
@@ -66,6 +67,8 @@ typedef struct recall_ctx {
     int n_items, max_context, stream_prefill;
     int kvzip;          /* --protect-marks kvzip */
     int oracle;         /* --protect-marks needle: the needle's own tokens (a diagnostic bound) */
+    int pooled;         /* --protect-marks kvzip-pooled: one ranking for every stream */
+    int surprisal;      /* --protect-marks surprisal: one ranking by each token's surprisal */
     int kvzip_chunk;    /* its repeat chunk: KVC_KVZIP_CHUNK, less where the model's positions end first */
     const int *ask_ids; /* its repeat instruction's tokens */
     int n_ask;
@@ -133,7 +136,7 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
  * sinks (a sink is kept anyway). Returns how many streams have protected
  * spans (0: nothing to mark). */
 static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, unsigned char *marks,
-                       const kvc_passkey *pk, int oracle, int *needle_marked)
+                       const kvc_passkey *pk, int oracle, const float *pooled, int *needle_marked)
 {
     int with = 0;
     *needle_marked = 0;
@@ -154,9 +157,12 @@ static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, un
                (the protected rows' share of the budget over the span width) */
             for (int w = 0; w < want; w++) {
                 int best = -1;
-                for (int j = (int)p->n_sink; j < n; j++)
-                    if (!mk[j] && (best < 0 || kvc_kv_record_score(r, l, h, j) > kvc_kv_record_score(r, l, h, best)))
+                for (int j = (int)p->n_sink; j < n; j++) {
+                    if (mk[j]) continue;
+                    if (best < 0 || (pooled ? pooled[j] > pooled[best]
+                                            : kvc_kv_record_score(r, l, h, j) > kvc_kv_record_score(r, l, h, best)))
                         best = j;
+                }
                 if (best < 0) break;
                 mk[best] = 1;
             }
@@ -166,6 +172,18 @@ static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, un
         }
     if (!with) *needle_marked = -1;
     return with;
+}
+
+/* kvzip-pooled: each position's reconstruction scores summed over every
+ * layer and kv head, one ranking that every stream marks from. */
+static void kvzip_pool(const kvc_kv_record *r, int n, float *pooled)
+{
+    for (int j = 0; j < n; j++) {
+        double sum = 0.0;
+        for (int l = 0; l < r->n_layers; l++)
+            for (int h = 0; h < r->n_kv; h++) sum += kvc_kv_record_score(r, l, h, j);
+        pooled[j] = (float)sum;
+    }
 }
 
 static void run_item(void *vctx, int idx, int wid)
@@ -181,10 +199,12 @@ static void run_item(void *vctx, int idx, int wid)
         if (kvc_l2c_state_alloc_chunk(&m->cfg, KVC_LM_CHUNK, &w->s) != KVC_OK) return;
         /* kvzip: room for the haystack, the instruction and the haystack again */
         const int cap = rc->kvzip ? rc->max_context + rc->n_ask + rc->kvzip_chunk : rc->max_context;
-        if ((rc->kvzip || rc->oracle) &&
+        if ((rc->kvzip || rc->oracle || rc->surprisal) &&
             !(w->marks = malloc((size_t)m->cfg.n_layers * (size_t)m->cfg.n_kv_heads * (size_t)rc->max_context)))
             return;
+        if ((rc->pooled || rc->surprisal) && !(w->pooled = malloc((size_t)rc->max_context * sizeof(float)))) return;
         if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, cap)) return;
+        w->rec.want_surprise = rc->surprisal; /* after the alloc, which zeroes the record */
         w->ready = 1;
     }
     const int nh = it->pk.n_hay;
@@ -192,12 +212,14 @@ static void run_item(void *vctx, int idx, int wid)
         fprintf(stderr, "kvc bench recall: full-attention prefill failed\n");
         return;
     }
+    if (rc->surprisal) memcpy(w->pooled, w->rec.surprise, (size_t)nh * sizeof(float));
     if (rc->kvzip) {
         if (kvc_kv_record_reconstruct(&w->rec, m, &w->s, it->toks, nh, rc->ask_ids, rc->n_ask, rc->kvzip_chunk) !=
             KVC_OK) {
             fprintf(stderr, "kvc bench recall: the KVzip reconstruction pass failed\n");
             return;
         }
+        if (rc->pooled) kvzip_pool(&w->rec, nh, w->pooled);
     }
     for (int g = 0; g < o->n_cfg; g++) {
         kvc_stream_config sc;
@@ -214,8 +236,9 @@ static void run_item(void *vctx, int idx, int wid)
             rc->stream_prefill || kvc_method_observes(sc.method)
                 ? kvc_lm_feed(m, &w->s, it->toks, nh, 0, kvc_l2c_cache_attention, cache, NULL, NULL, NULL, NULL)
             : kvc_kv_record_prefill_queries(&w->rec, cache) != KVC_OK ? KVC_E_STATE
-            : (rc->kvzip || rc->oracle) &&
-                    kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, rc->oracle, &res[g].needle_marked)
+            : (rc->kvzip || rc->oracle || rc->surprisal) &&
+                    kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, rc->oracle,
+                                rc->pooled || rc->surprisal ? w->pooled : NULL, &res[g].needle_marked)
                 ? kvc_kv_record_replay_marked(&w->rec, cache, nh, w->marks)
                 : kvc_kv_record_replay(&w->rec, cache, nh);
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
@@ -353,9 +376,11 @@ int kvc_bench_recall(int argc, char **argv)
                           0,
                           0,
                           NULL,
-                          "outliers|kvzip|needle\twhat centres the protected spans (--protect): key outliers "
-                          "(default); KVzip's reconstruction scores instead (--prefill exact; an extra pass); needle: "
-                          "the needle's own tokens (a diagnostic bound, not a method)"};
+                          "outliers|kvzip|kvzip-pooled|surprisal|needle\twhat centres the protected spans (--protect): "
+                          "key outliers (default); KVzip's reconstruction scores instead, each stream its own top "
+                          "tokens (--prefill exact; an extra pass), or one ranking of the scores summed over every "
+                          "stream (kvzip-pooled); surprisal: the tokens the model predicted worst during the "
+                          "prefill; needle: the needle's own tokens (a diagnostic bound, not a method)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -369,14 +394,17 @@ int kvc_bench_recall(int argc, char **argv)
         }
         stream_prefill = !strcmp(prefill, "stream");
     }
-    int kvzip = 0, oracle = 0;
+    int kvzip = 0, oracle = 0, pooled = 0, surprisal = 0;
     if (marks) {
-        if (strcmp(marks, "outliers") && strcmp(marks, "kvzip") && strcmp(marks, "needle")) {
-            fprintf(stderr, "kvc bench recall: --protect-marks is outliers, kvzip or needle\n");
+        if (strcmp(marks, "outliers") && strcmp(marks, "kvzip") && strcmp(marks, "kvzip-pooled") &&
+            strcmp(marks, "surprisal") && strcmp(marks, "needle")) {
+            fprintf(stderr,
+                    "kvc bench recall: --protect-marks is outliers, kvzip, kvzip-pooled, surprisal or needle\n");
             return 2;
         }
-        kvzip = !strcmp(marks, "kvzip"), oracle = !strcmp(marks, "needle");
-        if ((kvzip || oracle) && stream_prefill) {
+        pooled = !strcmp(marks, "kvzip-pooled"), surprisal = !strcmp(marks, "surprisal");
+        kvzip = pooled || !strcmp(marks, "kvzip"), oracle = !strcmp(marks, "needle");
+        if ((kvzip || oracle || surprisal) && stream_prefill) {
             fprintf(stderr, "kvc bench recall: --protect-marks %s marks the exact prefill: not with --prefill stream\n",
                     marks);
             return 2;
@@ -397,7 +425,8 @@ int kvc_bench_recall(int argc, char **argv)
     if (kvc_bench_open(&o, &lm)) return 1;
     recall_ctx rc;
     memset(&rc, 0, sizeof rc);
-    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip, rc.oracle = oracle;
+    rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip, rc.oracle = oracle,
+    rc.pooled = pooled, rc.surprisal = surprisal;
     /* KVzip's instruction (its paper's "Repeat the previous context"), then the haystack again */
     static const char repeat_text[] = "\n\nRepeat the previous context exactly.\n";
     int ask_ids[sizeof repeat_text + 3];
@@ -502,7 +531,7 @@ done:
     for (int w = 0; rc.workers && w < o.threads; w++) {
         kvc_l2c_state_free(&rc.workers[w].s);
         kvc_kv_record_free(&rc.workers[w].rec);
-        free(rc.workers[w].marks);
+        free(rc.workers[w].marks), free(rc.workers[w].pooled);
     }
     free(rc.items), free(rc.out), free(rc.workers);
     kvc_lm_close(&lm);

@@ -40,8 +40,8 @@ int kvc_kv_record_alloc(kvc_kv_record *r, const kvc_l2c_config *c, int cap)
 void kvc_kv_record_free(kvc_kv_record *r)
 {
     free(r->k), free(r->v), free(r->q), free(r->qg), free(r->og), free(r->work), free(r->kv_row), free(r->outs);
-    free(r->obs_q), free(r->score), free(r->logit);
-    r->score = NULL, r->logit = NULL, r->score_n = 0;
+    free(r->obs_q), free(r->score), free(r->logit), free(r->surprise);
+    r->score = NULL, r->logit = NULL, r->score_n = 0, r->surprise = NULL;
     r->k = r->v = r->q = r->qg = r->og = r->kv_row = r->obs_q = NULL;
     r->work = NULL;
     r->outs = NULL;
@@ -127,11 +127,22 @@ kvc_status kvc_kv_record_prefill(kvc_kv_record *r, const kvc_l2c_model *m, kvc_l
     kvc_status st = KVC_OK;
     r->pend_n = 0;
     r->obs_n = n < KVC_KV_OBS ? n : KVC_KV_OBS, r->obs_from = n - r->obs_n;
+    if (r->want_surprise && !r->surprise && !(r->surprise = malloc((size_t)r->cap * sizeof(float)))) return KVC_E_ARG;
+    const int vocab = m->cfg.vocab_size;
     for (int p = 0; p < n && st == KVC_OK; p += step) {
         const int k = n - p < step ? n - p : step;
         r->flush_at = p + k - 1;
-        st = kvc_l2c_forward_chunk(m, s, toks + p, k, p, kvc_kv_record_attention, r, k);
+        st = kvc_l2c_forward_chunk(m, s, toks + p, k, p, kvc_kv_record_attention, r, r->want_surprise ? 0 : k);
+        /* row t of the logits predicts token p + t + 1 */
+        for (int t = 0; r->want_surprise && st == KVC_OK && t < k && p + t + 1 < n; t++) {
+            const float *lg = s->logits + (size_t)t * (size_t)vocab;
+            double top = lg[0], z = 0.0;
+            for (int v = 1; v < vocab; v++) top = lg[v] > top ? lg[v] : top;
+            for (int v = 0; v < vocab; v++) z += exp(lg[v] - top);
+            r->surprise[p + t + 1] = (float)(log(z) + top - lg[toks[p + t + 1]]);
+        }
     }
+    if (r->want_surprise && n > 0) r->surprise[0] = 0.0f;
     r->flush_at = -1, r->pend_n = 0;
     return st;
 }

@@ -32,6 +32,11 @@ typedef struct kvc_kv_record {
     float *score;
     int score_n, scoring; /* scoring: inside kvc_kv_record_reconstruct */
     double *logit;        /* one query's scores over the recorded positions (cap) */
+    /* with want_surprise set, kvc_kv_record_prefill also computes each
+       position's surprisal, -log p(token | the tokens before it) in nats
+       (position 0: 0), into surprise[0 .. n) */
+    int want_surprise;
+    float *surprise;
 } kvc_kv_record;
 
 /** Positions of the observation window a prefill keeps the queries of. */
