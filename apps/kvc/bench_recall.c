@@ -55,8 +55,10 @@ typedef struct outcome {
 typedef struct worker {
     kvc_l2c_state s;
     kvc_kv_record rec;
-    unsigned char *marks; /* [layer][kv head][position] of one configuration */
-    float *pooled;        /* kvzip-pooled: [position] */
+    unsigned char *marks;     /* [layer][kv head][position] of one configuration */
+    float *pooled;            /* kvzip-pooled, surprisal: [position] */
+    int *order;               /* sentences: positions by their sentence's falling mean surprisal */
+    int *sent_from, *sent_to; /* sentences: the sentence of each position, [from, to) */
     int ready;
 } worker;
 
@@ -69,6 +71,7 @@ typedef struct recall_ctx {
     int oracle;         /* --protect-marks needle: the needle's own tokens (a diagnostic bound) */
     int pooled;         /* --protect-marks kvzip-pooled: one ranking for every stream */
     int surprisal;      /* --protect-marks surprisal: one ranking by each token's surprisal */
+    int sentences;      /* --protect-marks sentences: the most surprising sentences, whole */
     int kvzip_chunk;    /* its repeat chunk: KVC_KVZIP_CHUNK, less where the model's positions end first */
     const int *ask_ids; /* its repeat instruction's tokens */
     int n_ask;
@@ -135,8 +138,27 @@ static kvc_status ask(const recall_ctx *rc, kvc_l2c_state *s, const item *it, kv
  * 2 protect_radius + 1 tokens (at least one), among the positions after its
  * sinks (a sink is kept anyway). Returns how many streams have protected
  * spans (0: nothing to mark). */
+/* Whole sentences, most surprising first: positions in order (order[0 .. n)),
+ * each taking the sentence around it (positions sent_from[j] ..
+ * sent_to[j]) while its tokens and the span's radius on either side fit the
+ * protected rows; sentences reaching into the sinks are skipped (the sinks
+ * hold them anyway). */
+static void mark_sentences(unsigned char *mk, int n, const int *order, const int *sent_from, const int *sent_to,
+                           const kvc_stream_plan *p)
+{
+    uint32_t used = 0;
+    for (int i = 0; i < n; i++) {
+        const int j = order[i], a = sent_from[j], b = sent_to[j];
+        if (mk[j] || a < (int)p->n_sink) continue;
+        const uint32_t cost = (uint32_t)(b - a) + 2u * p->protect_radius;
+        if (used + cost > p->n_protect) continue;
+        for (int t = a; t < b; t++) mk[t] = 1;
+        used += cost;
+    }
+}
+
 static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, unsigned char *marks,
-                       const kvc_passkey *pk, int oracle, const float *pooled, int *needle_marked)
+                       const kvc_passkey *pk, int oracle, const float *pooled, const worker *sw, int *needle_marked)
 {
     int with = 0;
     *needle_marked = 0;
@@ -153,6 +175,10 @@ static int kvzip_marks(const kvc_kv_record *r, const kvc_cache *cache, int n, un
                 for (int j = pk->needle_tok; j < pk->needle_tok + pk->needle_len && j < n; j++)
                     if (j >= (int)p->n_sink) mk[j] = 1;
             if (oracle) want = 0;
+            if (sw) { /* surprising sentences, whole */
+                mark_sentences(mk, n, sw->order, sw->sent_from, sw->sent_to, p);
+                want = 0;
+            }
             /* repeated selection of the largest unmarked score: want is small
                (the protected rows' share of the budget over the span width) */
             for (int w = 0; w < want; w++) {
@@ -186,6 +212,36 @@ static void kvzip_pool(const kvc_kv_record *r, int n, float *pooled)
     }
 }
 
+/* sentences: each position's sentence (a sentence ends after a token whose
+ * text holds '.', '!', '?' or a line break) and the positions in order of
+ * their sentence's falling mean surprisal (the information per token, so a
+ * short surprising sentence ranks above a long one with one rare word). */
+static _Thread_local const float *order_key; /* the sort's key, per worker thread */
+static int by_falling_key(const void *a, const void *b)
+{
+    const float x = order_key[*(const int *)a], y = order_key[*(const int *)b];
+    return x > y ? -1 : x < y ? 1 : *(const int *)a - *(const int *)b;
+}
+
+static void sentence_spans(const kvc_lm *lm, const int *toks, int n, float *score, worker *w)
+{
+    char piece[64];
+    int from = 0;
+    for (int j = 0; j < n; j++) {
+        kvc_lm_piece(lm, j > 0 ? toks[j - 1] : toks[j], toks[j], piece, sizeof piece);
+        w->sent_from[j] = from;
+        if (strpbrk(piece, ".!?\n") || j == n - 1) {
+            double sum = 0.0;
+            for (int t = from; t <= j; t++) sum += score[t];
+            for (int t = from; t <= j; t++) w->sent_to[t] = j + 1, score[t] = (float)(sum / (j + 1 - from));
+            from = j + 1;
+        }
+        w->order[j] = j;
+    }
+    order_key = score; /* qsort has no context argument in C11 */
+    qsort(w->order, (size_t)n, sizeof(int), by_falling_key);
+}
+
 static void run_item(void *vctx, int idx, int wid)
 {
     recall_ctx *rc = (recall_ctx *)vctx;
@@ -205,6 +261,12 @@ static void run_item(void *vctx, int idx, int wid)
         if ((rc->pooled || rc->surprisal) && !(w->pooled = malloc((size_t)rc->max_context * sizeof(float)))) return;
         if (!rc->stream_prefill && kvc_kv_record_alloc(&w->rec, &m->cfg, cap)) return;
         w->rec.want_surprise = rc->surprisal; /* after the alloc, which zeroes the record */
+        if (rc->sentences) {
+            w->order = malloc((size_t)rc->max_context * sizeof(int));
+            w->sent_from = malloc((size_t)rc->max_context * sizeof(int));
+            w->sent_to = malloc((size_t)rc->max_context * sizeof(int));
+            if (!w->order || !w->sent_from || !w->sent_to) return;
+        }
         w->ready = 1;
     }
     const int nh = it->pk.n_hay;
@@ -213,6 +275,7 @@ static void run_item(void *vctx, int idx, int wid)
         return;
     }
     if (rc->surprisal) memcpy(w->pooled, w->rec.surprise, (size_t)nh * sizeof(float));
+    if (rc->sentences) sentence_spans(rc->lm, it->toks, nh, w->pooled, w);
     if (rc->kvzip) {
         if (kvc_kv_record_reconstruct(&w->rec, m, &w->s, it->toks, nh, rc->ask_ids, rc->n_ask, rc->kvzip_chunk) !=
             KVC_OK) {
@@ -238,7 +301,8 @@ static void run_item(void *vctx, int idx, int wid)
             : kvc_kv_record_prefill_queries(&w->rec, cache) != KVC_OK ? KVC_E_STATE
             : (rc->kvzip || rc->oracle || rc->surprisal) &&
                     kvzip_marks(&w->rec, cache, nh, w->marks, &it->pk, rc->oracle,
-                                rc->pooled || rc->surprisal ? w->pooled : NULL, &res[g].needle_marked)
+                                rc->pooled || rc->surprisal ? w->pooled : NULL, rc->sentences ? w : NULL,
+                                &res[g].needle_marked)
                 ? kvc_kv_record_replay_marked(&w->rec, cache, nh, w->marks)
                 : kvc_kv_record_replay(&w->rec, cache, nh);
         if (st == KVC_OK) st = ask(rc, &w->s, it, cache, &res[g]);
@@ -380,7 +444,8 @@ int kvc_bench_recall(int argc, char **argv)
                           "key outliers (default); KVzip's reconstruction scores instead, each stream its own top "
                           "tokens (--prefill exact; an extra pass), or one ranking of the scores summed over every "
                           "stream (kvzip-pooled); surprisal: the tokens the model predicted worst during the "
-                          "prefill; needle: the needle's own tokens (a diagnostic bound, not a method)"};
+                          "prefill; sentences: the sentences of highest mean surprisal, whole; needle: the needle's "
+                          "own tokens (a diagnostic bound, not a method)"};
     const int prc = kvc_cli_parse("bench recall", argc, argv, fl, nf, &o.mo, recall_usage);
     if (prc) return prc == 1 ? 0 : 2;
     if (contexts && (n_ctx = kvc_bench_int_list("--contexts", contexts, 64, 1 << 20, ctxs, KVC_BENCH_MAX_LIST)) < 0)
@@ -394,15 +459,17 @@ int kvc_bench_recall(int argc, char **argv)
         }
         stream_prefill = !strcmp(prefill, "stream");
     }
-    int kvzip = 0, oracle = 0, pooled = 0, surprisal = 0;
+    int kvzip = 0, oracle = 0, pooled = 0, surprisal = 0, sentences = 0;
     if (marks) {
         if (strcmp(marks, "outliers") && strcmp(marks, "kvzip") && strcmp(marks, "kvzip-pooled") &&
-            strcmp(marks, "surprisal") && strcmp(marks, "needle")) {
-            fprintf(stderr,
-                    "kvc bench recall: --protect-marks is outliers, kvzip, kvzip-pooled, surprisal or needle\n");
+            strcmp(marks, "surprisal") && strcmp(marks, "sentences") && strcmp(marks, "needle")) {
+            fprintf(
+                stderr,
+                "kvc bench recall: --protect-marks is outliers, kvzip, kvzip-pooled, surprisal, sentences or needle\n");
             return 2;
         }
-        pooled = !strcmp(marks, "kvzip-pooled"), surprisal = !strcmp(marks, "surprisal");
+        pooled = !strcmp(marks, "kvzip-pooled"), sentences = !strcmp(marks, "sentences");
+        surprisal = sentences || !strcmp(marks, "surprisal");
         kvzip = pooled || !strcmp(marks, "kvzip"), oracle = !strcmp(marks, "needle");
         if ((kvzip || oracle || surprisal) && stream_prefill) {
             fprintf(stderr, "kvc bench recall: --protect-marks %s marks the exact prefill: not with --prefill stream\n",
@@ -426,7 +493,7 @@ int kvc_bench_recall(int argc, char **argv)
     recall_ctx rc;
     memset(&rc, 0, sizeof rc);
     rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip, rc.oracle = oracle,
-    rc.pooled = pooled, rc.surprisal = surprisal;
+    rc.pooled = pooled, rc.surprisal = surprisal, rc.sentences = sentences;
     /* KVzip's instruction (its paper's "Repeat the previous context"), then the haystack again */
     static const char repeat_text[] = "\n\nRepeat the previous context exactly.\n";
     int ask_ids[sizeof repeat_text + 3];
@@ -532,6 +599,7 @@ done:
         kvc_l2c_state_free(&rc.workers[w].s);
         kvc_kv_record_free(&rc.workers[w].rec);
         free(rc.workers[w].marks), free(rc.workers[w].pooled);
+        free(rc.workers[w].order), free(rc.workers[w].sent_from), free(rc.workers[w].sent_to);
     }
     free(rc.items), free(rc.out), free(rc.workers);
     kvc_lm_close(&lm);
