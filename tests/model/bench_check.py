@@ -74,20 +74,21 @@ def stories(kvc, model_dir, text):
         # KVzip marks: the reconstruction pass runs (the repeat in chunks that
         # fit the model's positions), marks the protected streams, and says
         # how many marked the needle; exact has no protected spans to mark
-        out = os.path.join(d, "recall-kvzip.csv")
-        run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400", "--depths", "50",
-             "--methods", "sink-window,uniform", "--budget", "25%", "--protect", "25", "--protect-radius", "2",
-             "--protect-marks", "kvzip", "--csv", out, "--quiet", "--threads", "1"])
-        rows = list(csv.DictReader(open(out)))
-        assert len(rows) == 3 and all(r["correct"] in ("0", "1") for r in rows), rows
-        for r in rows:
-            marked = r["needle_marked_streams"]
-            assert marked == "" if r["method"] == "exact" else 0 <= int(marked) <= 5 * 4, r  # stories260K: 5 layers x 4 kv heads
+        for marks in ("kvzip", "sentences"):
+            out = os.path.join(d, f"recall-{marks}.csv")
+            run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400", "--depths",
+                 "50", "--methods", "sink-window,uniform", "--budget", "25%", "--protect", "25", "--protect-radius",
+                 "2", "--protect-marks", marks, "--csv", out, "--quiet", "--threads", "1"])
+            rows = list(csv.DictReader(open(out)))
+            assert len(rows) == 3 and all(r["correct"] in ("0", "1") for r in rows), rows
+            for r in rows:  # stories260K: 5 layers x 4 kv heads
+                marked = r["needle_marked_streams"]
+                assert marked == "" if r["method"] == "exact" else 0 <= int(marked) <= 5 * 4, r
         bad = subprocess.run([kvc, "bench", "recall", "--model", model, "--tokenizer", tok, "--contexts", "400",
                               "--protect", "25", "--protect-marks", "kvzip", "--prefill", "stream"],
                              capture_output=True, text=True)
         assert bad.returncode == 2 and "not with --prefill stream" in bad.stderr, bad
-        print("bench recall: KVzip marks ran;", [(r["method"], r["needle_marked_streams"]) for r in rows])
+        print("bench recall: kvzip and sentences marks ran; sentences:", [(r["method"], r["needle_marked_streams"]) for r in rows])
 
 
 def smollm2(kvc):
