@@ -88,7 +88,8 @@ def stories(kvc, model_dir, text):
                               "--protect", "25", "--protect-marks", "kvzip", "--prefill", "stream"],
                              capture_output=True, text=True)
         assert bad.returncode == 2 and "not with --prefill stream" in bad.stderr, bad
-        print("bench recall: kvzip and sentences marks ran; sentences:", [(r["method"], r["needle_marked_streams"]) for r in rows])
+        marked = [(r["method"], r["needle_marked_streams"]) for r in rows]
+        print("bench recall: kvzip and sentences marks ran; sentences:", marked)
 
 
 def smollm2(kvc):
