@@ -18,6 +18,8 @@
  *  - the batched attend of one position gives kvc_stream_attend's bits, its
  *    masses are >= 0 and sum to one per query over the denominator set, and
  *    observe / prefill_queries accept them (storage types f32, f16, int8);
+ *  - a span-centre mark (kvc_stream_mark) answers alike on both copies, and a
+ *    refused one, or one on a corrupted copy, changes nothing;
  *  - every other kernel table this build runs here (kvc_kernels_at: the
  *    single-precision one and the SIMD ISAs the CPU has; the CUDA table on
  *    the CPU SIMT runtime in builds with KVC_FUZZ_CUDA, for the first attend
@@ -400,6 +402,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 free(mass);
             }
+            { /* a caller's span-centre mark (kvc_stream_mark): in lockstep on both copies;
+                 a refusal leaves the arena unchanged */
+                const uint64_t t = u16(&r) % ((uint64_t)appended + 2u);
+                const int centre = u8(&r) & 1;
+                memcpy(before, a.arena, bytes);
+                const kvc_status m1 = kvc_stream_mark(a.st, t, centre);
+                REQUIRE(m1 == KVC_OK || m1 == KVC_E_ARG || m1 == KVC_E_UNSUPPORTED);
+                if (m1 != KVC_OK) REQUIRE(memcmp(before, a.arena, bytes) == 0);
+                if (b.st) REQUIRE(kvc_stream_mark(b.st, t, centre) == m1);
+            }
             break;
         }
         case 5: { /* snapshot to another address; both continue in lockstep */
@@ -432,6 +444,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)kvc_stream_attend((kvc_stream *)cs, NULL, q, 1, za);
             kvc_stream_stats s;
             (void)kvc_stream_get_stats((kvc_stream *)cs, &s);
+            memcpy(before, cs, bytes);
+            if (kvc_stream_mark((kvc_stream *)cs, u8(&r), 1) != KVC_OK) REQUIRE(memcmp(before, cs, bytes) == 0);
             free(c);
             break;
         }
@@ -451,6 +465,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(kvc_stream_attend_batch(a.st, NULL, q, 1, 1, za, NULL, NULL, 0) == KVC_E_ARG);
             REQUIRE(kvc_stream_observe(a.st, NULL, NULL, 0) == KVC_E_ARG);
             REQUIRE(kvc_stream_prefill_queries(a.st, NULL, NULL, 1) == KVC_E_ARG);
+            REQUIRE(kvc_stream_mark(a.st, 0, 2) == KVC_E_ARG);
+            const kvc_status future = kvc_stream_mark(a.st, (uint64_t)appended + 1u, 1);
+            REQUIRE(future == KVC_E_ARG || future == KVC_E_UNSUPPORTED);
+            REQUIRE(kvc_stream_mark(NULL, 0, 1) == KVC_E_STATE);
             REQUIRE(memcmp(before, a.arena, bytes) == 0);
             break;
         }
