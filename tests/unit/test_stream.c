@@ -603,6 +603,16 @@ static int outputs_stay_in_value_box(void)
 /* Budgets in bytes: for every method and storage type, the budget returned
  * fits its arena in the bytes and one token more does not; arenas grow with
  * the budget (what the search relies on), checked over a range of budgets. */
+/* The protected-span tests' stream: budget 120 (exact: every token and room
+ * to spare), sinks 4, window 16, n_protect slots, spans of the given radius. */
+static kvc_stream_config protected_cfg(kvc_method m, size_t d, size_t n, uint32_t n_protect, size_t radius)
+{
+    kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
+    c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
+    c.n_protect = n_protect, c.protect_radius = (uint32_t)radius;
+    return c;
+}
+
 /* kvc_stream_mark: a caller's mark makes a token a protected-span centre
  * exactly as a key outlier would, for every method; a mark that cannot apply
  * is refused with the arena unchanged. The keys repeat one vector, so the
@@ -620,9 +630,7 @@ static int marks_protect_chosen_tokens(void)
     }
     for (int mi = 0; mi < N_METHODS; mi++) {
         const kvc_method m = all_methods_at(mi);
-        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
-        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
-        c.n_protect = 20, c.protect_radius = (uint32_t)radius;
+        kvc_stream_config c = protected_cfg(m, d, n, 20, radius);
         const size_t bytes = kvc_stream_arena_bytes(&c);
         kvc_stream *st = tu_stream(&c);
         CHECK_MSG(st != NULL, "%s: %s", kvc_method_name(m), kvc_stream_config_problem(&c));
@@ -663,9 +671,7 @@ static int marks_protect_chosen_tokens(void)
     for (size_t j = marked; j < marked + 5; j++) k[j * d] = -1.0f;
     for (int mi = 0; mi < N_METHODS; mi++) {
         const kvc_method m = all_methods_at(mi);
-        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
-        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
-        c.n_protect = 20, c.protect_radius = (uint32_t)radius;
+        kvc_stream_config c = protected_cfg(m, d, n, 20, radius);
         for (int clear = 0; clear <= 1; clear++) {
             kvc_stream *st = tu_stream(&c);
             for (size_t j = 0; j < n; j++) {
@@ -755,9 +761,7 @@ static int protected_spans_keep_needles(void)
     for (int mi = 0; mi < N_METHODS; mi++) {
         const kvc_method m = all_methods_at(mi);
         /* exact holds every token beside the protected slots */
-        kvc_stream_config c = cfg_of(m, (uint32_t)d, (uint32_t)d, m == KVC_METHOD_EXACT ? (uint32_t)n + 40u : 120u, 1);
-        c.n_sink = 4, c.n_window = 16, c.prefix_len = (uint32_t)n;
-        c.n_protect = 40, c.protect_radius = (uint32_t)radius;
+        kvc_stream_config c = protected_cfg(m, d, n, 40, radius);
         kvc_stream *st = tu_stream(&c);
         CHECK_MSG(st != NULL, "%s: %s", kvc_method_name(m), kvc_stream_config_problem(&c));
         for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
