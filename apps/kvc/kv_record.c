@@ -194,23 +194,12 @@ kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cach
 
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
 {
-    if (n < 0 || n > r->cap) return KVC_E_ARG;
-    float *kr = r->kv_row, *vr = r->kv_row + r->row;
-    for (int p = 0; p < n; p++)
-        for (int l = 0; l < r->n_layers; l++) {
-            for (int h = 0; h < r->n_kv; h++) { /* the position's rows of every kv head, as the cache takes them */
-                memcpy(kr + (size_t)h * r->hs, kvc_kv_record_row(r, r->k, l, h, p), (size_t)r->hs * sizeof(float));
-                memcpy(vr + (size_t)h * r->hs, kvc_kv_record_row(r, r->v, l, h, p), (size_t)r->hs * sizeof(float));
-            }
-            kvc_status rc = kvc_cache_append(cache, kvc_l2c_kernels(), (uint32_t)l, kr, vr);
-            if (rc != KVC_OK) return rc;
-        }
-    return KVC_OK;
+    return kvc_kv_record_replay_marked(r, cache, n, NULL);
 }
 
 kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks)
 {
-    if (n < 0 || n > r->cap || marks == NULL) return KVC_E_ARG;
+    if (n < 0 || n > r->cap) return KVC_E_ARG;
     float *kr = r->kv_row, *vr = r->kv_row + r->row;
     for (int p = 0; p < n; p++)
         for (int l = 0; l < r->n_layers; l++) {
@@ -223,7 +212,7 @@ kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache,
             /* position p - 1 entered the window with this append: its mark
                replaces the outlier test's verdict (KVC_E_ARG: a token that
                never enters the window; KVC_E_UNSUPPORTED: no protected spans) */
-            for (int h = 0; h < r->n_kv && p > 0; h++) {
+            for (int h = 0; marks && h < r->n_kv && p > 0; h++) {
                 const int centre = marks[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)n + (size_t)(p - 1)] != 0;
                 rc = kvc_cache_mark(cache, (uint32_t)l, (uint32_t)h, (uint64_t)(p - 1), centre);
                 if (rc != KVC_OK && rc != KVC_E_ARG && rc != KVC_E_UNSUPPORTED) return rc;

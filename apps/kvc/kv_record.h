@@ -95,6 +95,6 @@ kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
  *  position p of (layer l, kv head h) has entered the window, it is a centre
  *  (kvc_cache_mark) exactly when marks[(l * n_kv + h) * n + p] is nonzero,
  *  whatever the key-outlier test said; a stream that cannot take a mark (a
- *  sink, no protected spans) is skipped. */
+ *  sink, no protected spans) is skipped. NULL marks: a plain replay. */
 kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks);
 #endif
