@@ -113,9 +113,15 @@ static double score_stream(fig1_case *c, kvc_method m, uint32_t budget, uint64_t
         /* a query-aware method gets the queries of the trace's last 32 positions first (SnapKV's window) */
         const size_t obs = c->recent < 32 ? c->recent : 32;
         (void)kvc_stream_prefill_queries(st, NULL, tr->q + (tr->n - obs) * d, obs);
-        kvc_status s = KVC_OK;
-        for (size_t i = 0; i < c->mid && s == KVC_OK; i++)
-            s = kvc_stream_append(st, NULL, tr->k + (c->mid0 + i) * d, tr->v + (c->mid0 + i) * dv);
+        /* the middle in one call: the same as appending it token by token,
+           except that balancekv-prefill in mode offline compresses it there
+           with the authors' walk, in this scratch */
+        const size_t wb = kvc_stream_prefill_work_bytes(st, c->mid);
+        void *work = wb ? aligned_alloc(8, (wb + 7) / 8 * 8) : NULL;
+        kvc_status s = wb && !work ? KVC_E_ARENA
+                                   : kvc_stream_prefill(st, NULL, tr->k + c->mid0 * d, d, tr->v + c->mid0 * dv, dv,
+                                                        c->mid, work, wb);
+        free(work);
         kvc_view v;
         if (s == KVC_OK && kvc_stream_view(st, &v) == KVC_OK) {
             kvc_segment mid[KVC_VIEW_MAX_SEGMENTS];

@@ -192,13 +192,34 @@ kvc_status kvc_kv_record_prefill_queries(const kvc_kv_record *r, kvc_cache *cach
     return KVC_OK;
 }
 
+/* The prompt, layer by layer, in one kvc_cache_prefill call each (streams
+ * are independent, so this ends in the state token-by-token appends reach;
+ * balancekv-prefill in mode offline needs it). One scratch for every layer. */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n)
 {
-    return kvc_kv_record_replay_marked(r, cache, n, NULL);
+    if (n < 0 || n > r->cap) return KVC_E_ARG;
+    if (n == 0) return KVC_OK;
+    const size_t row = (size_t)r->n_kv * (size_t)r->hs;
+    float *k = malloc((size_t)n * row * sizeof(float)), *v = malloc((size_t)n * row * sizeof(float));
+    const size_t wb = kvc_cache_prefill_work_bytes(cache, (size_t)n);
+    void *work = wb ? aligned_alloc(8, (wb + 7) / 8 * 8) : NULL;
+    kvc_status rc = k && v && (work || !wb) ? KVC_OK : KVC_E_ARENA;
+    for (int l = 0; l < r->n_layers && rc == KVC_OK; l++) {
+        for (int p = 0; p < n; p++)
+            for (int h = 0; h < r->n_kv; h++) {
+                const size_t at = (size_t)p * row + (size_t)h * r->hs;
+                memcpy(k + at, kvc_kv_record_row(r, r->k, l, h, p), (size_t)r->hs * sizeof(float));
+                memcpy(v + at, kvc_kv_record_row(r, r->v, l, h, p), (size_t)r->hs * sizeof(float));
+            }
+        rc = kvc_cache_prefill(cache, kvc_l2c_kernels(), (uint32_t)l, k, v, (size_t)n, work, wb);
+    }
+    free(k), free(v), free(work);
+    return rc;
 }
 
 kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks)
 {
+    if (marks == NULL) return kvc_kv_record_replay(r, cache, n);
     if (n < 0 || n > r->cap) return KVC_E_ARG;
     float *kr = r->kv_row, *vr = r->kv_row + r->row;
     for (int p = 0; p < n; p++)

@@ -88,13 +88,17 @@ static inline float kvc_kv_record_score(const kvc_kv_record *r, int l, int h, in
     return r->score[((size_t)l * (size_t)r->n_kv + (size_t)h) * (size_t)r->score_n + (size_t)pos];
 }
 
-/** Append positions 0..n-1 of every layer to @p cache, in token order. */
+/** Append positions 0..n-1 of every layer to @p cache: one kvc_cache_prefill
+ *  call per layer (the state token-order appends reach; balancekv-prefill in
+ *  mode offline compresses its prompt there). */
 kvc_status kvc_kv_record_replay(const kvc_kv_record *r, kvc_cache *cache, int n);
 
 /** kvc_kv_record_replay where the caller decides the protected spans: once
  *  position p of (layer l, kv head h) has entered the window, it is a centre
  *  (kvc_cache_mark) exactly when marks[(l * n_kv + h) * n + p] is nonzero,
  *  whatever the key-outlier test said; a stream that cannot take a mark (a
- *  sink, no protected spans) is skipped. NULL marks: a plain replay. */
+ *  sink, no protected spans) is skipped. Token by token (marks go between
+ *  appends), so balancekv-prefill in mode offline refuses it. NULL marks: a
+ *  plain replay (kvc_kv_record_replay). */
 kvc_status kvc_kv_record_replay_marked(const kvc_kv_record *r, kvc_cache *cache, int n, const unsigned char *marks);
 #endif

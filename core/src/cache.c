@@ -427,6 +427,42 @@ kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t laye
     return KVC_OK;
 }
 
+size_t kvc_cache_prefill_work_bytes(const kvc_cache *c, size_t n)
+{
+    if (cache_check(c) != KVC_OK || n < 1 || n > KVC_MAX_PREFILL_TOKENS) return 0;
+    size_t most = 0;
+    for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+        for (uint32_t h = 0; h < c->cfg.n_kv_heads; h++) {
+            const kvc_stream *st = stream_at(c, l, h);
+            const size_t b = st ? kvc_stream_prefill_work_bytes(st, n) : 0;
+            if (b > most) most = b;
+        }
+    return most;
+}
+
+kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v,
+                             size_t n, void *work, size_t work_bytes)
+{
+    kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (layer >= c->cfg.n_layers || k == NULL || v == NULL || n < 1 || n > KVC_MAX_PREFILL_TOKENS) return KVC_E_ARG;
+    const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads;
+    /* every input a stream could refuse, checked before the first changes */
+    if (!kvc_all_finite(k, n * nkv * hd) || !kvc_all_finite(v, n * nkv * hd)) return KVC_E_NONFINITE;
+    for (uint32_t h = 0; h < nkv; h++) {
+        const kvc_stream *st = stream_at(c, layer, h);
+        if (st == NULL) return KVC_E_CORRUPT;
+        const size_t need = kvc_stream_prefill_work_bytes(st, n);
+        if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
+    }
+    for (uint32_t h = 0; h < nkv; h++) {
+        rc = kvc_stream_prefill(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd, nkv * hd, n,
+                                work, work_bytes);
+        if (rc != KVC_OK) return rc;
+    }
+    return KVC_OK;
+}
+
 /* Every kv head of a layer answers its query group; `observed`: through
  * kvc_stream_attend_observed (each stream also receives its entries' attention). */
 static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out,

@@ -38,6 +38,14 @@ void kvc_text_add(kvc_text *t, const char *fmt, ...)
 /* What a method's update receives besides its state: the kernel table (every
  * touch of a cached row goes through it) and the stream's validated plan
  * (dimensions, storage type). */
+/* The rows of one kvc_stream_prefill call, as the caller holds them (f32). */
+typedef struct kvc_prompt_rows {
+    const float *keys, *values;
+    size_t key_stride, value_stride; /* floats from one token's row to the next */
+    uint64_t first;                  /* the token position of row 0 */
+    size_t n;                        /* rows appended */
+} kvc_prompt_rows;
+
 typedef struct kvc_method_ctx {
     const kvc_kernels *kern;
     const kvc_stream_plan *plan;
@@ -84,6 +92,15 @@ typedef struct kvc_method_ops {
        " name=value" pairs, and its live counters as one line */
     void (*describe)(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out);
     void (*describe_stats)(const kvc_stream_stats *s, kvc_text *out);
+    /* whole-prompt hooks (NULL: not used; kvc_stream_prefill is then a loop
+       of appends). prefill_work_bytes: caller scratch for a prompt of n
+       tokens. prefill_open: the appends that follow belong to one prompt
+       call. prefill_close: that call ended after rows->n tokens (the
+       caller's f32 rows of tokens rows->first ..), compress what it staged. */
+    size_t (*prefill_work_bytes)(const void *st, const kvc_stream_plan *p, size_t n);
+    void (*prefill_open)(void *st);
+    void (*prefill_close)(void *st, const kvc_method_ctx *cx, const kvc_prompt_rows *rows, void *work,
+                          size_t work_bytes);
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, name, kvpress, summary) extern const kvc_method_ops kvc_method_ops_##ident;

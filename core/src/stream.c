@@ -1513,6 +1513,49 @@ kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token, int centre)
     return KVC_OK;
 }
 
+/* ---- a whole prompt at once ---- */
+
+/* The method's scratch for a kvc_stream_prefill call of n rows (0: none). */
+static size_t prefill_work_need(const kvc_stream *st, size_t n)
+{
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    return o->prefill_work_bytes ? o->prefill_work_bytes(method_of_c(st), &st->plan, n) : 0;
+}
+
+size_t kvc_stream_prefill_work_bytes(const kvc_stream *st, size_t n)
+{
+    if (stream_check(st) != KVC_OK || n < 1 || n > KVC_MAX_PREFILL_TOKENS) return 0;
+    return prefill_work_need(st, n);
+}
+
+kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                              const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes)
+{
+    const kvc_status chk = stream_check(st);
+    if (chk != KVC_OK) return chk;
+    const size_t d = st->plan.d, dv = st->plan.dv;
+    if (keys == NULL || values == NULL || n < 1 || n > KVC_MAX_PREFILL_TOKENS || key_stride < d || value_stride < dv)
+        return KVC_E_ARG;
+    const size_t need = prefill_work_need(st, n);
+    if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
+    if ((uint64_t)st->n_seen + n > UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
+    for (size_t i = 0; i < n; i++)
+        if (!kvc_all_finite(keys + i * key_stride, d) || !kvc_all_finite(values + i * value_stride, dv))
+            return KVC_E_NONFINITE;
+    const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
+    const kvc_prompt_rows rows0 = {keys, values, key_stride, value_stride, st->n_seen, 0};
+    kvc_prompt_rows rows = rows0;
+    if (o->prefill_open) o->prefill_open(method_of(st));
+    kvc_status rc = KVC_OK;
+    for (; rows.n < n; rows.n++) {
+        rc = kvc_stream_append_prechecked(st, kern, keys + rows.n * key_stride, values + rows.n * value_stride);
+        if (rc != KVC_OK) break;
+    }
+    const kvc_method_ctx cx = {kvc_kernels_or_best(kern), &st->plan};
+    if (o->prefill_close) o->prefill_close(method_of(st), &cx, &rows, work, work_bytes);
+    return rc;
+}
+
 /* ---- split-K ---- */
 
 size_t kvc_stream_attend_part_work_bytes(const kvc_stream *st, size_t n_q)

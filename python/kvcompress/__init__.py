@@ -172,7 +172,12 @@ class Cache:
         the token is appended (a prompt read through the cache, causal by
         construction) and the (n, n_heads, head_dim) outputs are returned
         (written into ``out`` when given). One call into C for the whole prompt.
-        The methods that score the attention they receive (H2O, TOVA) see it."""
+        The methods that score the attention they receive (H2O, TOVA) see it.
+        Without ``q`` the tokens go in as one prompt (kvc_cache_prefill): the
+        same state as appending them one by one, except that balancekv-prefill
+        with ``bkv-mode="offline"`` compresses its part of the prompt there, as
+        BalanceKV's authors do (that mode needs its prompt this way). On an
+        input error nothing changes."""
         kr, vr = _as_rows(k, "k"), _as_rows(v, "v")
         if q is None:
             self._c.extend(layer, kr, vr)

@@ -176,6 +176,17 @@ class cache
         if (q.has_value() != out.has_value()) throw status_error{(int)KVC_E_ARG, "extend: give q and out together"};
         if (q) need3(*q, n, heads(), "q"), need3(*out, n, heads(), "out");
         const size_t kv_row = (size_t)cfg_kv_heads() * head_dim(), q_row = (size_t)heads() * head_dim();
+        if (!q) { // the prompt alone: one kvc_cache_prefill (balancekv-prefill offline compresses it there)
+            std::vector<double> work((kvc_cache_prefill_work_bytes(c_, n) + 7) / 8);
+            kvc_status s;
+            {
+                nb::gil_scoped_release unlocked;
+                s = kvc_cache_prefill(c_, nullptr, layer, k.data(), v.data(), n, work.data(),
+                                      work.size() * sizeof(double));
+            }
+            check(s, "extend");
+            return;
+        }
         nb::gil_scoped_release unlocked;
         for (size_t t = 0; t < n; t++) {
             kvc_status s = kvc_cache_append(c_, nullptr, layer, k.data() + t * kv_row, v.data() + t * kv_row);

@@ -171,6 +171,36 @@ def test_marks_decide_span_centres_and_refusals_change_nothing():
     assert e.value.code == -6  # KVC_E_UNSUPPORTED: no protected spans
 
 
+def test_prompt_extend_equals_appends_and_loads_offline_balancekv():
+    """extend(layer, k, v) without queries is one kvc_cache_prefill: for a
+    method without a whole-prompt form it ends in the bytes token-by-token
+    appends reach; balancekv-prefill with bkv_mode="offline" compresses its
+    prompt there (plain appends of that prompt are refused), then decodes."""
+    rng = np.random.default_rng(SEED)
+    n, kv = 600, 2
+    k, v = rows(rng, n * kv, 16).reshape(n, kv, 16), rows(rng, n * kv, 16).reshape(n, kv, 16)
+    whole = kvcompress.Cache(1, 4, kv, 16, method="uniform", budget=100, dtype="int8")
+    steps = kvcompress.Cache(1, 4, kv, 16, method="uniform", budget=100, dtype="int8")
+    whole.extend(0, k, v)
+    for t in range(n):
+        steps.append(0, k[t], v[t])
+    assert whole.checksum() == steps.checksum()
+    offline = kvcompress.Cache(2, 4, kv, 16, method="balancekv-prefill", budget=100, dtype="int8",
+                               prefix_len=n, bkv_mode="offline")
+    for layer in range(2):
+        offline.extend(layer, k, v)
+    for t in range(400):  # decoding after the prompt never stops (a uniform tail)
+        offline.append(0, k[t], v[t])
+    out = offline.attend(0, rows(rng, 4, 16))
+    assert np.all(np.isfinite(out))
+    plain = kvcompress.Cache(1, 4, kv, 16, method="balancekv-prefill", budget=100, dtype="int8",
+                             prefix_len=n, bkv_mode="offline")
+    with pytest.raises(kvcompress.KvcError) as e:
+        for t in range(n):
+            plain.append(0, k[t], v[t])
+    assert e.value.code == -5  # KVC_E_CAPACITY: the method takes its prompt only whole
+
+
 def test_torch_tensors_pass():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(SEED)

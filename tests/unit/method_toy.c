@@ -131,6 +131,9 @@ const kvc_method_ops kvc_method_ops_toy = {KVC_METHOD_TOY,
                                            toy_observe,
                                            toy_prefill_queries,
                                            NULL,
+                                           NULL,
+                                           NULL,
+                                           NULL,
                                            NULL};
 
 int toy_get(const kvc_stream *st, toy_info *out)

@@ -185,9 +185,104 @@ static int refusals_write_nothing(void)
     return 0;
 }
 
+/* balancekv-prefill in mode offline: kvc_stream_prefill stages the prompt's
+ * middle and compresses it with kvc_balancekv_offline at the call's end.
+ * The stream's survivors must be exactly what the offline form returns for
+ * the method's tokens (positions n_sink .. n - n_window - 2) with the walk's
+ * seed (the method's first draw), bit for bit in f32; the plain append of a
+ * prompt is refused before it reaches the method; refusals of the call
+ * change nothing; decoding afterwards never stops; its arena is the
+ * survivors and the tail, smaller than the tree's at the same budget. */
+static int stream_loads_the_offline_survivors(void)
+{
+    const uint32_t d = 16, dv = 24, n = 1500, budget = 300;
+    const uint64_t seed = 61;
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, d, dv, budget, seed);
+    cfg.n_sink = 4, cfg.n_window = 32, cfg.prefix_len = n;
+    const size_t tree_bytes = kvc_stream_arena_bytes(&cfg);
+    CHECK(kvc_stream_config_set(&cfg, "bkv-mode", "offline") == KVC_OK);
+    const size_t bytes = kvc_stream_arena_bytes(&cfg);
+    CHECK_MSG(bytes > 0 && bytes < tree_bytes, "offline arena %zu B, tree %zu B", bytes, tree_bytes);
+    kvc_stream *st = tu_stream(&cfg), *plain = tu_stream(&cfg);
+    CHECK(st != NULL && plain != NULL);
+    const kvc_stream_plan *p = kvc_stream_get_plan(st);
+    const unsigned T = p->bkv.levels;
+    const size_t m = n - cfg.n_sink - cfg.n_window - 1;
+    CHECK_MSG(p->prefix_method_tokens == m && p->bkv.t == 256 && (m >> T) <= p->method_tokens, "m %u t %u T %u",
+              (unsigned)p->prefix_method_tokens, (unsigned)p->bkv.t, T);
+    kvc_rng r;
+    kvc_rng_seed(&r, 6100);
+    float *K = tu_normal(&r, n, d, 1.0), *V = tu_normal(&r, n, dv, 1.0);
+
+    /* a plain append hands the method its first token at append n_sink + n_window + 2 */
+    for (uint32_t i = 0; i < cfg.n_sink + cfg.n_window + 1; i++)
+        CHECK(kvc_stream_append(plain, NULL, K + i * d, V + i * dv) == KVC_OK);
+    const uint64_t before = kvc_stream_checksum(plain);
+    const uint32_t i0 = cfg.n_sink + cfg.n_window + 1;
+    CHECK(kvc_stream_append(plain, NULL, K + i0 * d, V + i0 * dv) == KVC_E_CAPACITY);
+    CHECK(kvc_stream_checksum(plain) == before);
+
+    /* refusals of the call: nothing changes */
+    const size_t wb = kvc_stream_prefill_work_bytes(st, n);
+    CHECK(wb > 0);
+    double *work = malloc(wb + 8);
+    const uint64_t fresh = kvc_stream_checksum(st);
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, n, work, wb - 1) == KVC_E_ARENA);
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, n, (char *)work + 4, wb) == KVC_E_ARENA);
+    CHECK(kvc_stream_prefill(st, NULL, K, d - 1, V, dv, n, work, wb) == KVC_E_ARG);
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, 0, work, wb) == KVC_E_ARG);
+    V[(n - 1) * dv + 3] = NAN;
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, n, work, wb) == KVC_E_NONFINITE);
+    V[(n - 1) * dv + 3] = 0.5f;
+    CHECK(kvc_stream_checksum(st) == fresh);
+
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, n, work, wb) == KVC_OK);
+    CHECK(kvc_stream_validate(st, bytes) == KVC_OK);
+
+    /* the same walk, called directly on the method's tokens */
+    kvc_rng w;
+    kvc_rng_seed(&w, seed);
+    const uint64_t walk_seed = kvc_rng_next(&w);
+    kvc_balancekv_offline_params prm;
+    memset(&prm, 0, sizeof prm);
+    prm.rounds = T;
+    const size_t owb = kvc_balancekv_offline_work_bytes(m, d, dv, 0);
+    double *owork = malloc(owb);
+    uint32_t *kept = malloc(m * sizeof *kept);
+    float *wt = malloc(m * sizeof *wt);
+    size_t nk = 0;
+    CHECK(kvc_balancekv_offline(K + cfg.n_sink * d, V + cfg.n_sink * dv, m, d, dv, &prm, walk_seed, owork, owb, kept,
+                                wt, &nk) == KVC_OK);
+    kvc_view view;
+    CHECK(kvc_stream_view(st, &view) == KVC_OK);
+    const kvc_segment *sv = &view.seg[KVC_STREAM_EXACT_SEGMENTS], *tail = sv + 1;
+    CHECK_MSG(sv->n == nk && nk == (m >> T) && tail->n == 0, "survivors %zu, offline %zu, tail %zu", sv->n, nk,
+              tail->n);
+    for (size_t i = 0; i < nk; i++) {
+        CHECK_MSG(memcmp(sv->keys + i * d, K + (cfg.n_sink + kept[i]) * d, d * sizeof(float)) == 0 &&
+                      memcmp(sv->values + i * dv, V + (cfg.n_sink + kept[i]) * dv, dv * sizeof(float)) == 0 &&
+                      sv->weights[i] == wt[i],
+                  "survivor %zu (token %u) differs from the offline form's", i, (unsigned)(cfg.n_sink + kept[i]));
+    }
+
+    /* decoding goes on for 4x the budget (the tail is a reservoir), and a second call appends to it */
+    for (uint32_t i = 0; i < 4 * budget; i++)
+        CHECK(kvc_stream_append(st, NULL, K + (i % n) * d, V + (i % n) * dv) == KVC_OK);
+    CHECK(kvc_stream_prefill_work_bytes(st, 10) == 0);
+    CHECK(kvc_stream_prefill(st, NULL, K, d, V, dv, 10, NULL, 0) == KVC_OK);
+    CHECK(kvc_stream_view(st, &view) == KVC_OK && view.seg[KVC_STREAM_EXACT_SEGMENTS].n == nk);
+    CHECK(kvc_stream_validate(st, bytes) == KVC_OK);
+    printf("balancekv-prefill offline, n %u, budget %u: arena %zu B (tree %zu B); T %u, %zu survivors equal to "
+           "kvc_balancekv_offline's (seed %llu, data seed 6100); plain append refused at token %u\n",
+           n, budget, bytes, tree_bytes, T, nk, (unsigned long long)seed, i0);
+    free(K), free(V), free(work), free(owork), free(kept), free(wt), free(st), free(plain);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {{"survivors_and_literal", survivors_and_literal},
-                                          {"refusals_write_nothing", refusals_write_nothing}};
+                                          {"refusals_write_nothing", refusals_write_nothing},
+                                          {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -167,6 +167,25 @@ kvc_status kvc_cache_init(void *arena, size_t arena_bytes, const kvc_cache_confi
  */
 kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v);
 
+/** @brief Scratch bytes kvc_cache_prefill needs for @p n tokens: the largest of its
+ *         streams' (kvc_stream_prefill_work_bytes), so one buffer serves every layer and
+ *         head in turn; 0 when no stream needs any, or for a bad handle or n. */
+size_t kvc_cache_prefill_work_bytes(const kvc_cache *c, size_t n);
+
+/**
+ * @brief Append @p n tokens of @p layer at once (kvc_stream_prefill on each
+ *        kv head's stream): the prompt of a decoder that prefills at full
+ *        attention, then decodes. balancekv-prefill in mode offline needs it.
+ * @param k,v   n x n_kv_heads x head_dim floats each (token-major, then head), finite.
+ * @param n     1 .. KVC_MAX_PREFILL_TOKENS.
+ * @param work  kvc_cache_prefill_work_bytes(c, n) bytes, 8-aligned (NULL when 0).
+ * @return KVC_OK, or the first failing stream's status; a refusal of the
+ *         inputs (KVC_E_ARG, KVC_E_ARENA, KVC_E_NONFINITE, KVC_E_CORRUPT)
+ *         changes no stream.
+ */
+kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v,
+                             size_t n, void *work, size_t work_bytes);
+
 /**
  * @brief Attend all query heads of @p layer.
  * @param q    n_heads x head_dim floats.  @param out  n_heads x head_dim floats.

@@ -67,9 +67,13 @@ typedef enum kvc_balance_mode {
     KVC_BALANCE_PRACTICAL = 1,     /**< p = 1/2 - gamma * a (the authors' code, gamma = 4) */
     KVC_BALANCE_THEORY = 2,        /**< p = 1/2 - a / (2 c R^2), c = 30 ln(S/delta) */
     KVC_BALANCE_SMALLER_CLASS = 3, /**< the paper's literal Alg. 2: keep the smaller sign class (BIASED) */
-    KVC_BALANCE_SPLIT = 4          /**< one sign per token (the first +1, then p = 1/2 - gamma * a) and the
+    KVC_BALANCE_SPLIT = 4,         /**< one sign per token (the first +1, then p = 1/2 - gamma * a) and the
                                         authors' split of the batch: at the first c where a class reaches
                                         half, that class's tokens up to c go, the rest up to half stay */
+    KVC_BALANCE_OFFLINE = 5        /**< balancekv-prefill only: the prompt's middle compressed at once by
+                                        kvc_balancekv_offline (the authors' walk and split over whole
+                                        rounds) when it arrives through kvc_stream_prefill, whose caller
+                                        scratch holds the walk's buffers; the arena holds survivors only */
 } kvc_balance_mode;
 
 /** BalanceKV parameters; 0 means "default / derive from the budget". */
@@ -426,6 +430,46 @@ kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, c
  * @return KVC_OK (also for methods without the hook); KVC_E_ARG; KVC_E_NONFINITE; KVC_E_CORRUPT.
  */
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
+
+/** Rows one kvc_stream_prefill / kvc_cache_prefill call takes at most. */
+#define KVC_MAX_PREFILL_TOKENS (1u << 24)
+
+/**
+ * @brief Scratch bytes kvc_stream_prefill needs for a prompt of @p n tokens:
+ *        0 when the method needs none (every method but balancekv-prefill in
+ *        mode offline, and that one once its prompt is in). One buffer of the
+ *        largest size serves every stream of a cache in turn: the walk's
+ *        working memory is paid once, not in each stream's arena.
+ * @param n  1 .. KVC_MAX_PREFILL_TOKENS; 0 is returned for a bad handle or n.
+ */
+size_t kvc_stream_prefill_work_bytes(const kvc_stream *st, size_t n);
+
+/**
+ * @brief Append @p n tokens at once: the same as n calls of
+ *        kvc_stream_append, except for balancekv-prefill in mode offline,
+ *        which stages the prompt tokens that reach it and, at the call's
+ *        end, compresses them as BalanceKV's authors do (kvc_balancekv_offline:
+ *        T rounds over blocks of 256, one sign per token, one split per
+ *        round), keeping only the survivors with their weights. In that mode
+ *        the prompt must come through this call: a plain append that would
+ *        hand the method a token before it is refused (KVC_E_CAPACITY), and
+ *        after the first call every later token goes to the method's tail.
+ *        The method reads the caller's f32 rows, not the window's stored copy.
+ * @param keys, values  row i at keys + i * key_stride (values + i * value_stride), finite.
+ * @param key_stride    >= d floats.  @param value_stride  >= dv floats.
+ * @param n             1 .. KVC_MAX_PREFILL_TOKENS.
+ * @param work          kvc_stream_prefill_work_bytes(st, n) bytes, 8-aligned (NULL when that is 0).
+ * @return KVC_OK; refusals before the first write leave the stream unchanged:
+ *         KVC_E_ARG (NULL rows, strides, n), KVC_E_ARENA (short or
+ *         misaligned work), KVC_E_NONFINITE (any element), KVC_E_CAPACITY
+ *         (positions past 2^32), KVC_E_BACKEND / KVC_E_UNSUPPORTED (the
+ *         kernel table), KVC_E_STATE / KVC_E_CORRUPT (bad handle). A capacity
+ *         refusal of one append (an exact store or tail that is full) stops
+ *         the call there: the tokens before it stay appended, as a loop of
+ *         appends would leave them, and what was staged is still compressed.
+ */
+kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                              const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes);
 
 /**
  * @brief Decide whether an appended token is a protected-span centre,

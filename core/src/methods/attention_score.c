@@ -242,7 +242,10 @@ const kvc_method_ops kvc_method_ops_h2o = {KVC_METHOD_H2O,
                                            h2o_observe,
                                            NULL,
                                            NULL,
-                                           ops_describe_stats};
+                                           ops_describe_stats,
+                                           NULL,
+                                           NULL,
+                                           NULL};
 
 const kvc_method_ops kvc_method_ops_tova = {KVC_METHOD_TOVA,
                                             0,
@@ -262,4 +265,7 @@ const kvc_method_ops kvc_method_ops_tova = {KVC_METHOD_TOVA,
                                             tova_observe,
                                             NULL,
                                             NULL,
-                                            ops_describe_stats};
+                                            ops_describe_stats,
+                                            NULL,
+                                            NULL,
+                                            NULL};

@@ -403,7 +403,8 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
     if (b->t % 2 != 0 || b->t > KVC_MAX_BUDGET) return "balancekv t must be even (0 = derive)";
     if (b->levels > 16) return "balancekv levels must be in 1..16 (0 = 3)";
     if (b->b_max > 64) return "balancekv b_max must be in 1..64 (0 = 8)";
-    if (b->mode > KVC_BALANCE_SPLIT) return "balancekv mode must be practical, theory, smaller-class or split";
+    if (b->mode > KVC_BALANCE_OFFLINE)
+        return "balancekv mode must be practical, theory, smaller-class, split or offline (balancekv-prefill)";
     if (!(b->gamma >= 0.0f) || !isfinite(b->gamma)) return "balancekv gamma must be finite and > 0 (0 = 4)";
     if (!(b->delta >= 0.0f && b->delta < 1.0f)) return "balancekv delta must be in (0, 1) (0 = 0.01)";
     if (!(b->rho >= 0.0f && b->rho < 1.0f)) return "balancekv rho must be in [0, 1)";
@@ -439,6 +440,8 @@ static const char *bkv_plan_search(const kvc_stream_config *c, kvc_stream_plan *
             b.b_max--;
     }
     b.mode = b.mode ? b.mode : KVC_BKV_DEFAULT_MODE;
+    if (b.mode == KVC_BALANCE_OFFLINE)
+        return "balancekv mode offline compresses a whole prompt: it is for balancekv-prefill, not the streaming form";
     b.gamma = b.gamma > 0.0f ? b.gamma : 4.0f;
     b.delta = b.delta > 0.0f ? b.delta : 0.01f;
     b.estimator = self ? KVC_ESTIMATOR_SELF : KVC_ESTIMATOR_PAPER;
@@ -488,7 +491,7 @@ static const char *bkv_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint
 }
 
 static const uint32_t mode_values[] = {KVC_BALANCE_PRACTICAL, KVC_BALANCE_THEORY, KVC_BALANCE_SMALLER_CLASS,
-                                       KVC_BALANCE_SPLIT};
+                                       KVC_BALANCE_SPLIT, KVC_BALANCE_OFFLINE};
 const uint32_t kvc_prefill_tail_values[2] = {KVC_METHOD_EXACT, KVC_METHOD_UNIFORM};
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
@@ -506,8 +509,9 @@ const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
      offsetof(kvc_stream_config, balancekv.b_max),
      NULL,
      NULL},
-    {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class|split", "practical",
-      "halving walk: pairs (practical, theory), one sign per token (smaller-class, split)"},
+    {{"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class|split|offline", "practical",
+      "halving walk: pairs (practical, theory), one sign per token (smaller-class, split); offline "
+      "(balancekv-prefill): the prompt through kvc_stream_prefill, compressed at once as the authors' code does"},
      offsetof(kvc_stream_config, balancekv.mode),
      mode_values,
      NULL},
@@ -551,6 +555,7 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
                  m == KVC_BALANCE_THEORY          ? "theory"
                  : m == KVC_BALANCE_SMALLER_CLASS ? "smaller-class(biased)"
                  : m == KVC_BALANCE_SPLIT         ? "split"
+                 : m == KVC_BALANCE_OFFLINE       ? "offline"
                                                   : "practical",
                  (double)p->bkv.gamma, (double)p->bkv.rho, p->bkv.estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
     if (p->method == KVC_METHOD_BALANCEKV) kvc_text_add(out, " kappa=%g", (double)p->bkv.kappa);
@@ -579,4 +584,7 @@ const kvc_method_ops kvc_method_ops_balancekv = {KVC_METHOD_BALANCEKV,
                                                  NULL,
                                                  NULL,
                                                  kvc_balancekv_describe,
-                                                 kvc_balancekv_describe_stats};
+                                                 kvc_balancekv_describe_stats,
+                                                 NULL,
+                                                 NULL,
+                                                 NULL};

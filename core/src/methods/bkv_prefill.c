@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "kvc/kvc_offline.h"
 #include "shared/merge_reduce.h"
 #include "methods.h"
 
@@ -31,8 +32,18 @@ typedef struct bkvp_state {
     kvc_rng rng;
     kvc_mr mr;
     uint64_t off_k, off_v, off_w, off_tok, off_tail_k, off_tail_v, off_scratch, off_keep;
+    /* offline mode (KVC_BALANCE_OFFLINE): the survivors' store is off_k ..
+       (top_cap rows), off_scratch the staging bitmap (one bit per position
+       from n_sink on), and the tree (mr) stays empty */
+    uint32_t in_prompt;   /* 1 inside a kvc_stream_prefill call */
+    uint32_t prompt_done; /* 1 once a kvc_stream_prefill call appended: later tokens go to the tail */
+    uint64_t marked;      /* prompt tokens staged (bit set) in this call, compressed at its end */
+    uint64_t walked;      /* prompt tokens the walk compressed: walked >> T survive */
+    uint64_t n_surv;      /* survivors held */
+    uint64_t dropped;     /* staged tokens whose rows the call did not hold (a corrupted arena only) */
+    uint64_t bits;        /* the bitmap's bits */
 } bkvp_state;
-_Static_assert(sizeof(bkvp_state) == 288, "bkvp_state must be the same on every ABI");
+_Static_assert(sizeof(bkvp_state) == 336, "bkvp_state must be the same on every ABI");
 
 /* Tokens the tree may hold for a prompt of m method tokens, blocks of t, T rounds. */
 uint64_t kvc_bkv_prefill_top_cap(uint64_t m, uint32_t t, uint32_t T)
@@ -92,18 +103,71 @@ static uint64_t bkvp_layout(bkvp_state *g, const kvc_stream_plan *p)
     return cur;
 }
 
+/* Offline mode: the survivors of a prompt of m method tokens (m >> T rows,
+ * their weights and positions), the staging bitmap (a bit per position from
+ * n_sink on: a method token's position is below n_sink + m + n_protect),
+ * the tail. The walk's buffers are the caller's (kvc_stream_prefill). */
+static uint64_t bkvo_layout(bkvp_state *g, const kvc_stream_plan *p)
+{
+    g->top_cap = p->prefix_method_tokens >> p->bkv.levels;
+    g->slots = g->top_cap;
+    g->bits = (uint64_t)p->prefix_method_tokens + p->n_protect;
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)sizeof(bkvp_state));
+    g->off_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, g->slots, p->d));
+    g->off_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, g->slots, p->dv));
+    g->off_w = kvc_carve(&cur, g->slots * sizeof(float));
+    g->off_tok = kvc_carve(&cur, g->slots * sizeof(uint32_t));
+    g->off_tail_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->d));
+    g->off_tail_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->tail_capacity, p->dv));
+    g->off_scratch = kvc_carve(&cur, (g->bits + 7u) / 8u);
+    g->off_keep = cur;
+    return cur;
+}
+
+static int is_offline(const kvc_stream_plan *p) { return p->bkv.mode == KVC_BALANCE_OFFLINE; }
+
+/* The layout of either mode (the tree's is proved: wp_bkv_prefill). */
+static uint64_t layout_of(bkvp_state *g, const kvc_stream_plan *p)
+{
+    return is_offline(p) ? bkvo_layout(g, p) : bkvp_layout(g, p);
+}
+
+/* Offline mode's counters: every token the method received is staged,
+ * walked, in the tail, or dropped; survivors are the walked tokens halved
+ * T times (floors compose); staging happens only inside a call. */
+static int bkvo_check(const bkvp_state *g, uint64_t method_in)
+{
+    if (g->in_prompt > 1 || g->prompt_done > 1 || (!g->in_prompt && g->marked != 0)) return 0;
+    if (g->marked > g->prefix_tokens || g->walked > g->prefix_tokens || g->marked + g->walked > g->prefix_tokens)
+        return 0;
+    if (g->n_surv != g->walked >> g->T || g->n_surv > g->top_cap) return 0;
+    if (g->seen != method_in || g->dropped > method_in ||
+        g->marked + g->walked + g->tail_seen + g->dropped != method_in)
+        return 0;
+    if (g->tail_n != (g->tail_seen < g->tail_cap ? g->tail_seen : g->tail_cap)) return 0;
+    if (!g->tail_uniform && g->tail_seen > g->tail_cap) return 0;
+    const uint8_t *zero = (const uint8_t *)&g->mr;
+    for (size_t i = 0; i < sizeof g->mr; i++)
+        if (zero[i]) return 0;
+    return 1;
+}
+
 static int bkvp_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     bkvp_state w;
-    bkvp_layout(&w, p);
+    w.bits = 0;
+    layout_of(&w, p);
     if (g->magic != KVC_MAGIC_BKV_PREFILL || g->d != p->d || g->dv != p->dv || g->t != p->bkv.t ||
         g->T != p->bkv.levels || g->mode != p->bkv.mode || g->prefix_tokens != p->prefix_method_tokens ||
         g->tail_cap != p->tail_capacity || g->tail_uniform != (p->bkv.tail_method == KVC_METHOD_UNIFORM) ||
         g->slots != w.slots || g->top_cap != w.top_cap || g->off_k != w.off_k || g->off_v != w.off_v ||
         g->off_w != w.off_w || g->off_tok != w.off_tok || g->off_tail_k != w.off_tail_k ||
-        g->off_tail_v != w.off_tail_v || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep)
+        g->off_tail_v != w.off_tail_v || g->off_scratch != w.off_scratch || g->off_keep != w.off_keep ||
+        g->bits != (is_offline(p) ? w.bits : 0))
         return 0;
+    if (is_offline(p)) return bkvo_check(g, method_in);
+    if (g->in_prompt || g->prompt_done || g->marked || g->walked || g->n_surv || g->dropped) return 0;
     const uint64_t in_prompt = method_in < g->prefix_tokens ? method_in : g->prefix_tokens;
     const uint64_t after = method_in - in_prompt;
     if (g->seen != method_in || g->mr.tokens != in_prompt || g->tail_seen != after ||
@@ -120,6 +184,12 @@ static uint64_t bkvp_arena_size(const kvc_stream_plan *p)
 {
     bkvp_state tmp;
     return bkvp_layout(&tmp, p);
+}
+
+static uint64_t bkvp_arena_bytes(const kvc_stream_plan *p)
+{
+    bkvp_state tmp;
+    return is_offline(p) ? bkvo_layout(&tmp, p) : bkvp_arena_size(p);
 }
 
 static kvc_mr_env env_of(bkvp_state *g, unsigned dtype, const kvc_kernels *kern)
@@ -142,7 +212,10 @@ static kvc_mr_env env_of(bkvp_state *g, unsigned dtype, const kvc_kernels *kern)
 static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 {
     bkvp_state *g = (bkvp_state *)arena;
-    bkvp_layout(g, p);
+    layout_of(g, p);
+    if (!is_offline(p)) g->bits = 0;
+    g->in_prompt = 0, g->prompt_done = 0;
+    g->marked = 0, g->walked = 0, g->n_surv = 0, g->dropped = 0;
     g->magic = KVC_MAGIC_BKV_PREFILL;
     g->d = p->d, g->dv = p->dv, g->t = p->bkv.t, g->T = p->bkv.levels, g->mode = p->bkv.mode;
     g->prefix_tokens = p->prefix_method_tokens;
@@ -150,6 +223,11 @@ static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
     g->tail_uniform = p->bkv.tail_method == KVC_METHOD_UNIFORM;
     g->gamma = p->bkv.gamma, g->delta = p->bkv.delta, g->kappa = p->bkv.kappa, g->beta = p->beta;
     kvc_rng_seed(&g->rng, seed);
+    if (is_offline(p)) {
+        memset(&g->mr, 0, sizeof g->mr);
+        memset(KVC_AT(g, g->off_scratch, uint8_t), 0, (size_t)((g->bits + 7u) / 8u));
+        return;
+    }
     kvc_mr_env e = env_of(g, p->dtype, NULL);
     kvc_mr_reset(&e, &g->mr, 0);
 }
@@ -157,32 +235,69 @@ static void bkvp_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
 static int bkvp_can_accept(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
+    if (g->mode == KVC_BALANCE_OFFLINE) {
+        /* the prompt's middle must come whole, through kvc_stream_prefill */
+        if (!g->prompt_done && g->prefix_tokens > 0) return g->in_prompt && g->marked + g->walked < g->prefix_tokens;
+        return g->tail_n < g->tail_cap || g->tail_uniform;
+    }
     /* a reservoir tail never refuses; with no slots it keeps none of what
        leaves the window (sinks, window and tree still answer) */
     return g->seen < g->prefix_tokens || g->tail_n < g->tail_cap || g->tail_uniform;
 }
 
+/* One token into the tail: exact slots, then (uniform tail) Algorithm R. */
+static void tail_push(bkvp_state *g, const kvc_method_ctx *cx, const float *k, const float *v)
+{
+    uint64_t slot = g->tail_n;
+    if (g->tail_n == g->tail_cap) { /* full: a uniform tail samples, an exact one cannot take it */
+        if (!g->tail_uniform) {
+            g->dropped++;
+            return;
+        }
+        slot = (uint64_t)(kvc_rng_unit(&g->rng) * (double)(g->tail_seen + 1));
+    } else {
+        g->tail_n++;
+    }
+    g->tail_seen++;
+    if (slot < g->tail_cap) {
+        const kvc_rows K = kvc_rows_at(g, g->off_tail_k, g->d, cx->plan->dtype, cx->kern);
+        const kvc_rows V = kvc_rows_at(g, g->off_tail_v, g->dv, cx->plan->dtype, cx->kern);
+        kvc_row_store(&K, (size_t)slot, k);
+        kvc_row_store(&V, (size_t)slot, v);
+    }
+}
+
+/* Offline mode: a prompt token is staged by its bit (its rows are the
+ * caller's, read at the call's end); any other goes to the tail. */
+static void bkvo_update(bkvp_state *g, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
+{
+    const uint64_t first = cx->plan->n_sink;
+    if (g->in_prompt && !g->prompt_done && g->marked + g->walked < g->prefix_tokens && token >= first &&
+        token - first < g->bits) {
+        uint8_t *bits = KVC_AT(g, g->off_scratch, uint8_t);
+        const uint64_t b = token - first;
+        bits[b / 8u] |= (uint8_t)(1u << (b % 8u));
+        g->marked++;
+    } else {
+        tail_push(g, cx, k, v);
+    }
+    g->seen++;
+}
+
 static void bkvp_update(void *st, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     bkvp_state *g = (bkvp_state *)st;
+    if (g->mode == KVC_BALANCE_OFFLINE) {
+        bkvo_update(g, cx, k, v, token);
+        return;
+    }
     if (g->seen < g->prefix_tokens) {
         kvc_mr_env e = env_of(g, cx->plan->dtype, cx->kern);
         kvc_mr_push_raw(&e, &g->mr, k, v, (uint32_t)token);
         g->clips += e.bal.clips;
         g->halvings += e.halvings;
     } else {
-        uint64_t slot = g->tail_n;
-        if (g->tail_n == g->tail_cap) /* full (uniform tail only): Algorithm R */
-            slot = (uint64_t)(kvc_rng_unit(&g->rng) * (double)(g->tail_seen + 1));
-        else
-            g->tail_n++;
-        g->tail_seen++;
-        if (slot < g->tail_cap) {
-            const kvc_rows K = kvc_rows_at(g, g->off_tail_k, g->d, cx->plan->dtype, cx->kern);
-            const kvc_rows V = kvc_rows_at(g, g->off_tail_v, g->dv, cx->plan->dtype, cx->kern);
-            kvc_row_store(&K, (size_t)slot, k);
-            kvc_row_store(&V, (size_t)slot, v);
-        }
+        tail_push(g, cx, k, v);
     }
     g->seen++;
 }
@@ -197,7 +312,7 @@ static size_t bkvp_view(const void *st, const kvc_stream_plan *p, kvc_segment *s
     kvc_segment_rows(&seg[0], &K, &V, 0);
     seg[0].weights = KVC_AT_C(g, g->off_w, float);
     seg[0].scale = 1.0;
-    seg[0].n = g->slots;
+    seg[0].n = is_offline(p) ? g->n_surv : g->slots;
     seg[0].role = KVC_SET_BOTH;
     kvc_segment_rows(&seg[1], &TK, &TV, 0);
     seg[1].weights = NULL;
@@ -207,9 +322,111 @@ static size_t bkvp_view(const void *st, const kvc_stream_plan *p, kvc_segment *s
     return 2;
 }
 
+/* ---- offline mode's whole-prompt hooks ---- */
+
+/* The caller scratch of a call of n rows: the staged rows gathered (f32),
+ * their positions, the walk's survivors and weights, its own scratch. */
+typedef struct bkvo_work {
+    size_t off_k, off_v, off_pos, off_kept, off_w, off_walk, walk_bytes, total;
+} bkvo_work;
+
+static int bkvo_work_of(const bkvp_state *g, size_t n, bkvo_work *w)
+{
+    if (n > g->prefix_tokens) n = g->prefix_tokens; /* at most the prompt's method tokens are staged */
+    if (n < 2) n = 2;
+    const size_t walk = kvc_balancekv_offline_work_bytes(n, g->d, g->dv, g->t);
+    if (walk == 0) return 0;
+    size_t cur = 0;
+#define BKVO_CARVE(field, bytes) (w->field = cur, cur += ((bytes) + 7u) / 8u * 8u)
+    BKVO_CARVE(off_k, n * g->d * sizeof(float));
+    BKVO_CARVE(off_v, n * g->dv * sizeof(float));
+    BKVO_CARVE(off_pos, n * sizeof(uint64_t));
+    BKVO_CARVE(off_kept, n * sizeof(uint32_t));
+    BKVO_CARVE(off_w, n * sizeof(float));
+    BKVO_CARVE(off_walk, walk);
+#undef BKVO_CARVE
+    w->walk_bytes = walk;
+    w->total = cur;
+    return 1;
+}
+
+static size_t bkvp_prefill_work_bytes(const void *st, const kvc_stream_plan *p, size_t n)
+{
+    const bkvp_state *g = (const bkvp_state *)st;
+    bkvo_work w;
+    if (!is_offline(p) || g->prompt_done || g->prefix_tokens == 0 || !bkvo_work_of(g, n, &w)) return 0;
+    return w.total;
+}
+
+static void bkvp_prefill_open(void *st)
+{
+    bkvp_state *g = (bkvp_state *)st;
+    if (g->mode == KVC_BALANCE_OFFLINE && !g->prompt_done) g->in_prompt = 1;
+}
+
+/* The call's end: gather the staged tokens' rows (the caller's f32), walk
+ * them as the authors' code does (kvc_balancekv_offline: T rounds over
+ * blocks of t, one sign per token, one split per round), store the
+ * survivors with their weights. Fewer staged tokens than 2^T (a prompt
+ * barely longer than the exact regions) go to the tail instead. */
+static void bkvp_prefill_close(void *st, const kvc_method_ctx *cx, const kvc_prompt_rows *r, void *work,
+                               size_t work_bytes)
+{
+    bkvp_state *g = (bkvp_state *)st;
+    if (g->mode != KVC_BALANCE_OFFLINE || !g->in_prompt) return;
+    g->in_prompt = 0;
+    if (r->n > 0) g->prompt_done = 1;
+    if (g->marked == 0) return;
+    bkvo_work w;
+    uint8_t *bits = KVC_AT(g, g->off_scratch, uint8_t);
+    const uint64_t first = cx->plan->n_sink;
+    size_t got = 0;
+    if (bkvo_work_of(g, (size_t)g->marked, &w) && work != NULL && w.total <= work_bytes) {
+        float *K = (float *)((unsigned char *)work + w.off_k), *V = (float *)((unsigned char *)work + w.off_v);
+        uint64_t *pos = (uint64_t *)((unsigned char *)work + w.off_pos);
+        for (size_t i = 0; i < r->n && got < g->marked; i++) {
+            const uint64_t t = r->first + i;
+            if (t < first || t - first >= g->bits) continue;
+            const uint64_t b = t - first;
+            if (!(bits[b / 8u] >> (b % 8u) & 1u)) continue;
+            memcpy(K + got * g->d, r->keys + i * r->key_stride, g->d * sizeof(float));
+            memcpy(V + got * g->dv, r->values + i * r->value_stride, g->dv * sizeof(float));
+            pos[got++] = t;
+        }
+        uint32_t *kept = (uint32_t *)((unsigned char *)work + w.off_kept);
+        float *wt = (float *)((unsigned char *)work + w.off_w);
+        size_t n_kept = 0;
+        const kvc_balancekv_offline_params prm = {g->T, g->t, g->gamma, 0.0f, g->kappa};
+        if (got >> g->T == 0) {
+            for (size_t i = 0; i < got; i++) tail_push(g, cx, K + i * g->d, V + i * g->dv);
+        } else if (kvc_balancekv_offline(K, V, got, g->d, g->dv, &prm, kvc_rng_next(&g->rng),
+                                         (unsigned char *)work + w.off_walk, w.walk_bytes, kept, wt,
+                                         &n_kept) == KVC_OK) {
+            const kvc_rows SK = kvc_rows_at(g, g->off_k, g->d, cx->plan->dtype, cx->kern);
+            const kvc_rows SV = kvc_rows_at(g, g->off_v, g->dv, cx->plan->dtype, cx->kern);
+            float *sw = KVC_AT(g, g->off_w, float);
+            uint32_t *stok = KVC_AT(g, g->off_tok, uint32_t);
+            for (size_t i = 0; i < n_kept; i++) {
+                kvc_row_store(&SK, i, K + (size_t)kept[i] * g->d);
+                kvc_row_store(&SV, i, V + (size_t)kept[i] * g->dv);
+                sw[i] = wt[i];
+                stok[i] = (uint32_t)pos[kept[i]];
+            }
+            g->walked = got;
+            g->n_surv = n_kept;
+        } else {
+            g->dropped += got; /* unreachable: the rows were checked finite, the sizes planned */
+        }
+    }
+    g->dropped += g->marked - got;
+    g->marked = 0;
+    memset(bits, 0, (size_t)((g->bits + 7u) / 8u));
+}
+
 static uint64_t bkvp_elements(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
+    if (g->mode == KVC_BALANCE_OFFLINE) return (g->n_surv + g->tail_n) * (g->d + g->dv);
     return ((uint64_t)kvc_mr_held(&g->mr, g->T) + g->tail_n) * (g->d + g->dv);
 }
 
@@ -222,6 +439,7 @@ static void bkvp_fill_stats(const void *st, kvc_stream_stats *s)
 
 /* ---- registry entry ---- */
 #define KVC_BKV_PREFILL_DEFAULT_BLOCK 256u
+#define KVC_BKV_OFFLINE_MAX_BLOCK     4096u
 /* Measured (bench/mode_report.sh, before the walk kernel was normalised):
  * stories260K prefill theory 0.161 vs practical 0.162; SmolLM2-135M (n =
  * 2048, budgets 10% / 25%) practical 0.284 / 0.157 vs theory 0.313 / 0.180:
@@ -242,6 +460,31 @@ static uint64_t prefill_fewest_rounds(uint64_t m, uint32_t t, uint32_t lo, uint3
         if (slots <= room) break;
     }
     return slots;
+}
+
+/* Offline mode: blocks of 256 (the authors'), the fewest rounds whose
+ * survivors fit the method's tokens, the rest to the tail. No working
+ * buffer is paid here: the walk runs in kvc_stream_prefill's caller scratch,
+ * one buffer for every stream of a cache. */
+static const char *bkvo_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, kvc_balancekv_params *b, uint64_t m,
+                                    uint64_t *method_worst)
+{
+    if (b->t > KVC_BKV_OFFLINE_MAX_BLOCK)
+        return "balancekv-prefill mode offline: block t must be at most 4096 (kvc_balancekv_offline)";
+    const uint32_t T_lo = b->levels ? b->levels : 1u, T_hi = b->levels ? b->levels : 16u;
+    uint64_t surv = m;
+    for (uint32_t T = T_lo; T <= T_hi; T++) {
+        surv = m >> T;
+        b->levels = T;
+        if (surv <= p->method_tokens) break;
+    }
+    if (surv > p->method_tokens)
+        return "budget too small for balancekv-prefill offline: the survivors of its rounds do not fit (more rounds)";
+    p->bkv = *b;
+    p->tail_capacity = (uint32_t)(p->method_tokens - surv);
+    *method_worst = (uint64_t)p->method_tokens * ((uint64_t)c->d + c->dv);
+    p->metadata_bytes = surv * (sizeof(float) + sizeof(uint32_t)) + (m + c->n_protect + 7u) / 8u;
+    return NULL;
 }
 
 static const char *ops_fields(const kvc_stream_config *c)
@@ -279,6 +522,7 @@ static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan 
     const uint64_t exact = (uint64_t)c->n_sink + c->n_window + 1u;
     const uint64_t m = c->prefix_len > exact ? c->prefix_len - exact : 0;
     p->prefix_method_tokens = (uint32_t)m;
+    if (b.mode == KVC_BALANCE_OFFLINE) return bkvo_plan_search(c, p, &b, m, method_worst);
     const uint32_t T_lo = b.levels ? b.levels : 1u, T_hi = b.levels ? b.levels : 16u;
     uint64_t slots = prefill_fewest_rounds(m, b.t, T_lo, T_hi, p->method_tokens, &b.levels);
     /* the default block of 256 is halved until the tree fits the budget */
@@ -329,7 +573,7 @@ const kvc_method_ops kvc_method_ops_balancekv_prefill = {KVC_METHOD_BALANCEKV_PR
                                                          0,
                                                          ops_fields,
                                                          bkvp_plan,
-                                                         bkvp_arena_size,
+                                                         bkvp_arena_bytes,
                                                          bkvp_init,
                                                          bkvp_can_accept,
                                                          bkvp_update,
@@ -343,4 +587,7 @@ const kvc_method_ops kvc_method_ops_balancekv_prefill = {KVC_METHOD_BALANCEKV_PR
                                                          NULL,
                                                          NULL,
                                                          bkvp_describe,
-                                                         kvc_balancekv_describe_stats};
+                                                         kvc_balancekv_describe_stats,
+                                                         bkvp_prefill_work_bytes,
+                                                         bkvp_prefill_open,
+                                                         bkvp_prefill_close};

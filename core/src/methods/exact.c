@@ -216,4 +216,7 @@ const kvc_method_ops kvc_method_ops_exact = {KVC_METHOD_EXACT,
                                              NULL,
                                              NULL,
                                              exact_describe,
+                                             NULL,
+                                             NULL,
+                                             NULL,
                                              NULL};

@@ -664,6 +664,9 @@ const kvc_method_ops kvc_method_ops_express = {KVC_METHOD_EXPRESS,
                                                NULL,
                                                NULL,
                                                x_describe,
+                                               NULL,
+                                               NULL,
+                                               NULL,
                                                NULL};
 const kvc_method_ops kvc_method_ops_express_prefill = {KVC_METHOD_EXPRESS_PREFILL,
                                                        0,
@@ -683,4 +686,7 @@ const kvc_method_ops kvc_method_ops_express_prefill = {KVC_METHOD_EXPRESS_PREFIL
                                                        NULL,
                                                        NULL,
                                                        x_describe,
+                                                       NULL,
+                                                       NULL,
+                                                       NULL,
                                                        NULL};

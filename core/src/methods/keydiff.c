@@ -181,4 +181,7 @@ const kvc_method_ops kvc_method_ops_keydiff = {KVC_METHOD_KEYDIFF,
                                                NULL,
                                                NULL,
                                                NULL,
+                                               NULL,
+                                               NULL,
+                                               NULL,
                                                NULL};

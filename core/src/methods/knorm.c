@@ -225,4 +225,7 @@ const kvc_method_ops kvc_method_ops_knorm = {KVC_METHOD_KNORM,
                                              NULL,
                                              NULL,
                                              NULL,
+                                             NULL,
+                                             NULL,
+                                             NULL,
                                              NULL};

@@ -32,4 +32,7 @@ const kvc_method_ops kvc_method_ops_sink_window = {KVC_METHOD_SINK_WINDOW,
                                                    NULL,
                                                    NULL,
                                                    NULL,
+                                                   NULL,
+                                                   NULL,
+                                                   NULL,
                                                    NULL};

@@ -260,4 +260,7 @@ const kvc_method_ops kvc_method_ops_snapkv = {KVC_METHOD_SNAPKV,
                                               NULL,
                                               ops_prefill_queries,
                                               NULL,
-                                              ops_describe_stats};
+                                              ops_describe_stats,
+                                              NULL,
+                                              NULL,
+                                              NULL};

@@ -642,4 +642,7 @@ const kvc_method_ops kvc_method_ops_subgen = {KVC_METHOD_SUBGEN,
                                               NULL,
                                               NULL,
                                               subgen_describe,
-                                              subgen_describe_stats};
+                                              subgen_describe_stats,
+                                              NULL,
+                                              NULL,
+                                              NULL};

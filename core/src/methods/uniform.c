@@ -285,4 +285,7 @@ const kvc_method_ops kvc_method_ops_uniform = {KVC_METHOD_UNIFORM,
                                                NULL,
                                                NULL,
                                                uniform_describe,
+                                               NULL,
+                                               NULL,
+                                               NULL,
                                                NULL};
