@@ -243,9 +243,23 @@ int kvc_eval_run_ref(const kvc_trace *tr, const kvc_stream_config *cfg, const ch
     size_t n_pos = 0, first = score_from ? score_from : cfg->budget < n ? cfg->budget : 0;
     const int observes = kvc_method_observes(cfg->method);
     double vf2 = 0.0;
+    /* the tokens before the first scored position are one prompt (one
+       kvc_stream_prefill: the state appends reach, and balancekv-prefill in
+       mode offline compresses it there); H2O and TOVA attend at every one */
+    const size_t whole = observes ? 0 : first;
+    if (whole > 0) {
+        const size_t wb = kvc_stream_prefill_work_bytes(st, whole);
+        void *pw = wb ? aligned_alloc(8, (wb + 7) / 8 * 8) : NULL;
+        s = wb && !pw ? KVC_E_ARENA : kvc_stream_prefill(st, NULL, tr->k, d, tr->v, dv, whole, pw, wb);
+        free(pw);
+        if (s != KVC_OK) {
+            fprintf(stderr, "kvc eval: the prompt (tokens 0..%zu) failed: %s\n", whole - 1, kvc_status_str(s));
+            goto done;
+        }
+    }
     for (size_t j = 0; j < n; j++) {
         const float *kj = tr->k + j * d, *vj = tr->v + j * dv, *qj = tr->q + j * d;
-        s = kvc_stream_append(st, NULL, kj, vj);
+        if (j >= whole) s = kvc_stream_append(st, NULL, kj, vj);
         if (s != KVC_OK) {
             fprintf(stderr, "kvc eval: append of token %zu failed: %s\n", j, kvc_status_str(s));
             goto done;
