@@ -20,6 +20,9 @@
  *    observe / prefill_queries accept them (storage types f32, f16, int8);
  *  - a span-centre mark (kvc_stream_mark) answers alike on both copies, and a
  *    refused one, or one on a corrupted copy, changes nothing;
+ *  - a prompt of 1-8 tokens in one call (kvc_stream_prefill, with exactly the
+ *    scratch it asks for) answers alike on both copies, refuses finite tokens
+ *    only for capacity, and changes nothing when it appended none;
  *  - every other kernel table this build runs here (kvc_kernels_at: the
  *    single-precision one and the SIMD ISAs the CPU has; the CUDA table on
  *    the CPU SIMT runtime in builds with KVC_FUZZ_CUDA, for the first attend
@@ -271,6 +274,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int cuda_done = 0; /* the CUDA table answers one attend per input */
     for (uint32_t op = 0; op < MAX_OPS && r.at < r.n; op++) {
         const uint8_t code = u8(&r);
+        if (code % 8 == 1 && (code & 0x40)) { /* a prompt in one call (kvc_stream_prefill), on both copies */
+            const size_t n = 1u + u8(&r) % 8u;
+            float pk[8 * MAXD], pv[8 * MAXD];
+            for (size_t i = 0; i < n * d; i++) pk[i] = ((float)u8(&r) - 128.0f) / 32.0f;
+            for (size_t i = 0; i < n * dv; i++) pv[i] = ((float)u8(&r) - 128.0f) / 32.0f;
+            const size_t wb = kvc_stream_prefill_work_bytes(a.st, n);
+            void *work = wb ? aligned_alloc(8, (wb + 7u) / 8u * 8u) : NULL; /* ASan sees an overrun */
+            kvc_stream_stats s0, s1;
+            REQUIRE(kvc_stream_get_stats(a.st, &s0) == KVC_OK);
+            memcpy(before, a.arena, bytes);
+            const kvc_status ra = kvc_stream_prefill(a.st, kvc_kernels_ref(), pk, d, pv, dv, n, work, wb);
+            if (b.st) REQUIRE(kvc_stream_prefill(b.st, kvc_kernels_ref(), pk, d, pv, dv, n, work, wb) == ra);
+            free(work);
+            REQUIRE(kvc_stream_get_stats(a.st, &s1) == KVC_OK);
+            if (ra != KVC_OK && ra != KVC_E_CAPACITY) fail("prefill refused finite tokens", __LINE__);
+            if (s1.tokens_seen == s0.tokens_seen) REQUIRE(memcmp(before, a.arena, bytes) == 0);
+            for (size_t i = 0; i < s1.tokens_seen - s0.tokens_seen; i++, appended++)
+                for (size_t c = 0; c < dv; c++) {
+                    lo[c] = fminf(lo[c], pv[i * dv + c]), hi[c] = fmaxf(hi[c], pv[i * dv + c]);
+                    vmax = fmaxf(vmax, fabsf(pv[i * dv + c]));
+                }
+            continue;
+        }
         switch (code % 8) {
         case 0:
         case 1:
@@ -469,6 +495,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const kvc_status future = kvc_stream_mark(a.st, (uint64_t)appended + 1u, 1);
             REQUIRE(future == KVC_E_ARG || future == KVC_E_UNSUPPORTED);
             REQUIRE(kvc_stream_mark(NULL, 0, 1) == KVC_E_STATE);
+            REQUIRE(kvc_stream_prefill(NULL, NULL, k, d, v, dv, 1, NULL, 0) == KVC_E_STATE);
+            REQUIRE(kvc_stream_prefill(a.st, NULL, k, d, v, dv, 0, NULL, 0) == KVC_E_ARG);
+            REQUIRE(kvc_stream_prefill(a.st, NULL, NULL, d, v, dv, 1, NULL, 0) == KVC_E_ARG);
+            REQUIRE(kvc_stream_prefill(a.st, NULL, k, d - 1, v, dv, 1, NULL, 0) == KVC_E_ARG);
             REQUIRE(memcmp(before, a.arena, bytes) == 0);
             break;
         }
