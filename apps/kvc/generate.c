@@ -284,6 +284,19 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
         fprintf(stderr, "kvc generate: cannot set up the cache (%zu bytes)\n", bytes);
         goto done;
     }
+    {
+        /* this decoder reads its prompt through the compressed cache, token by token */
+        const kvc_stream_plan *pl0 = kvc_stream_get_plan(kvc_cache_get_stream(cache, 0, 0));
+        if (pl0 && method == KVC_METHOD_BALANCEKV_PREFILL && pl0->bkv.mode == KVC_BALANCE_OFFLINE &&
+            pl0->prefix_method_tokens > 0) {
+            fprintf(stderr,
+                    "kvc generate: --bkv-mode offline compresses a prompt given whole (kvc_cache_prefill, "
+                    "after a prefill at full attention, as kvc bench recall does); kvc generate reads its "
+                    "%d-token prompt through the cache one token at a time: use a tree mode (the default)\n",
+                    np);
+            goto done;
+        }
+    }
     kvc_rng r;
     kvc_rng_seed(&r, seed ^ 0x5eedull);
     int token = ptoks[0], prev = 1, pos = 0;
