@@ -431,9 +431,6 @@ kvc_status kvc_stream_attend_observed(kvc_stream *st, const kvc_kernels *kern, c
  */
 kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_rows);
 
-/** Rows one kvc_stream_prefill / kvc_cache_prefill call takes at most. */
-#define KVC_MAX_PREFILL_TOKENS (1u << 24)
-
 /**
  * @brief Scratch bytes kvc_stream_prefill needs for a prompt of @p n tokens:
  *        0 when the method needs none (every method but balancekv-prefill in

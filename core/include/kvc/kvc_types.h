@@ -134,6 +134,9 @@ kvc_status kvc_dtype_parse(const char *name, kvc_dtype *out);
 /** Largest budget in tokens (keeps every size product far from overflow on 32-bit). */
 #define KVC_MAX_BUDGET (1u << 24)
 
+/** Rows one kvc_stream_prefill / kvc_cache_prefill call takes at most (a prompt in one call). */
+#define KVC_MAX_PREFILL_TOKENS (1u << 24)
+
 /** Round @p x up to a multiple of ::KVC_ARENA_ALIGN (in the type of @p x,
  *  promoted). Written with a division, not a mask: the same machine code, and
  *  linear arithmetic for the provers (WP treats `&` as uninterpreted). */
