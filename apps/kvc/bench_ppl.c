@@ -68,8 +68,13 @@ static void run_cfg(void *vctx, int g, int wid)
         r->status = 1;
     } else {
         char why[160];
-        fprintf(stderr, "\nkvc bench ppl: %s failed in tokens %d..%d: %s\n", o->cfg[g].label, r->done,
-                r->done + KVC_LM_CHUNK - 1, kvc_l2c_failure(m, &s, st, why, sizeof why));
+        const kvc_stream_plan *pl = kvc_stream_get_plan(kvc_cache_get_stream(cache, 0, 0));
+        const int whole = pl && pl->method == KVC_METHOD_BALANCEKV_PREFILL && pl->bkv.mode == KVC_BALANCE_OFFLINE;
+        fprintf(stderr, "\nkvc bench ppl: %s failed in tokens %d..%d: %s%s\n", o->cfg[g].label, r->done,
+                r->done + KVC_LM_CHUNK - 1, kvc_l2c_failure(m, &s, st, why, sizeof why),
+                whole && st == KVC_E_CAPACITY ? " (--bkv-mode offline takes its prompt whole, kvc_cache_prefill; "
+                                                "perplexity reads every position through the cache: use a tree mode)"
+                                              : "");
     }
     kvc_l2c_state_free(&s);
     free(arena);
