@@ -265,6 +265,23 @@ static int stream_loads_the_offline_survivors(void)
                   "survivor %zu (token %u) differs from the offline form's", i, (unsigned)(cfg.n_sink + kept[i]));
     }
 
+    /* a prompt longer than the plan's prefix_len: the planned part is walked, the rest goes to the tail */
+    kvc_stream_config shorter = cfg;
+    shorter.prefix_len = n - 300;
+    kvc_stream *sh = tu_stream(&shorter);
+    CHECK(sh != NULL);
+    const size_t swb = kvc_stream_prefill_work_bytes(sh, n);
+    double *swork = malloc(swb);
+    CHECK(kvc_stream_prefill(sh, NULL, K, d, V, dv, n, swork, swb) == KVC_OK);
+    const kvc_stream_plan *sp = kvc_stream_get_plan(sh);
+    kvc_view sview;
+    CHECK(kvc_stream_view(sh, &sview) == KVC_OK && kvc_stream_validate(sh, kvc_stream_arena_bytes(&shorter)) == KVC_OK);
+    CHECK_MSG(sview.seg[KVC_STREAM_EXACT_SEGMENTS].n == (sp->prefix_method_tokens >> sp->bkv.levels) &&
+                  sview.seg[KVC_STREAM_EXACT_SEGMENTS + 1].n > 0,
+              "prefix %u: %zu survivors, %zu in the tail", (unsigned)sp->prefix_method_tokens,
+              sview.seg[KVC_STREAM_EXACT_SEGMENTS].n, sview.seg[KVC_STREAM_EXACT_SEGMENTS + 1].n);
+    free(swork), free(sh);
+
     /* decoding goes on for 4x the budget (the tail is a reservoir), and a second call appends to it */
     for (uint32_t i = 0; i < 4 * budget; i++)
         CHECK(kvc_stream_append(st, NULL, K + (i % n) * d, V + (i % n) * dv) == KVC_OK);

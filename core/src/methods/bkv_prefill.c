@@ -236,8 +236,10 @@ static int bkvp_can_accept(const void *st)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     if (g->mode == KVC_BALANCE_OFFLINE) {
-        /* the prompt's middle must come whole, through kvc_stream_prefill */
-        if (!g->prompt_done && g->prefix_tokens > 0) return g->in_prompt && g->marked + g->walked < g->prefix_tokens;
+        /* the prompt's middle must come whole, through kvc_stream_prefill;
+           past prefix_len (a longer prompt than planned) tokens go to the tail */
+        if (!g->prompt_done && g->prefix_tokens > 0 && !g->in_prompt) return 0;
+        if (g->in_prompt && !g->prompt_done && g->marked + g->walked < g->prefix_tokens) return 1;
         return g->tail_n < g->tail_cap || g->tail_uniform;
     }
     /* a reservoir tail never refuses; with no slots it keeps none of what
