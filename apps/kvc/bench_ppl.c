@@ -6,6 +6,7 @@
  * manager. */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,12 +32,53 @@ typedef struct ppl_ctx {
     int n;
     ppl_result *res;
     kvc_bench_progress prog;
+    FILE *csv;              /* rows written as configurations finish, once exact (configuration 0) has */
+    pthread_mutex_t csv_mu; /* guards csv and state */
+    unsigned char *state;   /* per configuration: 0 running, 1 finished, 2 written */
 } ppl_ctx;
+
+static void write_row(const ppl_ctx *pc, int g, double exact_ppl)
+{
+    const kvc_bench_opts *o = pc->o;
+    const ppl_result *r = &pc->res[g];
+    const int n = pc->n;
+    if (r->status == 1)
+        fprintf(pc->csv, "%s,%g,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f,%d\n", kvc_method_name(o->cfg[g].method),
+                o->cfg[g].pct, r->budget, n - 1, r->nll / (n - 1), exp(r->nll / (n - 1)), exact_ppl, r->peak_bytes,
+                r->seconds, o->cfg[g].headwise);
+    else
+        fprintf(pc->csv, "%s,%g,%u,%d,,%s,%.6f,,,%d\n", kvc_method_name(o->cfg[g].method), o->cfg[g].pct, r->budget,
+                n - 1, r->status == -1 ? "n/a" : "error", exact_ppl, o->cfg[g].headwise);
+}
+
+/* Configuration g has finished: its row, and every finished one waiting
+ * for exact's perplexity, go to the CSV now (a stopped run keeps them). */
+static void row_ready(ppl_ctx *pc, int g)
+{
+    if (!pc->csv) return;
+    pthread_mutex_lock(&pc->csv_mu);
+    pc->state[g] = 1;
+    if (pc->state[0] >= 1) {
+        const ppl_result *e = &pc->res[0];
+        const double exact_ppl = e->status == 1 ? exp(e->nll / (pc->n - 1)) : NAN;
+        for (int h = 0; h < pc->o->n_cfg; h++)
+            if (pc->state[h] == 1) write_row(pc, h, exact_ppl), pc->state[h] = 2;
+        fflush(pc->csv);
+    }
+    pthread_mutex_unlock(&pc->csv_mu);
+}
+
+static void run_one(ppl_ctx *pc, int g);
 
 static void run_cfg(void *vctx, int g, int wid)
 {
     (void)wid;
-    ppl_ctx *pc = (ppl_ctx *)vctx;
+    run_one((ppl_ctx *)vctx, g);
+    row_ready((ppl_ctx *)vctx, g);
+}
+
+static void run_one(ppl_ctx *pc, int g)
+{
     const kvc_bench_opts *o = pc->o;
     const kvc_l2c_model *m = &pc->lm->m;
     ppl_result *r = &pc->res[g];
@@ -117,6 +159,7 @@ int kvc_bench_ppl(int argc, char **argv)
     }
     int ret = 1;
     FILE *csv = NULL;
+    unsigned char *pc_state = NULL; /* the rows' write state (ppl_ctx.state) */
     const size_t cap = strlen(text) + 3;
     int *toks = malloc(cap * sizeof(int));
     ppl_result *res = calloc((size_t)o.n_cfg, sizeof(ppl_result));
@@ -132,7 +175,14 @@ int kvc_bench_ppl(int argc, char **argv)
     printf("kvc bench ppl: %s, %d tokens (%d predicted), seed %" PRIu64 ", %d configurations, %d threads, kernels %s\n",
            text_path, n, n - 1, o.seed, o.n_cfg, o.threads, kvc_l2c_kernels()->name);
     kvc_bench_print_bytes(&o, &lm.m.cfg, n, n - 1);
-    ppl_ctx pc = {&o, &lm, toks, n, res, {0}};
+    ppl_ctx pc = {&o, &lm, toks, n, res, {0}, NULL, PTHREAD_MUTEX_INITIALIZER, NULL};
+    if (csv) {
+        fprintf(csv, "method,budget_pct,budget_tokens,tokens,nll,perplexity,exact_perplexity,cache_peak_bytes,seconds,"
+                     "head_wise\n");
+        fflush(csv);
+        if (!(pc.state = pc_state = calloc((size_t)o.n_cfg, 1))) goto done;
+        pc.csv = csv;
+    }
     double work = 0;
     for (int g = 0; g < o.n_cfg; g++) work += 1.0 + o.cfg[g].pct / 25.0;
     kvc_bench_progress_start(&pc.prog, "ppl", o.n_cfg, work, o.quiet);
@@ -163,26 +213,12 @@ int kvc_bench_ppl(int argc, char **argv)
     }
     for (int g = 0; g < o.n_cfg; g++)
         if (res[g].status == -1) printf("  n/a: %s: %s\n", o.cfg[g].label, res[g].why);
-    if (csv) {
-        fprintf(csv, "method,budget_pct,budget_tokens,tokens,nll,perplexity,exact_perplexity,cache_peak_bytes,seconds,"
-                     "head_wise\n");
-        for (int g = 0; g < o.n_cfg; g++) {
-            const ppl_result *r = &res[g];
-            if (r->status == 1)
-                fprintf(csv, "%s,%g,%u,%d,%.6f,%.6f,%.6f,%" PRIu64 ",%.2f,%d\n", kvc_method_name(o.cfg[g].method),
-                        o.cfg[g].pct, r->budget, n - 1, r->nll / (n - 1), exp(r->nll / (n - 1)), exact_ppl,
-                        r->peak_bytes, r->seconds, o.cfg[g].headwise);
-            else
-                fprintf(csv, "%s,%g,%u,%d,,%s,%.6f,,,%d\n", kvc_method_name(o.cfg[g].method), o.cfg[g].pct, r->budget,
-                        n - 1, r->status == -1 ? "n/a" : "error", exact_ppl, o.cfg[g].headwise);
-        }
-    }
-    ret = 0;
+    ret = 0; /* every CSV row was written as its configuration finished */
     for (int g = 0; g < o.n_cfg; g++)
         if (res[g].status == -2) ret = 1;
 done:
     if (csv) fclose(csv);
-    free(toks), free(res), free(text);
+    free(toks), free(res), free(text), free(pc_state);
     kvc_lm_close(&lm);
     return ret;
 }

@@ -19,6 +19,7 @@
  * score the attention they receive, always prefill through the cache. */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,11 @@ typedef struct recall_ctx {
     outcome *out; /* [item][cfg] */
     worker *workers;
     kvc_bench_progress prog;
+    FILE *csv; /* rows written as each prompt finishes (under csv_mu), so a stopped run keeps them */
+    pthread_mutex_t csv_mu;
 } recall_ctx;
+
+static void write_item_rows(recall_ctx *rc, int idx);
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -242,7 +247,7 @@ static void sentence_spans(const kvc_lm *lm, const int *toks, int n, float *scor
     qsort(w->order, (size_t)n, sizeof(int), by_falling_key);
 }
 
-static void run_item(void *vctx, int idx, int wid)
+static void run_configs(void *vctx, int idx, int wid)
 {
     recall_ctx *rc = (recall_ctx *)vctx;
     const kvc_bench_opts *o = rc->o;
@@ -316,6 +321,43 @@ static void run_item(void *vctx, int idx, int wid)
     char what[64];
     snprintf(what, sizeof what, "%d tokens, depth %d%%", it->context, it->depth_pct);
     kvc_bench_progress_add(&rc->prog, (double)it->context, what);
+}
+
+/* One prompt through every configuration, then its CSV rows (also when a
+ * setup step failed: those rows say "error"). */
+static void run_item(void *vctx, int idx, int wid)
+{
+    run_configs(vctx, idx, wid);
+    write_item_rows((recall_ctx *)vctx, idx);
+}
+
+/* The CSV rows of one prompt, every configuration, flushed at once. */
+static void write_item_rows(recall_ctx *rc, int idx)
+{
+    if (!rc->csv) return;
+    const kvc_bench_opts *o = rc->o;
+    const kvc_l2c_config *mc = &rc->lm->m.cfg;
+    const item *it = &rc->items[idx];
+    pthread_mutex_lock(&rc->csv_mu);
+    for (int g = 0; g < o->n_cfg; g++) {
+        const outcome *r = &rc->out[(size_t)idx * o->n_cfg + g];
+        kvc_stream_config sc;
+        kvc_bench_stream(o, &o->cfg[g], mc, it->context, it->context, &sc);
+        char marked[16] = "";
+        if (r->needle_marked >= 0) snprintf(marked, sizeof marked, "%d", r->needle_marked);
+        const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers * mc->n_kv_heads * 2.0 *
+                                   (mc->dim / mc->n_heads) * sizeof(float);
+        fprintf(rc->csv, "%s,%g,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s,%s\n", kvc_method_name(o->cfg[g].method),
+                o->cfg[g].pct, sc.budget, it->context, it->depth_pct, it->trial, it->pk.key, it->pk.needle_tok,
+                it->pk.n_hay, r->answer,
+                r->status == 1    ? "1"
+                : r->status == 0  ? "0"
+                : r->status == -1 ? "n/a"
+                                  : "error",
+                r->peak_bytes, exact_bytes, marked, r->text);
+    }
+    fflush(rc->csv);
+    pthread_mutex_unlock(&rc->csv_mu);
 }
 
 /* The 95% Wilson score interval of ok successes in n trials, in percent
@@ -494,6 +536,7 @@ int kvc_bench_recall(int argc, char **argv)
     memset(&rc, 0, sizeof rc);
     rc.o = &o, rc.lm = &lm, rc.stream_prefill = stream_prefill, rc.kvzip = kvzip, rc.oracle = oracle,
     rc.pooled = pooled, rc.surprisal = surprisal, rc.sentences = sentences;
+    pthread_mutex_init(&rc.csv_mu, NULL);
     /* KVzip's instruction (its paper's "Repeat the previous context"), then the haystack again */
     static const char repeat_text[] = "\n\nRepeat the previous context exactly.\n";
     int ask_ids[sizeof repeat_text + 3];
@@ -561,33 +604,15 @@ int kvc_bench_recall(int argc, char **argv)
                 }
                 work += it->context;
             }
-    kvc_bench_progress_start(&rc.prog, "recall", rc.n_items, work, o.quiet);
-    kvc_bench_parallel(o.threads, rc.n_items, run_item, &rc);
-    kvc_bench_progress_end(&rc.prog);
     if (csv) {
         fprintf(csv, "method,budget_pct,budget_tokens,context,depth_pct,trial,key,needle_token,haystack_tokens,"
                      "answer,correct,cache_peak_bytes,exact_cache_bytes,needle_marked_streams,said\n");
-        const kvc_l2c_config *mc = &lm.m.cfg;
-        for (int i = 0; i < rc.n_items; i++)
-            for (int g = 0; g < o.n_cfg; g++) {
-                const item *it = &rc.items[i];
-                const outcome *r = &rc.out[(size_t)i * o.n_cfg + g];
-                kvc_stream_config sc;
-                kvc_bench_stream(&o, &o.cfg[g], mc, it->context, it->context, &sc);
-                char marked[16] = "";
-                if (r->needle_marked >= 0) snprintf(marked, sizeof marked, "%d", r->needle_marked);
-                const double exact_bytes = (double)(it->pk.n_hay + it->pk.n_question) * mc->n_layers * mc->n_kv_heads *
-                                           2.0 * (mc->dim / mc->n_heads) * sizeof(float);
-                fprintf(csv, "%s,%g,%u,%d,%d,%d,%s,%d,%d,%s,%s,%" PRIu64 ",%.0f,%s,%s\n",
-                        kvc_method_name(o.cfg[g].method), o.cfg[g].pct, sc.budget, it->context, it->depth_pct,
-                        it->trial, it->pk.key, it->pk.needle_tok, it->pk.n_hay, r->answer,
-                        r->status == 1    ? "1"
-                        : r->status == 0  ? "0"
-                        : r->status == -1 ? "n/a"
-                                          : "error",
-                        r->peak_bytes, exact_bytes, marked, r->text);
-            }
+        fflush(csv);
+        rc.csv = csv; /* each prompt's rows as it finishes (in finishing order) */
     }
+    kvc_bench_progress_start(&rc.prog, "recall", rc.n_items, work, o.quiet);
+    kvc_bench_parallel(o.threads, rc.n_items, run_item, &rc);
+    kvc_bench_progress_end(&rc.prog);
     print_table(&rc, ctxs, n_ctx);
     ret = 0;
     for (int i = 0; i < rc.n_items * o.n_cfg; i++)
