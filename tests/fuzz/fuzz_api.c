@@ -102,14 +102,17 @@ static int convex(const kvc_stream *st)
  *    rounding on top (x 1.001);
  *  int4: half a step of its group; the step is the smallest half with
  *    min + 15 step >= the group's largest value, min the largest half <= its
- *    smallest, so step <= (2 vmax (1 + 2^-10)) / 15 (1 + 2^-10) + 2^-24. */
+ *    smallest, so step <= (2 vmax (1 + 2^-10)) / 15 (1 + 2^-10) + 2^-24;
+ *  KIVI4: its values are int4 rows (KIVI's per-token value layout), or f16
+ *    in the open block, whose error is smaller: int4's bound. */
 static double quantisation(kvc_dtype t, double mag, double vmax)
 {
     switch (t) {
     case KVC_DTYPE_F16: return mag * 0x1p-11 + 0x1p-24;
     case KVC_DTYPE_I8: return vmax / 254.0 * 1.001;
     case KVC_DTYPE_Q15: return vmax / 65534.0 * 1.001;
-    case KVC_DTYPE_I4: return 0.5 * ((2.0 * vmax * (1.0 + 0x1p-10)) / 15.0 * (1.0 + 0x1p-10) + 0x1p-24);
+    case KVC_DTYPE_I4:
+    case KVC_DTYPE_KIVI4: return 0.5 * ((2.0 * vmax * (1.0 + 0x1p-10)) / 15.0 * (1.0 + 0x1p-10) + 0x1p-24);
     default: return 0.0;
     }
 }
@@ -361,7 +364,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cuda_done |= (code >> 3) & 1;
             /* f16 storage and int4's f16 group headers saturate at +-65504 (documented);
                past that range the stored values are not the appended ones */
-            const int f16_family = cfg.dtype == KVC_DTYPE_F16 || cfg.dtype == KVC_DTYPE_I4;
+            const int f16_family =
+                cfg.dtype == KVC_DTYPE_F16 || cfg.dtype == KVC_DTYPE_I4 || cfg.dtype == KVC_DTYPE_KIVI4;
             const int in_range = !f16_family || vmax <= 65504.0f;
             if (ra == KVC_OK) {
                 for (size_t i = 0; i < nq; i++)
