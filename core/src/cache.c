@@ -456,8 +456,8 @@ kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t lay
         if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
     }
     for (uint32_t h = 0; h < nkv; h++) {
-        rc = kvc_stream_prefill(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd, nkv * hd, n,
-                                work, work_bytes);
+        rc = kvc_stream_prefill_prechecked(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd,
+                                           nkv * hd, n, work, work_bytes);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;

@@ -85,6 +85,10 @@ kvc_status kvc_stream_check(const kvc_stream *st);
 const kvc_stream_plan *kvc_stream_plan_of(const kvc_stream *st);
 const kvc_stream_config *kvc_stream_config_of(const kvc_stream *st);
 kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v);
+/* kvc_stream_prefill after its input checks (handle, rows, n, strides, finiteness). */
+kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                                         const float *values, size_t value_stride, size_t n, void *work,
+                                         size_t work_bytes);
 kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                                         float *out);
 

@@ -1536,12 +1536,21 @@ kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const flo
     const size_t d = st->plan.d, dv = st->plan.dv;
     if (keys == NULL || values == NULL || n < 1 || n > KVC_MAX_PREFILL_TOKENS || key_stride < d || value_stride < dv)
         return KVC_E_ARG;
-    const size_t need = prefill_work_need(st, n);
-    if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
-    if ((uint64_t)st->n_seen + n > UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     for (size_t i = 0; i < n; i++)
         if (!kvc_all_finite(keys + i * key_stride, d) || !kvc_all_finite(values + i * value_stride, dv))
             return KVC_E_NONFINITE;
+    return kvc_stream_prefill_prechecked(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes);
+}
+
+/* After the handle, the rows' pointers, n, the strides and finiteness are
+ * checked (by kvc_stream_prefill, or by the cache manager once for a layer). */
+kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                                         const float *values, size_t value_stride, size_t n, void *work,
+                                         size_t work_bytes)
+{
+    const size_t need = prefill_work_need(st, n);
+    if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
+    if ((uint64_t)st->n_seen + n > UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     const kvc_prompt_rows rows0 = {keys, values, key_stride, value_stride, st->n_seen, 0};
     kvc_prompt_rows rows = rows0;
