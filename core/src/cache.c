@@ -449,18 +449,31 @@ kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t lay
     const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads;
     /* every input a stream could refuse, checked before the first changes */
     if (!kvc_all_finite(k, n * nkv * hd) || !kvc_all_finite(v, n * nkv * hd)) return KVC_E_NONFINITE;
+    if (work != NULL && work_bytes > 0 &&
+        (kvc_bytes_overlap(work, work_bytes, k, n * nkv * hd * sizeof(float)) ||
+         kvc_bytes_overlap(work, work_bytes, v, n * nkv * hd * sizeof(float))))
+        return KVC_E_ARG; /* the call writes work while it reads the rows */
     for (uint32_t h = 0; h < nkv; h++) {
         const kvc_stream *st = stream_at(c, layer, h);
         if (st == NULL) return KVC_E_CORRUPT;
         const size_t need = kvc_stream_prefill_work_bytes(st, n);
         if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
     }
-    for (uint32_t h = 0; h < nkv; h++) {
-        rc = kvc_stream_prefill_prechecked(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd,
-                                           nkv * hd, n, work, work_bytes);
-        if (rc != KVC_OK) return rc;
+    /* The heads stay in step, as a loop of appends keeps them: head 0 goes
+       first and stops at the first token it refuses (an exact store or an
+       exact tail that fills); the other heads then take exactly as many.
+       Whether a stream takes a finite token depends only on its plan and its
+       counts, which the streams of a layer share, so they refuse together. */
+    size_t taken = 0;
+    const kvc_status first = kvc_stream_prefill_counted(stream_checked_at(c, layer, 0), kern, k, nkv * hd, v,
+                                                        nkv * hd, n, work, work_bytes, &taken);
+    for (uint32_t h = 1; h < nkv && taken > 0; h++) {
+        size_t got = 0;
+        rc = kvc_stream_prefill_counted(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd,
+                                        nkv * hd, taken, work, work_bytes, &got);
+        if (rc != KVC_OK || got != taken) return KVC_E_CORRUPT; /* a head that refused what head 0 took */
     }
-    return KVC_OK;
+    return first;
 }
 
 /* Every kv head of a layer answers its query group; `observed`: through

@@ -35,9 +35,6 @@ void kvc_text_add(kvc_text *t, const char *fmt, ...)
 #endif
     ;
 
-/* What a method's update receives besides its state: the kernel table (every
- * touch of a cached row goes through it) and the stream's validated plan
- * (dimensions, storage type). */
 /* The rows of one kvc_stream_prefill call, as the caller holds them (f32). */
 typedef struct kvc_prompt_rows {
     const float *keys, *values;
@@ -46,9 +43,27 @@ typedef struct kvc_prompt_rows {
     size_t n;                        /* rows appended */
 } kvc_prompt_rows;
 
+/* One kvc_stream_prefill call while it runs (on the caller's stack, never in
+ * an arena): its rows, the caller's scratch, and what the method gathered
+ * there from tokens appended before the call that reached it during the call
+ * (their rows are not among the caller's: a window of plain appends before
+ * the prompt's last part). */
+typedef struct kvc_prompt_call {
+    kvc_prompt_rows rows;
+    size_t n_call;         /* rows the caller gave (rows.n counts those appended so far) */
+    void *work;            /* kvc_stream_prefill_work_bytes(st, n_call) bytes, 8-aligned */
+    size_t work_bytes;
+    size_t pre_n;          /* rows the method copied into work from earlier tokens */
+} kvc_prompt_call;
+
+/* What a method's update receives besides its state: the kernel table (every
+ * touch of a cached row goes through it), the stream's validated plan
+ * (dimensions, storage type), and inside a kvc_stream_prefill call the call
+ * (NULL otherwise). */
 typedef struct kvc_method_ctx {
     const kvc_kernels *kern;
     const kvc_stream_plan *plan;
+    kvc_prompt_call *call;
 } kvc_method_ctx;
 
 /* What the stream wrapper needs from a method, in one table per method (its
@@ -99,8 +114,7 @@ typedef struct kvc_method_ops {
        caller's f32 rows of tokens rows->first ..), compress what it staged. */
     size_t (*prefill_work_bytes)(const void *st, const kvc_stream_plan *p, size_t n);
     void (*prefill_open)(void *st);
-    void (*prefill_close)(void *st, const kvc_method_ctx *cx, const kvc_prompt_rows *rows, void *work,
-                          size_t work_bytes);
+    void (*prefill_close)(void *st, const kvc_method_ctx *cx); /* cx->call: the call */
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, name, kvpress, summary) extern const kvc_method_ops kvc_method_ops_##ident;

@@ -85,10 +85,21 @@ kvc_status kvc_stream_check(const kvc_stream *st);
 const kvc_stream_plan *kvc_stream_plan_of(const kvc_stream *st);
 const kvc_stream_config *kvc_stream_config_of(const kvc_stream *st);
 kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v);
+/* Whether two byte ranges share a byte (a caller's scratch against the rows it must not write). */
+static inline int kvc_bytes_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
 /* kvc_stream_prefill after its input checks (handle, rows, n, strides, finiteness). */
 kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
                                          const float *values, size_t value_stride, size_t n, void *work,
                                          size_t work_bytes);
+/* The same, and the tokens it appended (*appended, may be NULL): it stops at
+ * the first token the stream refuses, as a loop of appends would. */
+kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                                      const float *values, size_t value_stride, size_t n, void *work,
+                                      size_t work_bytes, size_t *appended);
 kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                                         float *out);
 

@@ -143,6 +143,7 @@ typedef struct stream_regions {
     unsigned char *method;           /* the method's sub-arena (lay.method_bytes) */
     unsigned char *open;             /* KIVI4 plans: the open block, the last bytes of the method's sub-arena
                                         (kvc_stream_open_block_bytes); NULL otherwise */
+    kvc_prompt_call *call;           /* inside kvc_stream_prefill: the call (the method's update sees it) */
 } stream_regions;
 
 /*@ // the arena behind a handle, as bytes and as floats: what the accessor
@@ -223,6 +224,7 @@ static void stream_regions_of(kvc_stream *st, const kvc_kernels *kern, stream_re
     R->wflag = KVC_AT(st, l->off_wflag, uint8_t);
     R->method = KVC_AT(st, l->off_method, unsigned char);
     R->open = p->key_blocks ? R->method + (l->method_bytes - kvc_stream_open_block_bytes(p)) : NULL;
+    R->call = NULL;
 }
 
 /* The first view segments that hold the most recent tokens in token order
@@ -608,7 +610,7 @@ static void method_hand(const kvc_stream *st, const stream_regions *R, const kvc
                         const float *v, uint64_t token)
 {
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
-    const kvc_method_ctx cx = {kern, &st->plan};
+    const kvc_method_ctx cx = {kern, &st->plan, R->call};
     if (o->update) o->update(R->method, &cx, k, v, token);
 }
 
@@ -1449,7 +1451,7 @@ kvc_status kvc_stream_observe(kvc_stream *st, const kvc_kernels *kern, const dou
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     if (o->observe == NULL) return KVC_OK;
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
-    const kvc_method_ctx cx = {kern, &st->plan};
+    const kvc_method_ctx cx = {kern, &st->plan, NULL};
     const size_t exact = view_entries(&view, 0) - view_entries(&view, KVC_STREAM_EXACT_SEGMENTS);
     /* the window and the current token follow the sinks in the view, oldest
        first: consecutive tokens ending with the current one (n_seen - 1) */
@@ -1493,7 +1495,7 @@ kvc_status kvc_stream_prefill_queries(kvc_stream *st, const kvc_kernels *kern, c
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
     if (o->prefill_queries == NULL) return KVC_OK;
     kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
-    const kvc_method_ctx cx = {kern, &st->plan};
+    const kvc_method_ctx cx = {kern, &st->plan, NULL};
     o->prefill_queries(method_of(st), &cx, q, n_rows);
     return KVC_OK;
 }
@@ -1536,33 +1538,63 @@ kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const flo
     const size_t d = st->plan.d, dv = st->plan.dv;
     if (keys == NULL || values == NULL || n < 1 || n > KVC_MAX_PREFILL_TOKENS || key_stride < d || value_stride < dv)
         return KVC_E_ARG;
+    if (work != NULL && work_bytes > 0 &&
+        (kvc_bytes_overlap(work, work_bytes, keys, ((n - 1) * key_stride + d) * sizeof(float)) ||
+         kvc_bytes_overlap(work, work_bytes, values, ((n - 1) * value_stride + dv) * sizeof(float))))
+        return KVC_E_ARG; /* the call writes work while it reads the rows */
     for (size_t i = 0; i < n; i++)
         if (!kvc_all_finite(keys + i * key_stride, d) || !kvc_all_finite(values + i * value_stride, dv))
             return KVC_E_NONFINITE;
     return kvc_stream_prefill_prechecked(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes);
 }
 
-/* After the handle, the rows' pointers, n, the strides and finiteness are
- * checked (by kvc_stream_prefill, or by the cache manager once for a layer). */
-kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                         const float *values, size_t value_stride, size_t n, void *work,
-                                         size_t work_bytes)
+/* One append inside a kvc_stream_prefill call: the append's own checks
+ * and commit (kvc_stream_append_prechecked), with the call visible to the
+ * method's update. */
+static kvc_status append_in_call(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v,
+                                 kvc_prompt_call *call)
 {
+    const kvc_kernels *table = NULL;
+    const kvc_status rc = append_admit(st, kern, k, v, &table);
+    if (rc != KVC_OK) return rc;
+    stream_regions R;
+    stream_regions_of(st, table, &R);
+    R.call = call;
+    append_commit(st, &R, table, k, v);
+    return KVC_OK;
+}
+
+/* After the handle, the rows' pointers, n, the strides and finiteness are
+ * checked (by kvc_stream_prefill, or by the cache manager once for a layer).
+ * Stops at the first token the stream refuses (the tokens before it stay,
+ * as a loop of appends leaves them); *appended (may be NULL) counts those taken. */
+kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                                      const float *values, size_t value_stride, size_t n, void *work,
+                                      size_t work_bytes, size_t *appended)
+{
+    if (appended) *appended = 0;
     const size_t need = prefill_work_need(st, n);
     if (need > 0 && (work == NULL || work_bytes < need || ((uintptr_t)work & 7u) != 0)) return KVC_E_ARENA;
     if ((uint64_t)st->n_seen + n > UINT32_MAX) return KVC_E_CAPACITY; /* token ids are 32-bit */
     const kvc_method_ops *o = kvc_method_ops_of(st->plan.method);
-    const kvc_prompt_rows rows0 = {keys, values, key_stride, value_stride, st->n_seen, 0};
-    kvc_prompt_rows rows = rows0;
+    kvc_prompt_call call = {{keys, values, key_stride, value_stride, st->n_seen, 0}, n, work, work_bytes, 0};
     if (o->prefill_open) o->prefill_open(method_of(st));
     kvc_status rc = KVC_OK;
-    for (; rows.n < n; rows.n++) {
-        rc = kvc_stream_append_prechecked(st, kern, keys + rows.n * key_stride, values + rows.n * value_stride);
+    for (; call.rows.n < n; call.rows.n++) {
+        rc = append_in_call(st, kern, keys + call.rows.n * key_stride, values + call.rows.n * value_stride, &call);
         if (rc != KVC_OK) break;
     }
-    const kvc_method_ctx cx = {kvc_kernels_or_best(kern), &st->plan};
-    if (o->prefill_close) o->prefill_close(method_of(st), &cx, &rows, work, work_bytes);
+    const kvc_method_ctx cx = {kvc_kernels_or_best(kern), &st->plan, &call};
+    if (o->prefill_close) o->prefill_close(method_of(st), &cx);
+    if (appended) *appended = call.rows.n;
     return rc;
+}
+
+kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
+                                         const float *values, size_t value_stride, size_t n, void *work,
+                                         size_t work_bytes)
+{
+    return kvc_stream_prefill_counted(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes, NULL);
 }
 
 /* ---- split-K ---- */

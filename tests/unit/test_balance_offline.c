@@ -296,10 +296,60 @@ static int stream_loads_the_offline_survivors(void)
     return 0;
 }
 
+/* Issue 49 item 2: plain appends before the prompt's call (a BOS, a system
+ * prompt fed token by token) leave tokens in the sinks, the window and the
+ * pending slot; those that reach the method during the call were staged
+ * without their rows and dropped. For every count of plain appends the
+ * mode allows (0 .. n_sink + n_window + 1), the stream must end byte for byte
+ * where one call with the whole prompt ends (f32 rows: the window's copies
+ * are exact), and nothing may be dropped. */
+static int plain_appends_then_prefill_equal_one_call(void)
+{
+    const uint32_t d = 16, dv = 24, n = 1500, budget = 300;
+    kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, d, dv, budget, 62);
+    cfg.n_sink = 4, cfg.n_window = 32, cfg.prefix_len = n;
+    CHECK(kvc_stream_config_set(&cfg, "bkv-mode", "offline") == KVC_OK);
+    const size_t bytes = kvc_stream_arena_bytes(&cfg);
+    kvc_rng r;
+    kvc_rng_seed(&r, 6200);
+    float *K = tu_normal(&r, n, d, 1.0), *V = tu_normal(&r, n, dv, 1.0), *q = tu_normal(&r, 2, d, 1.0);
+    kvc_stream *whole = tu_stream(&cfg);
+    CHECK(whole != NULL);
+    size_t wb = kvc_stream_prefill_work_bytes(whole, n);
+    double *work = malloc(wb);
+    CHECK(kvc_stream_prefill(whole, NULL, K, d, V, dv, n, work, wb) == KVC_OK);
+    const uint64_t want = kvc_stream_checksum(whole);
+    float out_whole[2 * 24], out[2 * 24];
+    CHECK(kvc_stream_attend(whole, NULL, q, 2, out_whole) == KVC_OK);
+    const uint32_t most = cfg.n_sink + cfg.n_window + 1;
+    for (uint32_t a = 0; a <= most; a++) {
+        kvc_stream *st = tu_stream(&cfg);
+        CHECK(st != NULL);
+        for (uint32_t i = 0; i < a; i++) CHECK(kvc_stream_append(st, NULL, K + i * d, V + i * dv) == KVC_OK);
+        const size_t need = kvc_stream_prefill_work_bytes(st, n - a);
+        double *w = malloc(need);
+        CHECK(kvc_stream_prefill(st, NULL, K + a * d, d, V + a * dv, dv, n - a, w, need) == KVC_OK);
+        CHECK(kvc_stream_validate(st, bytes) == KVC_OK);
+        kvc_stream_stats s;
+        CHECK(kvc_stream_get_stats(st, &s) == KVC_OK);
+        CHECK(kvc_stream_attend(st, NULL, q, 2, out) == KVC_OK);
+        CHECK_MSG(kvc_stream_checksum(st) == want && memcmp(out, out_whole, sizeof out) == 0,
+                  "%u plain appends then one call of %u: the state differs from one call of %u (out[0] %g vs %g)",
+                  a, n - a, n, (double)out[0], (double)out_whole[0]);
+        free(w), free(st);
+    }
+    printf("balancekv-prefill offline: 0..%u plain appends then one call end where one call of %u tokens ends "
+           "(seed 62, data seed 6200)\n", most, n);
+    free(K), free(V), free(q), free(work), free(whole);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {{"survivors_and_literal", survivors_and_literal},
                                           {"refusals_write_nothing", refusals_write_nothing},
-                                          {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors}};
+                                          {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors},
+                                          {"plain_appends_then_prefill_equal_one_call",
+                                           plain_appends_then_prefill_equal_one_call}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

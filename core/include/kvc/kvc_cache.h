@@ -178,10 +178,15 @@ size_t kvc_cache_prefill_work_bytes(const kvc_cache *c, size_t n);
  *        attention, then decodes. balancekv-prefill in mode offline needs it.
  * @param k,v   n x n_kv_heads x head_dim floats each (token-major, then head), finite.
  * @param n     1 .. KVC_MAX_PREFILL_TOKENS.
- * @param work  kvc_cache_prefill_work_bytes(c, n) bytes, 8-aligned (NULL when 0).
+ * @param work  kvc_cache_prefill_work_bytes(c, n) bytes, 8-aligned (NULL when 0),
+ *              overlapping neither @p k nor @p v (KVC_E_ARG otherwise: the
+ *              call writes work while it still reads the rows).
  * @return KVC_OK, or the first failing stream's status; a refusal of the
  *         inputs (KVC_E_ARG, KVC_E_ARENA, KVC_E_NONFINITE, KVC_E_CORRUPT)
- *         changes no stream.
+ *         changes no stream. A stream that fills mid-call (exact, or an
+ *         exact tail: KVC_E_CAPACITY) leaves the state a loop of
+ *         kvc_cache_append calls leaves: tokens 0 .. t-1 in every head of the
+ *         layer, token t and later in none.
  */
 kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v,
                              size_t n, void *work, size_t work_bytes);

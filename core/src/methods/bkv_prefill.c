@@ -269,16 +269,66 @@ static void tail_push(bkvp_state *g, const kvc_method_ctx *cx, const float *k, c
     }
 }
 
-/* Offline mode: a prompt token is staged by its bit (its rows are the
- * caller's, read at the call's end); any other goes to the tail. */
+/* The caller scratch of a call of n rows: the staged rows gathered (f32),
+ * their positions, the walk's survivors and weights, its own scratch. Besides
+ * the call's rows, the tokens appended before it that are still in the
+ * window (and the pending one) reach the method during the call: room for
+ * n_window + 1 more, at most the prompt's method tokens in all. */
+typedef struct bkvo_work {
+    size_t off_k, off_v, off_pos, off_kept, off_w, off_walk, walk_bytes, total;
+} bkvo_work;
+
+static int bkvo_work_of(const bkvp_state *g, const kvc_stream_plan *p, size_t n, bkvo_work *w)
+{
+    n += (size_t)p->n_window + 1u;
+    if (n > g->prefix_tokens) n = g->prefix_tokens; /* at most the prompt's method tokens are staged */
+    if (n < 2) n = 2;
+    const size_t walk = kvc_balancekv_offline_work_bytes(n, g->d, g->dv, g->t);
+    if (walk == 0) return 0;
+    size_t cur = 0;
+#define BKVO_CARVE(field, bytes) (w->field = cur, cur += ((bytes) + 7u) / 8u * 8u)
+    BKVO_CARVE(off_k, n * g->d * sizeof(float));
+    BKVO_CARVE(off_v, n * g->dv * sizeof(float));
+    BKVO_CARVE(off_pos, n * sizeof(uint64_t));
+    BKVO_CARVE(off_kept, n * sizeof(uint32_t));
+    BKVO_CARVE(off_w, n * sizeof(float));
+    BKVO_CARVE(off_walk, walk);
+#undef BKVO_CARVE
+    w->walk_bytes = walk;
+    w->total = cur;
+    return 1;
+}
+
+/* The call's scratch, laid out for its n rows, when the caller gave enough. */
+static int bkvo_call_work(const bkvp_state *g, const kvc_method_ctx *cx, bkvo_work *w)
+{
+    const kvc_prompt_call *c = cx->call;
+    return c != NULL && c->work != NULL && bkvo_work_of(g, cx->plan, c->n_call, w) && w->total <= c->work_bytes;
+}
+
+/* Offline mode: a prompt token of the call is staged by its bit (its rows
+ * are the caller's, read at the call's end); one appended before the call
+ * (the window's, reaching the method now) has its rows copied into the
+ * call's scratch at once, since the caller does not hold them; any other
+ * token goes to the tail. */
 static void bkvo_update(bkvp_state *g, const kvc_method_ctx *cx, const float *k, const float *v, uint64_t token)
 {
     const uint64_t first = cx->plan->n_sink;
+    bkvo_work w;
     if (g->in_prompt && !g->prompt_done && g->marked + g->walked < g->prefix_tokens && token >= first &&
-        token - first < g->bits) {
+        token - first < g->bits && cx->call != NULL && token >= cx->call->rows.first) {
         uint8_t *bits = KVC_AT(g, g->off_scratch, uint8_t);
         const uint64_t b = token - first;
         bits[b / 8u] |= (uint8_t)(1u << (b % 8u));
+        g->marked++;
+    } else if (g->in_prompt && !g->prompt_done && g->marked + g->walked < g->prefix_tokens &&
+               bkvo_call_work(g, cx, &w) && cx->call->pre_n < g->prefix_tokens) {
+        kvc_prompt_call *c = cx->call;
+        unsigned char *base = (unsigned char *)c->work;
+        memcpy((float *)(void *)(base + w.off_k) + c->pre_n * g->d, k, g->d * sizeof(float));
+        memcpy((float *)(void *)(base + w.off_v) + c->pre_n * g->dv, v, g->dv * sizeof(float));
+        ((uint64_t *)(void *)(base + w.off_pos))[c->pre_n] = token;
+        c->pre_n++;
         g->marked++;
     } else {
         tail_push(g, cx, k, v);
@@ -326,37 +376,11 @@ static size_t bkvp_view(const void *st, const kvc_stream_plan *p, kvc_segment *s
 
 /* ---- offline mode's whole-prompt hooks ---- */
 
-/* The caller scratch of a call of n rows: the staged rows gathered (f32),
- * their positions, the walk's survivors and weights, its own scratch. */
-typedef struct bkvo_work {
-    size_t off_k, off_v, off_pos, off_kept, off_w, off_walk, walk_bytes, total;
-} bkvo_work;
-
-static int bkvo_work_of(const bkvp_state *g, size_t n, bkvo_work *w)
-{
-    if (n > g->prefix_tokens) n = g->prefix_tokens; /* at most the prompt's method tokens are staged */
-    if (n < 2) n = 2;
-    const size_t walk = kvc_balancekv_offline_work_bytes(n, g->d, g->dv, g->t);
-    if (walk == 0) return 0;
-    size_t cur = 0;
-#define BKVO_CARVE(field, bytes) (w->field = cur, cur += ((bytes) + 7u) / 8u * 8u)
-    BKVO_CARVE(off_k, n * g->d * sizeof(float));
-    BKVO_CARVE(off_v, n * g->dv * sizeof(float));
-    BKVO_CARVE(off_pos, n * sizeof(uint64_t));
-    BKVO_CARVE(off_kept, n * sizeof(uint32_t));
-    BKVO_CARVE(off_w, n * sizeof(float));
-    BKVO_CARVE(off_walk, walk);
-#undef BKVO_CARVE
-    w->walk_bytes = walk;
-    w->total = cur;
-    return 1;
-}
-
 static size_t bkvp_prefill_work_bytes(const void *st, const kvc_stream_plan *p, size_t n)
 {
     const bkvp_state *g = (const bkvp_state *)st;
     bkvo_work w;
-    if (!is_offline(p) || g->prompt_done || g->prefix_tokens == 0 || !bkvo_work_of(g, n, &w)) return 0;
+    if (!is_offline(p) || g->prompt_done || g->prefix_tokens == 0 || !bkvo_work_of(g, p, n, &w)) return 0;
     return w.total;
 }
 
@@ -366,16 +390,17 @@ static void bkvp_prefill_open(void *st)
     if (g->mode == KVC_BALANCE_OFFLINE && !g->prompt_done) g->in_prompt = 1;
 }
 
-/* The call's end: gather the staged tokens' rows (the caller's f32), walk
- * them as the authors' code does (kvc_balancekv_offline: T rounds over
- * blocks of t, one sign per token, one split per round), store the
- * survivors with their weights. Fewer staged tokens than 2^T (a prompt
+/* The call's end: gather the staged tokens' rows (those of earlier tokens
+ * already copied in by bkvo_update, then the caller's f32 rows by their
+ * bits), walk them as the authors' code does (kvc_balancekv_offline: T
+ * rounds over blocks of t, one sign per token, one split per round), store
+ * the survivors with their weights. Fewer staged tokens than 2^T (a prompt
  * barely longer than the exact regions) go to the tail instead. */
-static void bkvp_prefill_close(void *st, const kvc_method_ctx *cx, const kvc_prompt_rows *r, void *work,
-                               size_t work_bytes)
+static void bkvp_prefill_close(void *st, const kvc_method_ctx *cx)
 {
     bkvp_state *g = (bkvp_state *)st;
     if (g->mode != KVC_BALANCE_OFFLINE || !g->in_prompt) return;
+    const kvc_prompt_rows *r = &cx->call->rows;
     g->in_prompt = 0;
     if (r->n > 0) g->prompt_done = 1;
     if (g->marked == 0) return;
@@ -383,9 +408,11 @@ static void bkvp_prefill_close(void *st, const kvc_method_ctx *cx, const kvc_pro
     uint8_t *bits = KVC_AT(g, g->off_scratch, uint8_t);
     const uint64_t first = cx->plan->n_sink;
     size_t got = 0;
-    if (bkvo_work_of(g, (size_t)g->marked, &w) && work != NULL && w.total <= work_bytes) {
-        float *K = (float *)((unsigned char *)work + w.off_k), *V = (float *)((unsigned char *)work + w.off_v);
-        uint64_t *pos = (uint64_t *)((unsigned char *)work + w.off_pos);
+    if (bkvo_call_work(g, cx, &w)) {
+        unsigned char *work = (unsigned char *)cx->call->work;
+        float *K = (float *)(void *)(work + w.off_k), *V = (float *)(void *)(work + w.off_v);
+        uint64_t *pos = (uint64_t *)(void *)(work + w.off_pos);
+        got = cx->call->pre_n; /* the earlier tokens' rows, in place */
         for (size_t i = 0; i < r->n && got < g->marked; i++) {
             const uint64_t t = r->first + i;
             if (t < first || t - first >= g->bits) continue;
@@ -395,15 +422,14 @@ static void bkvp_prefill_close(void *st, const kvc_method_ctx *cx, const kvc_pro
             memcpy(V + got * g->dv, r->values + i * r->value_stride, g->dv * sizeof(float));
             pos[got++] = t;
         }
-        uint32_t *kept = (uint32_t *)((unsigned char *)work + w.off_kept);
-        float *wt = (float *)((unsigned char *)work + w.off_w);
+        uint32_t *kept = (uint32_t *)(void *)(work + w.off_kept);
+        float *wt = (float *)(void *)(work + w.off_w);
         size_t n_kept = 0;
         const kvc_balancekv_offline_params prm = {g->T, g->t, g->gamma, 0.0f, g->kappa};
         if (got >> g->T == 0) {
             for (size_t i = 0; i < got; i++) tail_push(g, cx, K + i * g->d, V + i * g->dv);
-        } else if (kvc_balancekv_offline(K, V, got, g->d, g->dv, &prm, kvc_rng_next(&g->rng),
-                                         (unsigned char *)work + w.off_walk, w.walk_bytes, kept, wt,
-                                         &n_kept) == KVC_OK) {
+        } else if (kvc_balancekv_offline(K, V, got, g->d, g->dv, &prm, kvc_rng_next(&g->rng), work + w.off_walk,
+                                         w.walk_bytes, kept, wt, &n_kept) == KVC_OK) {
             const kvc_rows SK = kvc_rows_at(g, g->off_k, g->d, cx->plan->dtype, cx->kern);
             const kvc_rows SV = kvc_rows_at(g, g->off_v, g->dv, cx->plan->dtype, cx->kern);
             float *sw = KVC_AT(g, g->off_w, float);
