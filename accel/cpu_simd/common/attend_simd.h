@@ -274,6 +274,12 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
     const int in_num = (seg->role & KVC_SET_NUM) != 0, in_den = (seg->role & KVC_SET_DEN) != 0;
     const vf beta = v_set1(view->beta);
     const double ln_scale = kvc_log_pos(seg->scale);
+    /* 0 * (beta * score) summed over every score: 0, or NaN once a score is
+       not finite (|q.k| past f32's range, a NaN stored in a row), which the
+       f32 pass cannot answer: the batch then goes to the reference (double
+       scores: the right answer, or its KVC_E_RANGE), never a silent result */
+    vf poison = v_zero();
+    const vf zero = v_zero();
     for (size_t j0 = 0; j0 < seg->n; j0 += BLK) {
         const size_t nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
         float lw[BLK];
@@ -298,6 +304,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             for (size_t x = 0; x < nqg; x++) {
                 const size_t qi = q0 + x, pos = qi / n_q;
                 float *q_st = st + qi * W, *acc = q_st + 3, *s = s3[x];
+                poison = v_add(poison, v_mul(v_mul(beta, v_load(s)), zero));
                 v_store(s, v_fma(beta, v_load(s), v_load(lw)));
                 float mb = -INFINITY;
                 if (masked || nb < BLK) {
@@ -334,6 +341,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             }
         }
     }
+    if (v_hsum(poison) != 0.0f) st[2] = NAN; /* the final check sends the batch to the reference */
 }
 
 /* The attention mass of one segment's entries (kvc_attend_batch.mass): a
@@ -527,7 +535,9 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
        near FLT_MAX / n, scores past FLT_MAX): exact attention is a convex
        combination of finite values, so it must not come back as KVC_E_RANGE.
        A batch whose sums are not all finite goes to the reference instead
-       (kvc_attend.h: only views whose N and D sets differ may overflow). */
+       (kvc_attend.h: only views whose N and D sets differ may overflow),
+       and so does one with a score that is not finite (segment_pass marks
+       it with a NaN denominator). */
     for (size_t i = 0; i < Q; i++)
         for (size_t c = 2; c < W; c++)
             if (!isfinite(st[i * W + c])) return ref->attend_batch(ref, view, b, work, work_bytes);
