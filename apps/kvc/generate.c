@@ -259,6 +259,9 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     const uint64_t run_tokens = (uint64_t)np + steps < (uint64_t)ctx ? (uint64_t)np + steps : (uint64_t)ctx;
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, 1, seed);
     sc.n_sink = (uint32_t)sink, sc.n_window = (uint32_t)window;
+    /* prefill methods compress the prompt, then stream: their layout (and so
+       the budget a byte count buys) depends on it, so it is set first */
+    sc.prefix_len = (uint32_t)np;
     if (mo) kvc_method_opts_apply(mo, &sc);
     {
         kvc_budget whole = {KVC_BUDGET_TOKENS, (double)usable};
@@ -267,8 +270,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
                                &sc, 0, usable, "model's context length"))
             goto done;
     }
-    if (method == KVC_METHOD_EXACT && sc.budget < steps) sc.budget = (uint32_t)steps;
-    sc.prefix_len = (uint32_t)np; /* prefill methods compress the prompt, then stream */
+    if (method == KVC_METHOD_EXACT && sc.budget < run_tokens) sc.budget = (uint32_t)run_tokens;
     kvc_cache_config cc = kvc_l2c_cache_config(&m.cfg, &sc);
     const char *why = kvc_cache_config_problem(&cc);
     if (why) {
@@ -303,7 +305,11 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     char bb[2], piece[512];
     if (bpe && kvc_bpe_decode(bpe, token, piece, sizeof piece) > 0) fputs(piece, stdout);
     double t0 = now_s();
-    for (; pos < (int)steps; pos++) {
+    /* --steps counts generated tokens: the prompt's np positions, then
+       steps - 1 more forwards sample the steps tokens (the context permitting) */
+    const int end = (uint64_t)np + steps - 1u < (uint64_t)ctx ? (int)((uint64_t)np + steps - 1u) : ctx;
+    int generated = 0;
+    for (; pos < end; pos++) {
         const kvc_status fst = kvc_l2c_forward(&m, &s, token, pos, kvc_l2c_cache_attention, cache);
         if (fst != KVC_OK) {
             const kvc_stream_plan *pl = kvc_stream_get_plan(kvc_cache_get_stream(cache, 0, 0));
@@ -327,6 +333,7 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
             goto done;
         }
         int next = pos + 1 < np ? ptoks[pos + 1] : sample(s.logits, m.cfg.vocab_size, (float)temp, &r);
+        if (pos + 1 >= np) generated++;
         if (bpe) {
             if (next == kvc_bpe_eos(bpe)) break;
             kvc_bpe_decode(bpe, next, piece, sizeof piece);
@@ -345,7 +352,8 @@ int kvc_generate_run(const kvc_generate_params *p, const kvc_method_opts *mo)
     kvc_cache_get_usage_bytes(cache, &el, &peak);
     /* what a llama.cpp user's exact cache of the same tokens takes: f16 keys and values */
     const double f16_exact = (double)run_tokens * m.cfg.n_layers * m.cfg.n_kv_heads * 2.0 * hs * 2.0;
-    printf("\n\n%d tokens in %.3f s: %.1f tokens/s; method %s (%s rows), budget %" PRIu64
+    printf("\n\n%d tokens generated after a %d-token prompt\n", generated, np);
+    printf("%d tokens in %.3f s: %.1f tokens/s; method %s (%s rows), budget %" PRIu64
            " tokens/stream; kernels %s; %d decoder threads\n"
            "memory: arena %zu B (rows, weights, ids, scratch, headers) = %.1f%% of the %.0f B an f16 exact cache of"
            " the run's %d tokens (prompt + steps) takes; k/v held %.0f B (peak %.0f B)\n",

@@ -257,6 +257,9 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
     }
     kvc_stream_config sc = kvc_stream_config_default(method, (uint32_t)hs, (uint32_t)hs, 1, seed);
     sc.n_sink = sink, sc.n_window = window;
+    /* prefill methods compress the whole text as the prompt: set before the
+       budget is resolved (a byte budget buys tokens by the layout it sets) */
+    sc.prefix_len = (uint32_t)n;
     if (mo) kvc_method_opts_apply(mo, &sc);
     /* every token goes through the cache: a larger token budget holds nothing more */
     if (kvc_budget_resolve("ppl", budget_spec, (uint64_t)n, (uint64_t)L * (uint64_t)m.cfg.n_kv_heads, mo, &sc, !verbose,
@@ -264,7 +267,6 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
                            "tokens of the text the context holds (or the sink + window + 2 the layout needs)"))
         goto done;
     const uint32_t budget = sc.budget;
-    sc.prefix_len = (uint32_t)n; /* prefill methods compress the whole text as the prompt */
     if (method == KVC_METHOD_EXACT && budget < (uint32_t)n) {
         fprintf(stderr, "kvc ppl: exact refuses: the text has %d tokens but the budget holds %u\n", n, budget);
         goto done;

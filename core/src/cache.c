@@ -465,8 +465,8 @@ kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t lay
        Whether a stream takes a finite token depends only on its plan and its
        counts, which the streams of a layer share, so they refuse together. */
     size_t taken = 0;
-    const kvc_status first = kvc_stream_prefill_counted(stream_checked_at(c, layer, 0), kern, k, nkv * hd, v,
-                                                        nkv * hd, n, work, work_bytes, &taken);
+    const kvc_status first = kvc_stream_prefill_counted(stream_checked_at(c, layer, 0), kern, k, nkv * hd, v, nkv * hd,
+                                                        n, work, work_bytes, &taken);
     for (uint32_t h = 1; h < nkv && taken > 0; h++) {
         size_t got = 0;
         rc = kvc_stream_prefill_counted(stream_checked_at(c, layer, h), kern, k + h * hd, nkv * hd, v + h * hd,

@@ -50,10 +50,10 @@ typedef struct kvc_prompt_rows {
  * the prompt's last part). */
 typedef struct kvc_prompt_call {
     kvc_prompt_rows rows;
-    size_t n_call;         /* rows the caller gave (rows.n counts those appended so far) */
-    void *work;            /* kvc_stream_prefill_work_bytes(st, n_call) bytes, 8-aligned */
+    size_t n_call; /* rows the caller gave (rows.n counts those appended so far) */
+    void *work;    /* kvc_stream_prefill_work_bytes(st, n_call) bytes, 8-aligned */
     size_t work_bytes;
-    size_t pre_n;          /* rows the method copied into work from earlier tokens */
+    size_t pre_n; /* rows the method copied into work from earlier tokens */
 } kvc_prompt_call;
 
 /* What a method's update receives besides its state: the kernel table (every

@@ -83,6 +83,17 @@ static const char *method_plan(const kvc_method_ops *o, const kvc_stream_config 
 */
 static void plan_zero(kvc_stream_plan *p) { memset(p, 0, sizeof *p); }
 
+/* A KIVI4 window is whole key blocks of 32 tokens: one that would round to
+ * no block at all is refused rather than silently dropped (issue 49: a
+ * decoder without its recent window degenerates). A larger window is
+ * rounded down, its remainder going to the method (or to the sinks for
+ * sink-window), which keeps the budget's split (docs/methods.md). */
+#define KIVI4_SMALL_WINDOW                                                                                             \
+    "kivi4: the window is held in whole key blocks of 32 tokens, so a window of 1-31 tokens would hold none: "         \
+    "n_window must be 0 or at least 32"
+#define KIVI4_WINDOW_BUDGET                                                                                            \
+    "kivi4: sink-window's window (the budget after n_sink + n_protect + 1) is held in whole key blocks of 32 "         \
+    "tokens: the budget must be at least n_sink + n_protect + 33, or the window would hold none"
 #define KIVI4_PROTECT_WINDOW                                                                                           \
     "kivi4: protected spans need a window of at least 32 tokens (its window holds whole key blocks of 32)"
 
@@ -112,8 +123,11 @@ static const char *field_problem(const kvc_stream_config *c, const kvc_method_op
             return "protected spans need a window: budget must exceed n_sink + n_protect + 1";
         if (c->dtype == KVC_DTYPE_KIVI4 && c->n_protect > 0 && (uint64_t)c->n_sink + c->n_protect + 33u > c->budget)
             return KIVI4_PROTECT_WINDOW;
+        if (c->dtype == KVC_DTYPE_KIVI4 && (uint64_t)c->n_sink + c->n_protect + 33u > c->budget)
+            return KIVI4_WINDOW_BUDGET;
         return NULL;
     }
+    if (c->dtype == KVC_DTYPE_KIVI4 && c->n_window > 0 && c->n_window < 32u) return KIVI4_SMALL_WINDOW;
     if (c->n_protect > 0 && c->n_window == 0) return "protected spans need a window (n_window >= 1)";
     if (c->dtype == KVC_DTYPE_KIVI4 && c->n_protect > 0 && c->n_window < 32u) return KIVI4_PROTECT_WINDOW;
     if ((uint64_t)c->n_sink + c->n_window + c->n_protect + 2u > c->budget)

@@ -98,8 +98,8 @@ kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern
 /* The same, and the tokens it appended (*appended, may be NULL): it stops at
  * the first token the stream refuses, as a loop of appends would. */
 kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                      const float *values, size_t value_stride, size_t n, void *work,
-                                      size_t work_bytes, size_t *appended);
+                                      const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes,
+                                      size_t *appended);
 kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                                         float *out);
 

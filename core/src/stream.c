@@ -1569,8 +1569,8 @@ static kvc_status append_in_call(kvc_stream *st, const kvc_kernels *kern, const 
  * Stops at the first token the stream refuses (the tokens before it stay,
  * as a loop of appends leaves them); *appended (may be NULL) counts those taken. */
 kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                      const float *values, size_t value_stride, size_t n, void *work,
-                                      size_t work_bytes, size_t *appended)
+                                      const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes,
+                                      size_t *appended)
 {
     if (appended) *appended = 0;
     const size_t need = prefill_work_need(st, n);

@@ -62,7 +62,8 @@ def dtypes() -> list[str]:
     return _core.dtypes()
 
 
-_BYTES = re.compile(r"^(\d+(?:\.\d+)?)(B|KiB|MiB|GiB)$")
+# ASCII digits only: str.isdigit() and \d also take other scripts' digits
+_BYTES = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB)$")
 _UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
@@ -83,13 +84,13 @@ def _budget_tokens(budget: Union[int, str], *, method: str, dtype: str, head_dim
     if not isinstance(budget, str):
         raise TypeError(f"budget: want an int or a string, got {type(budget).__name__}")
     text = budget.strip()
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]+", text):
         return int(text)
     m = _BYTES.match(text)
     if m:
         total = float(m.group(1)) * _UNIT[m.group(2)]
         return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(total // n_streams), params))
-    m = re.match(r"^(\d+(?:\.\d+)?)%(f16)?$", text)
+    m = re.match(r"^([0-9]+(?:\.[0-9]+)?)%(f16)?$", text)
     if not m:
         raise ValueError(f"budget {budget!r}: want N tokens, P% of the context, P%f16 of an f16 exact cache's "
                          "bytes, or N{B,KiB,MiB,GiB}")
@@ -113,6 +114,51 @@ def _as_rows(x: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def _index(x: Any, name: str) -> int:
+    """A layer, head or token index: an int (not a bool, which Python would
+    take as 0 or 1)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name}: want an int, got {type(x).__name__}")
+    return int(x)
+
+
+def _check_out(out: Any, shape: tuple, name: str, *inputs: np.ndarray) -> None:
+    """``out`` is written in place by C: a float32, C-contiguous, writeable
+    array of exactly ``shape`` that shares no memory with the inputs.
+    Anything else is refused (never converted: a converted copy would be
+    written and the caller's array left untouched)."""
+    if isinstance(out, np.ndarray):
+        if out.dtype != np.float32:
+            raise TypeError(f"{name}: dtype {out.dtype}; want float32 (written in place, never converted)")
+        if not out.flags.c_contiguous:
+            raise ValueError(f"{name}: not C-contiguous (a strided or Fortran-order array cannot be written in place)")
+        if not out.flags.writeable:
+            raise ValueError(f"{name}: read-only")
+        for x in inputs:
+            if np.may_share_memory(out, x):
+                raise ValueError(f"{name}: shares memory with an input")
+    elif hasattr(out, "detach") and hasattr(out, "is_contiguous"):  # a torch tensor
+        if str(out.dtype) != "torch.float32":
+            raise TypeError(f"{name}: dtype {out.dtype}; want torch.float32 (written in place, never converted)")
+        if out.device.type != "cpu":
+            raise ValueError(f"{name}: a {out.device.type} tensor; this build attends on the CPU")
+        if not out.is_contiguous():
+            raise ValueError(f"{name}: not contiguous")
+    else:
+        raise TypeError(f"{name}: want a numpy array (or a CPU torch tensor), got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name}: shape {tuple(out.shape)}; want {tuple(shape)}")
+
+
+def _check_finite(x: np.ndarray, name: str, rows_per_token: int) -> None:
+    """KvcError(KVC_E_NONFINITE) naming the first token with a NaN or Inf,
+    before anything is appended."""
+    bad = ~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise KvcError(-4, f"extend: {name} of token {t} holds a NaN or Inf; nothing was appended")
+
+
 class Cache:
     """A KV cache for ``n_layers`` x ``n_kv_heads`` streams, each keeping at
     most ``budget`` tokens by ``method`` in ``dtype`` rows, in one arena of
@@ -128,6 +174,10 @@ class Cache:
     dtype : storage type, default "int8" (``kvcompress.dtypes()``).
     seed : the counter-based generator's seed (randomised methods).
     **params : method parameters by their command-line names ("subgen_t" or "subgen-t").
+
+    Threads: every method holds the object's lock for its whole call (the C
+    core runs without the GIL), so calls on one Cache from several threads
+    take turns; different Caches run in parallel (docs/threads.md).
     """
 
     def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *,
@@ -146,8 +196,7 @@ class Cache:
         a corrupted snapshot raises KvcError, it is never used)."""
         self = cls.__new__(cls)
         self._c = _core.Cache(bytes(snapshot))
-        self.method = self.dtype = None
-        self.budget = None
+        self.method, self.dtype, self.budget = self._c.method, self._c.dtype, self._c.budget
         return self
 
     def to_bytes(self) -> bytes:
@@ -156,14 +205,21 @@ class Cache:
 
     def append(self, layer: int, k: Any, v: Any) -> None:
         """Appends one token's keys and values of ``layer``: (n_kv_heads, head_dim) each."""
-        self._c.append(layer, _as_rows(k, "k"), _as_rows(v, "v"))
+        self._c.append(_index(layer, "layer"), _as_rows(k, "k"), _as_rows(v, "v"))
 
     def attend(self, layer: int, q: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Attention of ``layer`` for one position: q (n_heads, head_dim) -> (n_heads, head_dim) float32.
-        ``out``, if given, is a C-contiguous float32 array written in place."""
+        ``out``, if given, is a C-contiguous, writeable float32 array of that
+        shape, written in place (anything else raises TypeError or ValueError:
+        it is never converted)."""
+        layer = _index(layer, "layer")
+        qr = _as_rows(q, "q")
+        shape = (self._c.n_heads, self._c.head_dim)
         if out is None:
-            out = np.empty((self._c.n_heads, self._c.head_dim), dtype=np.float32)
-        self._c.attend(layer, _as_rows(q, "q"), out)
+            out = np.empty(shape, dtype=np.float32)
+        else:
+            _check_out(out, shape, "out", qr)
+        self._c.attend(layer, qr, out)
         return out
 
     def extend(self, layer: int, k: Any, v: Any, q: Any = None, out: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
@@ -176,15 +232,30 @@ class Cache:
         Without ``q`` the tokens go in as one prompt (kvc_cache_prefill): the
         same state as appending them one by one, except that balancekv-prefill
         with ``bkv-mode="offline"`` compresses its part of the prompt there, as
-        BalanceKV's authors do (that mode needs its prompt this way). On an
-        input error nothing changes."""
+        BalanceKV's authors do (that mode needs its prompt this way).
+
+        On an input error (a shape, a NaN or Inf anywhere in k, v or q, an
+        ``out`` that is not a float32 C-contiguous array of the right shape)
+        nothing changes. A refusal by the cache itself (KVC_E_CAPACITY: an
+        exact store that fills) leaves the tokens before it appended, in
+        every head, as a loop of appends would; the error names the token."""
+        layer = _index(layer, "layer")
         kr, vr = _as_rows(k, "k"), _as_rows(v, "v")
+        for name, x in (("k", kr), ("v", vr)):
+            if x.ndim == 3 and x.shape[0] > 0:
+                _check_finite(x, name, 1)
         if q is None:
+            if out is not None:
+                raise ValueError("extend: out without q (the outputs are the queries' attention)")
             self._c.extend(layer, kr, vr)
             return None
         qr = _as_rows(q, "q")
+        if qr.ndim == 3 and qr.shape[0] > 0:
+            _check_finite(qr, "q", 1)
         if out is None:
             out = np.empty(qr.shape, dtype=np.float32)
+        else:
+            _check_out(out, qr.shape, "out", kr, vr, qr)
         self._c.extend(layer, kr, vr, qr, out)
         return out
 
@@ -192,7 +263,7 @@ class Cache:
         """The prompt's last queries (n, n_heads, head_dim) for the query-aware
         methods (SnapKV's observation window), given before the prompt is
         appended; the other methods ignore them."""
-        self._c.prefill_queries(layer, _as_rows(q, "q"))
+        self._c.prefill_queries(_index(layer, "layer"), _as_rows(q, "q"))
 
     def mark(self, layer: int, kv_head: int, token: int, centre: bool = True) -> None:
         """Decides whether an appended token of (layer, kv_head) is a
@@ -202,7 +273,9 @@ class Cache:
         the window (appended, followed by one more append, not yet evicted)
         and the cache configured with protected spans; otherwise KvcError,
         and nothing changes. A sink is accepted as is."""
-        self._c.mark(layer, kv_head, token, centre)
+        if not isinstance(centre, (bool, np.bool_)):
+            raise TypeError(f"centre: want a bool, got {type(centre).__name__}")
+        self._c.mark(_index(layer, "layer"), _index(kv_head, "kv_head"), _index(token, "token"), bool(centre))
 
     def restore(self, snapshot: bytes) -> None:
         """Puts back a ``to_bytes()`` snapshot of this cache (validated first:

@@ -5,6 +5,7 @@
 // carrying the code and kvc_status_str's message. Python-level behaviour
 // (budget spellings, defaults, docstrings) is in python/kvcompress/__init__.py.
 #include <chrono>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -119,6 +120,25 @@ using f32_out = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using f32_rows3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using f32_out3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 
+// The object's lock, taken with the GIL released: a thread never waits for
+// it while holding the GIL, so a thread inside the core with the GIL released
+// (extend) and a thread waiting here cannot deadlock. Every method of a cache
+// holds it for its whole call: a second thread's call on the same Cache waits
+// (docs/threads.md), it never sees or frees an arena being written.
+class cache_lock
+{
+  public:
+    explicit cache_lock(std::mutex &m) : lk_(m, std::defer_lock)
+    {
+        if (lk_.try_lock()) return;
+        nb::gil_scoped_release unlocked;
+        lk_.lock();
+    }
+
+  private:
+    std::unique_lock<std::mutex> lk_;
+};
+
 // A cache and the arena it lives in (caller memory for the core: this object owns it).
 class cache
 {
@@ -134,6 +154,7 @@ class cache
         bytes_ = kvc_cache_arena_bytes(&cfg_);
         allocate(bytes_);
         check(kvc_cache_init(arena_.get(), bytes_, &cfg_, &c_), "kvc_cache_init");
+        keep_shape();
     }
 
     // A snapshot's bytes, validated before use (kvc_cache_validate).
@@ -144,10 +165,12 @@ class cache
         std::memcpy(arena_.get(), snapshot.c_str(), bytes_);
         check(kvc_cache_validate(arena_.get(), bytes_), "snapshot");
         c_ = static_cast<kvc_cache *>(arena_.get()); // the cache state is at the start of its arena
+        keep_shape();
     }
 
     void append(uint32_t layer, f32_matrix k, f32_matrix v)
     {
+        cache_lock held(mu_);
         need(k, cfg_kv_heads(), "k"), need(v, cfg_kv_heads(), "v");
         check(kvc_cache_append(c_, nullptr, layer, k.data(), v.data()), "append");
     }
@@ -157,6 +180,7 @@ class cache
     // attend), as the C decoders do; the others take the plain attend.
     void attend(uint32_t layer, f32_matrix q, f32_out out)
     {
+        cache_lock held(mu_);
         need(q, heads(), "q");
         if (out.shape(0) != heads() || out.shape(1) != head_dim())
             throw status_error{(int)KVC_E_ARG, "out: wrong shape"};
@@ -171,6 +195,7 @@ class cache
     // (the error says which t).
     void extend(uint32_t layer, f32_rows3 k, f32_rows3 v, std::optional<f32_rows3> q, std::optional<f32_out3> out)
     {
+        cache_lock held(mu_);
         const size_t n = k.shape(0);
         need3(k, n, cfg_kv_heads(), "k"), need3(v, n, cfg_kv_heads(), "v");
         if (q.has_value() != out.has_value()) throw status_error{(int)KVC_E_ARG, "extend: give q and out together"};
@@ -202,6 +227,7 @@ class cache
     // methods (SnapKV), given before the prompt is appended.
     void prefill_queries(uint32_t layer, f32_rows3 q)
     {
+        cache_lock held(mu_);
         need3(q, q.shape(0), heads(), "q");
         check(kvc_cache_prefill_queries(c_, nullptr, layer, q.data(), q.shape(0)), "prefill_queries");
     }
@@ -210,6 +236,7 @@ class cache
     // (kvc_cache_mark): a caller's own importance score picks what to keep.
     void mark(uint32_t layer, uint32_t kv_head, uint64_t token, bool centre)
     {
+        cache_lock held(mu_);
         check(kvc_cache_mark(c_, layer, kv_head, token, centre ? 1 : 0), "mark");
     }
 
@@ -217,21 +244,31 @@ class cache
     // bad snapshot nothing changes).
     void restore(nb::bytes snapshot)
     {
+        cache_lock held(mu_);
         if (snapshot.size() != bytes_)
             throw status_error{(int)KVC_E_ARG, "restore: the snapshot is not this cache's size"};
         std::unique_ptr<void, freer> fresh(aligned(bytes_));
         std::memcpy(fresh.get(), snapshot.c_str(), bytes_);
         check(kvc_cache_validate(fresh.get(), bytes_), "restore");
+        const kvc_cache_config *g = kvc_cache_get_config(static_cast<const kvc_cache *>(fresh.get()));
+        if (g == nullptr || g->n_layers != shape_[0] || g->n_heads != shape_[1] || g->n_kv_heads != shape_[2] ||
+            g->head_dim != shape_[3])
+            throw status_error{(int)KVC_E_ARG, "restore: the snapshot is of a cache of another shape"};
         arena_.swap(fresh);
         c_ = static_cast<kvc_cache *>(arena_.get());
     }
 
-    bool observes() const { return kvc_cache_observes(c_) != 0; }
+    bool observes() const
+    {
+        cache_lock held(mu_);
+        return kvc_cache_observes(c_) != 0;
+    }
 
     // bench/python_overhead.py's peer: `iters` attends timed inside C on this
     // very cache and buffers (no Python between them); nanoseconds per call.
     double c_attend_ns(uint32_t layer, f32_matrix q, f32_out out, uint32_t iters)
     {
+        cache_lock held(mu_);
         need(q, heads(), "q");
         if (out.shape(0) != heads() || out.shape(1) != head_dim() || iters < 1)
             throw status_error{(int)KVC_E_ARG, "c_attend_ns: wrong out shape or iters < 1"};
@@ -241,20 +278,47 @@ class cache
         return dt.count() / iters;
     }
 
-    nb::bytes snapshot() const { return nb::bytes(static_cast<const char *>(arena_.get()), bytes_); }
+    nb::bytes snapshot() const
+    {
+        cache_lock held(mu_);
+        return nb::bytes(static_cast<const char *>(arena_.get()), bytes_);
+    }
     size_t arena_bytes() const { return bytes_; }
     std::vector<uint64_t> usage() const
     {
+        cache_lock held(mu_);
         uint64_t e = 0, pe = 0, b = 0, pb = 0;
         check(kvc_cache_get_usage(c_, &e, &pe), "usage");
         check(kvc_cache_get_usage_bytes(c_, &b, &pb), "usage");
         return {e, pe, b, pb};
     }
-    uint64_t checksum() const { return kvc_cache_checksum(c_); }
-    uint32_t heads() const { return kvc_cache_get_config(c_)->n_heads; }
-    uint32_t cfg_kv_heads() const { return kvc_cache_get_config(c_)->n_kv_heads; }
-    uint32_t head_dim() const { return kvc_cache_get_config(c_)->head_dim; }
-    uint32_t layers() const { return kvc_cache_get_config(c_)->n_layers; }
+    uint64_t checksum() const
+    {
+        cache_lock held(mu_);
+        return kvc_cache_checksum(c_);
+    }
+    // the shape, fixed at construction (restore takes snapshots of this size
+    // only, and refuses one of another shape): read without the lock
+    uint32_t heads() const { return shape_[1]; }
+    uint32_t cfg_kv_heads() const { return shape_[2]; }
+    uint32_t head_dim() const { return shape_[3]; }
+    uint32_t layers() const { return shape_[0]; }
+    // what a snapshot says of itself (Cache.from_bytes)
+    std::string method_name() const
+    {
+        cache_lock held(mu_);
+        return kvc_method_name(kvc_cache_get_config(c_)->stream.method);
+    }
+    std::string dtype_name() const
+    {
+        cache_lock held(mu_);
+        return kvc_dtype_name(kvc_cache_get_config(c_)->stream.dtype);
+    }
+    uint32_t budget() const
+    {
+        cache_lock held(mu_);
+        return kvc_cache_get_config(c_)->stream.budget;
+    }
 
   private:
     struct freer {
@@ -295,6 +359,13 @@ class cache
     size_t bytes_ = 0;
     kvc_cache *c_ = nullptr;
     std::vector<uint64_t> work_; // the observed attend's workspace (8-aligned), grown as the views grow
+    mutable std::mutex mu_;      // cache_lock: one call at a time on this object
+    uint32_t shape_[4] = {0, 0, 0, 0};
+    void keep_shape()
+    {
+        const kvc_cache_config *g = kvc_cache_get_config(c_);
+        shape_[0] = g->n_layers, shape_[1] = g->n_heads, shape_[2] = g->n_kv_heads, shape_[3] = g->head_dim;
+    }
 };
 
 #ifdef KVC_PY_CUDA
@@ -463,9 +534,9 @@ NB_MODULE(_core, m)
                       uint64_t, const std::vector<std::string> &>())
         .def(nb::init<nb::bytes>())
         .def("append", &cache::append)
-        .def("attend", &cache::attend)
+        .def("attend", &cache::attend, nb::arg("layer"), nb::arg("q"), nb::arg("out").noconvert())
         .def("extend", &cache::extend, nb::arg("layer"), nb::arg("k"), nb::arg("v"), nb::arg("q").none() = nb::none(),
-             nb::arg("out").none() = nb::none())
+             nb::arg("out").noconvert().none() = nb::none())
         .def("prefill_queries", &cache::prefill_queries)
         .def("mark", &cache::mark, nb::arg("layer"), nb::arg("kv_head"), nb::arg("token"), nb::arg("centre") = true)
         .def("restore", &cache::restore)
@@ -478,7 +549,10 @@ NB_MODULE(_core, m)
         .def_prop_ro("n_layers", &cache::layers)
         .def_prop_ro("n_heads", &cache::heads)
         .def_prop_ro("n_kv_heads", &cache::cfg_kv_heads)
-        .def_prop_ro("head_dim", &cache::head_dim);
+        .def_prop_ro("head_dim", &cache::head_dim)
+        .def_prop_ro("method", &cache::method_name)
+        .def_prop_ro("dtype", &cache::dtype_name)
+        .def_prop_ro("budget", &cache::budget);
     m.def("stream_budget_for_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
                                         uint64_t bytes, const std::vector<std::string> &params) {
         // the command line's fit: the budget for the bytes without protected
@@ -488,6 +562,16 @@ NB_MODULE(_core, m)
         apply_protect(c, 0);
         c.budget = kvc_stream_budget_for_bytes(&c, bytes);
         if (c.budget == 0) return 0u;
+        if (c.budget >= KVC_MAX_BUDGET) { // the largest budget: refuse bytes it cannot use, never clamp
+            kvc_stream_config one_less = c;
+            one_less.budget = c.budget - 1;
+            const size_t at_max = kvc_stream_arena_bytes(&c), per_token = at_max - kvc_stream_arena_bytes(&one_less);
+            if (bytes >= at_max + per_token)
+                throw status_error{(int)KVC_E_ARG, "budget: " + std::to_string(bytes) +
+                                                       " bytes per stream is more than the largest budget (" +
+                                                       std::to_string(KVC_MAX_BUDGET) + " tokens, " +
+                                                       std::to_string(at_max) + " bytes) can use"};
+        }
         apply_protect(c, pct);
         while (c.n_protect && c.budget > 1 && (kvc_stream_arena_bytes(&c) == 0 || kvc_stream_arena_bytes(&c) > bytes)) {
             c.budget--;

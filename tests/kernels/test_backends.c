@@ -663,8 +663,7 @@ static int magnitude_and_nan_sweeps_on_every_table(void)
                                     CHECK_MSG(e <= bounds[c],
                                               "table %s, dtype %u, scale %g: head %zu ch %zu %.9g vs reference "
                                               "%.9g (bound %.3g)",
-                                              t->name, dt, scales[si], h, c, zb[h * dv + c], za[h * dv + c],
-                                              bounds[c]);
+                                              t->name, dt, scales[si], h, c, zb[h * dv + c], za[h * dv + c], bounds[c]);
                                 }
                             }
                         }
@@ -685,12 +684,12 @@ static int magnitude_and_nan_sweeps_on_every_table(void)
 
 int main(int argc, char **argv)
 {
-    static const kvc_test_case cases[] = {{"every_table_matches_reference", every_table_matches_reference},
-                                          {"split_k_merges_to_attend", split_k_merges_to_attend},
-                                          {"methods_on_every_table", methods_on_every_table},
-                                          {"exact_huge_values_on_every_table", exact_huge_values_on_every_table},
-                                          {"magnitude_and_nan_sweeps_on_every_table",
-                                           magnitude_and_nan_sweeps_on_every_table}};
+    static const kvc_test_case cases[] = {
+        {"every_table_matches_reference", every_table_matches_reference},
+        {"split_k_merges_to_attend", split_k_merges_to_attend},
+        {"methods_on_every_table", methods_on_every_table},
+        {"exact_huge_values_on_every_table", exact_huge_values_on_every_table},
+        {"magnitude_and_nan_sweeps_on_every_table", magnitude_and_nan_sweeps_on_every_table}};
     if (argc > 1 && strncmp(argv[1], "table_", 6) == 0) return one_table(argv[1] + 6);
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -334,22 +334,23 @@ static int plain_appends_then_prefill_equal_one_call(void)
         CHECK(kvc_stream_get_stats(st, &s) == KVC_OK);
         CHECK(kvc_stream_attend(st, NULL, q, 2, out) == KVC_OK);
         CHECK_MSG(kvc_stream_checksum(st) == want && memcmp(out, out_whole, sizeof out) == 0,
-                  "%u plain appends then one call of %u: the state differs from one call of %u (out[0] %g vs %g)",
-                  a, n - a, n, (double)out[0], (double)out_whole[0]);
+                  "%u plain appends then one call of %u: the state differs from one call of %u (out[0] %g vs %g)", a,
+                  n - a, n, (double)out[0], (double)out_whole[0]);
         free(w), free(st);
     }
     printf("balancekv-prefill offline: 0..%u plain appends then one call end where one call of %u tokens ends "
-           "(seed 62, data seed 6200)\n", most, n);
+           "(seed 62, data seed 6200)\n",
+           most, n);
     free(K), free(V), free(q), free(work), free(whole);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    static const kvc_test_case cases[] = {{"survivors_and_literal", survivors_and_literal},
-                                          {"refusals_write_nothing", refusals_write_nothing},
-                                          {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors},
-                                          {"plain_appends_then_prefill_equal_one_call",
-                                           plain_appends_then_prefill_equal_one_call}};
+    static const kvc_test_case cases[] = {
+        {"survivors_and_literal", survivors_and_literal},
+        {"refusals_write_nothing", refusals_write_nothing},
+        {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors},
+        {"plain_appends_then_prefill_equal_one_call", plain_appends_then_prefill_equal_one_call}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -23,10 +23,10 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 
-#define NL 2u
-#define NKV 2u
-#define NH 4u
-#define HD 32u
+#define NL   2u
+#define NKV  2u
+#define NH   4u
+#define HD   32u
 #define NTOK 160u
 
 typedef struct run_cache {
@@ -101,8 +101,8 @@ static int one_config(kvc_cache_config *cc, const char *label, const float *K, c
         return 0;
     }
     tl->configs++;
-    const int offline = cc->stream.method == KVC_METHOD_BALANCEKV_PREFILL &&
-                        cc->stream.balancekv.mode == KVC_BALANCE_OFFLINE;
+    const int offline =
+        cc->stream.method == KVC_METHOD_BALANCEKV_PREFILL && cc->stream.balancekv.mode == KVC_BALANCE_OFFLINE;
     const size_t befores[3] = {0, 5, (size_t)cc->stream.n_sink + cc->stream.n_window + 1};
     for (size_t i = 0; i < 3; i++) {
         const size_t a = befores[i];
@@ -135,8 +135,7 @@ static int one_config(kvc_cache_config *cc, const char *label, const float *K, c
         CHECK_MSG(same_status && seen_a == seen_b && bytes_equal,
                   "%s, %zu plain appends then a prefill: status %s, %llu tokens; the %s: status %s, %llu tokens%s",
                   label, a, kvc_status_str(sa), (unsigned long long)seen_a, offline ? "one call" : "append loop",
-                  kvc_status_str(sb), (unsigned long long)seen_b,
-                  bytes_equal ? "" : "; the caches differ");
+                  kvc_status_str(sb), (unsigned long long)seen_b, bytes_equal ? "" : "; the caches differ");
         CHECK_MSG(kvc_cache_validate(A.arena, kvc_cache_arena_bytes(cc)) == KVC_OK, "%s: validate", label);
         if (sa == KVC_E_CAPACITY) tl->capacity_edges++;
         tl->runs++;
