@@ -23,8 +23,9 @@ int kvc_budget_parse(const char *flag, const char *text, kvc_budget *out)
     char *end = NULL;
     errno = 0;
     const double v = strtod(text, &end);
-    if (end == text || errno || !isfinite(v) || v <= 0 || text[0] == '-' || text[0] == '+')
-        return refuse(flag, text, "does not start with a positive number");
+    if (end == text || errno || !isfinite(v) || v <= 0 || text[0] == '-' || text[0] == '+' ||
+        (size_t)(end - text) != kvc_cli_decimal_prefix(text, 0))
+        return refuse(flag, text, "does not start with a positive decimal number");
     kvc_budget b = {KVC_BUDGET_TOKENS, v};
     if (*end == '\0') {
         if (v != floor(v) || v < 1 || v > KVC_MAX_BUDGET)

@@ -163,11 +163,39 @@ static int choice_index(const char *list, const char *word)
     return -1;
 }
 
+/* The one number grammar of every numeric input (issue 49: hex, a leading
+ * '+' or blank, "inf" and exponents were taken by some flags and refused by
+ * others): an integer is ASCII digits only; a real is digits with an
+ * optional fraction and decimal exponent ("0.5", "2", "1e-3", ".5"). The
+ * length of the longest such prefix of s, 0 when there is none. */
+static size_t decimal_prefix(const char *s, int integer)
+{
+    size_t i = 0, digits = 0;
+    while (s[i] >= '0' && s[i] <= '9') i++, digits++;
+    if (integer) return digits ? i : 0;
+    if (s[i] == '.') {
+        i++;
+        while (s[i] >= '0' && s[i] <= '9') i++, digits++;
+    }
+    if (digits == 0) return 0;
+    if (s[i] == 'e' || s[i] == 'E') {
+        size_t j = i + 1;
+        if (s[j] == '+' || s[j] == '-') j++;
+        if (s[j] >= '0' && s[j] <= '9') {
+            while (s[j] >= '0' && s[j] <= '9') j++;
+            i = j;
+        }
+    }
+    return i;
+}
+
 kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text)
 {
     char *end = NULL;
     errno = 0;
     const double v = strtod(text, &end);
+    const char *digits = text[0] == '-' ? text + 1 : text;
+    if (decimal_prefix(digits, p->desc.type == KVC_PARAM_U32) != strlen(digits)) return KVC_E_ARG;
     if (end == text || *end || errno || !isfinite(v) || (v != 0.0 && (v < p->desc.min || v > p->desc.max)))
         return KVC_E_ARG;
     unsigned char *field = (unsigned char *)c + p->offset;

@@ -150,7 +150,59 @@ def short_forms():
            "-m -p -n -t -s write the same text as the long flags")
 
 
+def steps_counts_generated():
+    """--steps K is "tokens to generate" (its help): a prompt longer than K
+    is not cut to K, and K tokens follow it (issue 49: the prompt counted)."""
+    prompt = "Once upon a time there was a little girl named Lily. She liked to play outside in the park"
+    r = run(["generate", "-m", MODEL, "--tokenizer", TOK, "-p", prompt, "-n", "5"])
+    m = re.search(r"(\d+) tokens generated after a (\d+)-token prompt", r.stdout)
+    expect(r.returncode == 0 and m is not None and int(m.group(2)) > 5 and int(m.group(1)) == 5,
+           "generate -n 5 after a longer prompt generates 5 tokens (%s)" % (m.group(0) if m else r.stderr[-300:]))
+
+
+def every_budget_spelling_every_method():
+    """Every budget spelling the help lists is accepted by every method of
+    `kvc methods` on generate and ppl, or refused with a reason that is not
+    "too few" when the same spelling gives the plain methods room (issue 49:
+    byte budgets were resolved before the prompt's length was set, so the
+    prefill methods refused every one)."""
+    methods = [m.group(1) for m in re.finditer(r"^([a-z0-9-]+) ", run(["methods"]).stdout, re.M)]
+    expect(len(methods) >= 10, "kvc methods lists the methods (%d)" % len(methods))
+    text = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    text.write("Once upon a time there was a little girl named Lily. She liked to play outside. " * 8)
+    text.close()
+    for spelling in ["160", "100%", "100%f16", "2MiB", "1MiB"]:
+        for m in methods:
+            common = ["-m", MODEL, "--tokenizer", TOK, "--method", m, "--budget", spelling, "--sink", "4",
+                      "--window", "32", "--dtype", "int8"]
+            g = run(["generate"] + common + ["-p", "Once upon a time", "-n", "120"])
+            expect(g.returncode == 0 or (m == "exact" and "full" in g.stderr), "generate --method %s --budget %s (%s)" % (m, spelling, g.stderr.strip()[-200:]))
+            p = run(["ppl"] + common + ["--text", text.name])
+            # exact holds every token or refuses, saying so: its one allowed refusal
+            expect(p.returncode == 0 or (m == "exact" and "exact refuses" in p.stderr), "ppl --method %s --budget %s (%s)" % (m, spelling, p.stderr.strip()[-200:]))
+    os.unlink(text.name)
+
+
+def one_number_grammar():
+    """One number grammar for every numeric flag: decimal ASCII digits (a
+    real also a fraction and an exponent). Hex, a leading '+', and an
+    exponent where an integer is asked are refused everywhere (issue 49:
+    --budget 0x60 was 96, --subgen-t 0x10 was 16, --sink 1e3 refused)."""
+    base = ["generate", "-m", MODEL, "--tokenizer", TOK, "-n", "3"]
+    for flag, value in [("--budget", "0x60"), ("--sink", "1e3"), ("--sink", "0x10"), ("--subgen-t", "0x10"),
+                        ("--subgen-t", "1e1"), ("--steps", "+3"), ("--budget", "+96"), ("--window", " 8"),
+                        ("--temp", "0x1p-1"), ("--beta", "0x1")]:
+        r = run(base + ["--method", "subgen", flag, value])
+        expect(r.returncode != 0 and value.strip() in r.stderr or r.returncode != 0,
+               "%s %r refused (%s)" % (flag, value, r.stderr.strip()[-120:]))
+    for flag, value in [("--budget", "96"), ("--sink", "16"), ("--subgen-t", "16"), ("--temp", "0.5"),
+                        ("--beta", "1e-1")]:
+        r = run(base + ["--method", "subgen", flag, value])
+        expect(r.returncode == 0, "%s %s accepted (%s)" % (flag, value, r.stderr.strip()[-200:]))
+
+
 CASES = {f.__name__: f for f in [help_names_every_flag, repeated_flag, retired_flags, budget_syntax, kvpress_aliases,
-                                  short_forms]}
+                                  short_forms, steps_counts_generated, every_budget_spelling_every_method,
+                                  one_number_grammar]}
 if __name__ == "__main__":
     CASES[sys.argv[3]]()
