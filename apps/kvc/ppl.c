@@ -284,6 +284,16 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         }
         goto done;
     }
+    if (method == KVC_METHOD_BALANCEKV_PREFILL && sc.balancekv.mode == KVC_BALANCE_OFFLINE &&
+        (uint64_t)n > (uint64_t)sc.n_sink + sc.n_window + 1u) {
+        /* issue 49: this failed with a bare "capacity exhausted" at the first method token */
+        fprintf(stderr,
+                "kvc ppl: --bkv-mode offline compresses a prompt given whole (kvc_cache_prefill); kvc ppl reads "
+                "its %d-token text through the cache one token at a time: use a tree mode (the default); kvc "
+                "eval --prefix N hands a prompt whole\n",
+                n);
+        goto done;
+    }
     kvc_stream_config ec = kvc_stream_config_default(KVC_METHOD_EXACT, (uint32_t)hs, (uint32_t)hs, (uint32_t)n, seed);
     ec.n_sink = 0, ec.n_window = 0; /* the reference keeps every token: no sink or window to size */
     kvc_cache_config ecc = kvc_l2c_cache_config(&m.cfg, &ec);

@@ -200,13 +200,18 @@ kvc_status kvc_gguf_llama_load_buffer(const uint8_t *buf, size_t n, const char *
     kvc_gguf_get_float(&g, "llama.attention.layer_norm_rms_epsilon", &eps);
     /* both divide or take logarithms in every forward step: a NaN, a zero or
        a negative value would give a model whose logits are all NaN */
-    if (!isfinite(base) || !(base > 0.0) || !isfinite((float)base) || (float)base <= 0.0f) {
-        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.rope.freq_base is %g; it must be finite and > 0", base);
+    /* and the values must mean what the names say (issue 49: 1e-30 and 1e30
+       were accepted): a rotary base above 1, so that the frequencies
+       base^(-2i/d) fall with i (published models: 1e4 .. 1e7; up to 1e12
+       accepted); an epsilon that only guards a division, small beside the
+       mean square of an activation (published: 1e-6 .. 1e-5; up to 0.1) */
+    if (!isfinite(base) || !(base > 1.0) || !(base <= 1e12)) {
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.rope.freq_base is %g; it must be in (1, 1e12]", base);
         goto done;
     }
-    if (!isfinite(eps) || !(eps > 0.0) || (float)eps <= 0.0f || !isfinite((float)eps)) {
-        rc = kvc_errf(err, errlen, KVC_E_FORMAT,
-                      "llama.attention.layer_norm_rms_epsilon is %g; it must be finite and > 0", eps);
+    if (!isfinite(eps) || !(eps > 0.0) || (float)eps <= 0.0f || !(eps <= 0.1)) {
+        rc = kvc_errf(err, errlen, KVC_E_FORMAT, "llama.attention.layer_norm_rms_epsilon is %g; it must be in (0, 0.1]",
+                      eps);
         goto done;
     }
     c.rope_base = (float)base;

@@ -93,6 +93,16 @@ kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n
     for (size_t i = 0; i < n_parts; i++)
         if (parts[i] == NULL) return KVC_E_ARG;
     const size_t W = KVC_ATTEND_STATE(dv);
+    /* a state an attend writes has a maximum that is finite or -inf (saw
+       nothing) and finite sums: anything else (a NaN maximum merged as
+       "nothing seen" gave zeros and KVC_OK) is refused before out is written */
+    for (size_t i = 0; i < n_parts; i++)
+        for (size_t qi = 0; qi < n_queries; qi++) {
+            const double *st = parts[i] + qi * W;
+            if (!(st[0] == -INFINITY || isfinite(st[0]))) return KVC_E_NONFINITE;
+            for (size_t c = 1; c < W; c++)
+                if (!isfinite(st[c])) return KVC_E_NONFINITE;
+        }
     int finite = 1;
     for (size_t qi = 0; qi < n_queries; qi++) {
         double M = -INFINITY;

@@ -339,7 +339,9 @@ static int split_k_merges_to_attend(void)
             for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++) {
                 if (!kvc_dtype_implemented((kvc_dtype)t)) continue;
                 kvc_stream_config c = kvc_stream_config_default(m, D, D, m == KVC_METHOD_EXACT ? 300 : 64, 3);
-                c.n_sink = 4, c.n_window = 12, c.dtype = (kvc_dtype)t, c.prefix_len = (uint32_t)n;
+                /* KIVI4 windows are whole blocks of 32: 12 held none (and is now refused), so 0 there */
+                c.n_sink = 4, c.n_window = t == KVC_DTYPE_KIVI4 ? 0u : 12u, c.dtype = (kvc_dtype)t,
+                c.prefix_len = (uint32_t)n;
                 kvc_stream *st = tu_stream(&c);
                 for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, kt, k + j * D, v + j * D) == KVC_OK);
                 float whole[NQ * D], split[NQ * D];
@@ -386,6 +388,19 @@ static int split_k_merges_to_attend(void)
     }
     const double *none = NULL;
     CHECK(kvc_attend_merge(&none, 1, 1, D, (float[8]){0}) == KVC_E_ARG);
+    /* issue 49: a state no attend writes (a NaN or +inf maximum, a sum that is
+       not finite) is refused with out untouched; it merged as "nothing seen" */
+    {
+        const double bad_max[4][2 + 8] = {{NAN, 1.0}, {INFINITY, 1.0}, {0.0, NAN}, {0.0, 1.0, INFINITY}};
+        const double good[2 + 8] = {0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+        for (size_t b = 0; b < 4; b++) {
+            const double *two[2] = {good, bad_max[b]};
+            float out8[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+            CHECK_MSG(kvc_attend_merge(two, 2, 1, 8, out8) == KVC_E_NONFINITE && out8[0] == 7.0f,
+                      "a merge of state %zu (max %g, den %g) is refused, out untouched", b, bad_max[b][0],
+                      bad_max[b][1]);
+        }
+    }
     printf("%zu (method, dtype, table, parts) cases: merged parts == one attend within the bound (largest error / "
            "bound %.3g)\n",
            checked, worst);
@@ -494,7 +509,9 @@ static int methods_on_every_table(void)
             for (unsigned dt = 0; dt < KVC_DTYPE_COUNT; dt++) {
                 if (!kvc_dtype_implemented((kvc_dtype)dt)) continue;
                 kvc_stream_config c = kvc_stream_config_default(m, d, d, m == KVC_METHOD_EXACT ? (uint32_t)n : 64, 5);
-                c.n_sink = 4, c.n_window = 8, c.dtype = (kvc_dtype)dt, c.prefix_len = (uint32_t)n;
+                /* KIVI4 windows are whole blocks of 32: 8 held none (and is now refused), so 0 there */
+                c.n_sink = 4, c.n_window = dt == KVC_DTYPE_KIVI4 ? 0u : 8u, c.dtype = (kvc_dtype)dt,
+                c.prefix_len = (uint32_t)n;
                 kvc_stream_plan plan;
                 CHECK(kvc_stream_plan_make(&c, &plan) == KVC_OK);
                 const size_t bytes = kvc_stream_arena_bytes(&c);

@@ -20,7 +20,8 @@
 static kvc_stream_config config_of(kvc_method m, kvc_dtype t, uint32_t budget, size_t n)
 {
     kvc_stream_config c = kvc_stream_config_default(m, D, D, budget, 3);
-    c.n_sink = 4, c.n_window = 12, c.dtype = t;
+    /* KIVI4 windows are whole blocks of 32: 12 held none (and is now refused), so 0 there */
+    c.n_sink = 4, c.n_window = t == KVC_DTYPE_KIVI4 ? 0u : 12u, c.dtype = t;
     c.prefix_len = (uint32_t)n;
     return c;
 }

@@ -197,8 +197,46 @@ static int prefill_equals_appends_everywhere(void)
     return 0;
 }
 
+/* Issue 49 item 9: prefill rows overlapping the caller's work changed the
+ * output (the call writes work while it reads the rows). Now refused with
+ * KVC_E_ARG before anything changes, at the cache and the stream level. */
+static int prefill_scratch_overlapping_rows_is_refused(void)
+{
+    kvc_cache_config cc;
+    memset(&cc, 0, sizeof cc);
+    cc.n_layers = 1, cc.n_heads = NH, cc.n_kv_heads = NKV, cc.head_dim = HD, cc.policy = KVC_BUDGET_UNIFORM;
+    cc.stream = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, HD, HD, 96, 49);
+    cc.stream.n_sink = 4, cc.stream.n_window = 32, cc.stream.prefix_len = 100;
+    CHECK(kvc_stream_config_set(&cc.stream, "bkv-mode", "offline") == KVC_OK);
+    run_cache A = {0};
+    CHECK(make(&cc, &A));
+    const size_t n = 100, rows = n * NKV * HD, wb = kvc_cache_prefill_work_bytes(A.c, n);
+    CHECK(wb > 0);
+    /* one buffer: the rows, then the scratch starting inside the values */
+    double *buf = malloc(2 * rows * sizeof(float) + wb + 64);
+    float *K = (float *)(void *)buf, *V = K + rows;
+    kvc_rng r;
+    kvc_rng_seed(&r, 4901);
+    for (size_t i = 0; i < 2 * rows; i++) K[i] = (float)kvc_rng_normal(&r);
+    const uint64_t before = kvc_cache_checksum(A.c);
+    void *inside = (void *)(V + rows / 2 - (rows / 2) % 2); /* 8-aligned, inside the values */
+    CHECK(kvc_cache_prefill(A.c, NULL, 0, K, V, n, inside, wb) == KVC_E_ARG);
+    CHECK(kvc_cache_prefill(A.c, NULL, 0, K, V, n, (void *)K, wb) == KVC_E_ARG);
+    CHECK(kvc_cache_checksum(A.c) == before);
+    kvc_stream *st = (kvc_stream *)(uintptr_t)kvc_cache_get_stream(A.c, 0, 0);
+    CHECK(kvc_stream_prefill(st, NULL, K, NKV * HD, V, NKV * HD, n, inside, wb) == KVC_E_ARG);
+    CHECK(kvc_cache_checksum(A.c) == before);
+    void *after = (void *)(V + rows); /* right after the rows: allowed */
+    CHECK(kvc_cache_prefill(A.c, NULL, 0, K, V, n, after, wb) == KVC_OK);
+    printf("scratch inside the rows refused (cache and stream), right after them accepted (data seed 4901)\n");
+    free(buf), free(A.arena);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    static const kvc_test_case cases[] = {{"prefill_equals_appends_everywhere", prefill_equals_appends_everywhere}};
+    static const kvc_test_case cases[] = {
+        {"prefill_equals_appends_everywhere", prefill_equals_appends_everywhere},
+        {"prefill_scratch_overlapping_rows_is_refused", prefill_scratch_overlapping_rows_is_refused}};
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -11,9 +11,11 @@
  * allowed pattern under ThreadSanitizer). The library starts no threads,
  * holds no global mutable state and takes no locks; an arena is plain memory,
  * so what may overlap follows from which calls write it:
- *  - Writers of a stream: kvc_stream_init, _append, _observe,
- *    _attend_observed, _prefill_queries (and kvc_cache_init, _append,
- *    _attend_observed, _prefill_queries for every stream of their layer).
+ *  - Writers of a stream: kvc_stream_init, _append, _prefill, _mark,
+ *    _observe, _attend_observed, _prefill_queries (and kvc_cache_init,
+ *    _append, _prefill, _attend_observed, _prefill_queries for every stream
+ *    of their layer; kvc_cache_mark for its one stream). A prefill's `work`
+ *    is the call's own until it returns.
  *    A writer needs the stream to itself: no other call, reader or writer,
  *    on that stream meanwhile. Two threads appending to one stream without
  *    the caller's lock race, and the stream's own checks then report

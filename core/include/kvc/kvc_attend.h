@@ -44,7 +44,9 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
  * @param parts      n_parts pointers, each to n_queries states of KVC_ATTEND_STATE(dv) doubles.
  * @param n_parts    1 .. 1024.  @param n_queries 1 .. KVC_MAX_BATCH_POSITIONS * KVC_MAX_QUERY_HEADS.
  * @param out        n_queries rows of dv floats (zeros where no part saw a denominator entry).
- * @return KVC_OK; KVC_E_ARG (NULL, sizes); KVC_E_RANGE when a result is not a finite float (out zeroed).
+ * @return KVC_OK; KVC_E_ARG (NULL, sizes); KVC_E_NONFINITE when a state holds a
+ *         maximum that is NaN or +inf, or a sum that is not finite (no attend writes
+ *         one; out untouched); KVC_E_RANGE when a result is not a finite float (out zeroed).
  */
 kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n_queries, size_t dv, float *out);
 
