@@ -451,13 +451,17 @@ size_t kvc_stream_prefill_work_bytes(const kvc_stream *st, size_t n);
  *        the prompt must come through this call: a plain append that would
  *        hand the method a token before it is refused (KVC_E_CAPACITY), and
  *        after the first call every later token goes to the method's tail.
- *        The method reads the caller's f32 rows, not the window's stored copy.
+ *        The method reads the caller's f32 rows, not the window's stored copy;
+ *        tokens appended before the call that reach it during the call (up
+ *        to n_sink + n_window + 1 plain appends are allowed first) come as
+ *        the window's rows, copied into @p work as they arrive.
  * @param keys, values  row i at keys + i * key_stride (values + i * value_stride), finite.
  * @param key_stride    >= d floats.  @param value_stride  >= dv floats.
  * @param n             1 .. KVC_MAX_PREFILL_TOKENS.
- * @param work          kvc_stream_prefill_work_bytes(st, n) bytes, 8-aligned (NULL when that is 0).
+ * @param work          kvc_stream_prefill_work_bytes(st, n) bytes, 8-aligned (NULL when that is 0),
+ *                      overlapping none of the rows (the call writes it while it reads them).
  * @return KVC_OK; refusals before the first write leave the stream unchanged:
- *         KVC_E_ARG (NULL rows, strides, n), KVC_E_ARENA (short or
+ *         KVC_E_ARG (NULL rows, strides, n, work overlapping the rows), KVC_E_ARENA (short or
  *         misaligned work), KVC_E_NONFINITE (any element), KVC_E_CAPACITY
  *         (positions past 2^32), KVC_E_BACKEND / KVC_E_UNSUPPORTED (the
  *         kernel table), KVC_E_STATE / KVC_E_CORRUPT (bad handle). A capacity
