@@ -322,7 +322,7 @@ static void bkvo_update(bkvp_state *g, const kvc_method_ctx *cx, const float *k,
         bits[b / 8u] |= (uint8_t)(1u << (b % 8u));
         g->marked++;
     } else if (g->in_prompt && !g->prompt_done && g->marked + g->walked < g->prefix_tokens &&
-               bkvo_call_work(g, cx, &w) && cx->call->pre_n < g->prefix_tokens) {
+               bkvo_call_work(g, cx, &w) && token < cx->call->rows.first && cx->call->pre_n < g->prefix_tokens) {
         kvc_prompt_call *c = cx->call;
         unsigned char *base = (unsigned char *)c->work;
         memcpy((float *)(void *)(base + w.off_k) + c->pre_n * g->d, k, g->d * sizeof(float));
