@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kvc/kvc_attend.h"
 #include "method_opts.h"
 
 static int refuse(const char *flag, const char *text, const char *why)
@@ -24,7 +25,7 @@ int kvc_budget_parse(const char *flag, const char *text, kvc_budget *out)
     errno = 0;
     const double v = strtod(text, &end);
     if (end == text || errno || !isfinite(v) || v <= 0 || text[0] == '-' || text[0] == '+' ||
-        (size_t)(end - text) != kvc_cli_decimal_prefix(text, 0))
+        (size_t)(end - text) != kvc_decimal_prefix(text, 0))
         return refuse(flag, text, "does not start with a positive decimal number");
     kvc_budget b = {KVC_BUDGET_TOKENS, v};
     if (*end == '\0') {

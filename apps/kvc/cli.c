@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "kvc/kvc_attend.h"
 #include "method_opts.h"
 
 #include <string.h>
@@ -11,40 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The one number grammar of every numeric input (issue 49: hex, a leading
- * '+' or blank, "inf" and exponents were taken by some flags and refused by
- * others): an integer is ASCII digits only; a real is digits with an
- * optional fraction and decimal exponent ("0.5", "2", "1e-3", ".5"). The
- * length of the longest such prefix of s, 0 when there is none. */
-static size_t decimal_prefix(const char *s, int integer)
-{
-    size_t i = 0, digits = 0;
-    while (s[i] >= '0' && s[i] <= '9') i++, digits++;
-    if (integer) return digits ? i : 0;
-    if (s[i] == '.') {
-        i++;
-        while (s[i] >= '0' && s[i] <= '9') i++, digits++;
-    }
-    if (digits == 0) return 0;
-    if (s[i] == 'e' || s[i] == 'E') {
-        size_t j = i + 1;
-        if (s[j] == '+' || s[j] == '-') j++;
-        if (s[j] >= '0' && s[j] <= '9') {
-            while (s[j] >= '0' && s[j] <= '9') j++;
-            i = j;
-        }
-    }
-    return i;
-}
-
-size_t kvc_cli_decimal_prefix(const char *s, int integer) { return s ? decimal_prefix(s, integer) : 0; }
-
 int kvc_cli_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end = NULL;
     errno = 0;
     unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-    if (!s || !*s || decimal_prefix(s, 1) != strlen(s) || errno || *end || v < lo || v > hi) {
+    if (!s || !*s || kvc_decimal_prefix(s, 1) != strlen(s) || errno || *end || v < lo || v > hi) {
         fprintf(stderr, "kvc: %s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'\n", flag, lo, hi,
                 s ? s : "(missing)");
         return 1;
@@ -58,8 +31,8 @@ int kvc_cli_f64(const char *flag, const char *s, double lo, double hi, double *o
     char *end = NULL;
     errno = 0;
     double v = s ? strtod(s, &end) : NAN;
-    if (!s || !*s || decimal_prefix(s[0] == '-' ? s + 1 : s, 0) != strlen(s[0] == '-' ? s + 1 : s) || errno || *end ||
-        !isfinite(v) || v < lo || v > hi) {
+    if (!s || !*s || kvc_decimal_prefix(s[0] == '-' ? s + 1 : s, 0) != strlen(s[0] == '-' ? s + 1 : s) || errno ||
+        *end || !isfinite(v) || v < lo || v > hi) {
         fprintf(stderr, "kvc: %s expects a number in %g..%g, got '%s'\n", flag, lo, hi, s ? s : "(missing)");
         return 1;
     }

@@ -3,9 +3,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Length of the longest prefix of s in the one number grammar (ASCII digits;
-   a real also a fraction and a decimal exponent), 0 when none. */
-size_t kvc_cli_decimal_prefix(const char *s, int integer);
 /** Parse a decimal unsigned integer in [lo, hi] for flag @p flag; on error
  *  print "kvc: <flag> expects an integer in lo..hi, got '<s>'" and return 1. */
 int kvc_cli_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out);

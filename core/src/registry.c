@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvc/kvc_attend.h"
 #include "methods.h"
 
 /* Which methods this build holds. By default all of them. A small build
@@ -168,8 +169,9 @@ static int choice_index(const char *list, const char *word)
  * others): an integer is ASCII digits only; a real is digits with an
  * optional fraction and decimal exponent ("0.5", "2", "1e-3", ".5"). The
  * length of the longest such prefix of s, 0 when there is none. */
-static size_t decimal_prefix(const char *s, int integer)
+size_t kvc_decimal_prefix(const char *s, int integer)
 {
+    if (s == NULL) return 0;
     size_t i = 0, digits = 0;
     while (s[i] >= '0' && s[i] <= '9') i++, digits++;
     if (integer) return digits ? i : 0;
@@ -195,7 +197,7 @@ kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p,
     errno = 0;
     const double v = strtod(text, &end);
     const char *digits = text[0] == '-' ? text + 1 : text;
-    if (decimal_prefix(digits, p->desc.type == KVC_PARAM_U32) != strlen(digits)) return KVC_E_ARG;
+    if (kvc_decimal_prefix(digits, p->desc.type == KVC_PARAM_U32) != strlen(digits)) return KVC_E_ARG;
     if (end == text || *end || errno || !isfinite(v) || (v != 0.0 && (v < p->desc.min || v > p->desc.max)))
         return KVC_E_ARG;
     unsigned char *field = (unsigned char *)c + p->offset;

@@ -396,6 +396,7 @@ struct paged_layer {
     }
     void set_pool(uintptr_t pool, uint32_t n_pages)
     {
+        cache_lock held(mu_);
         kvc_cuda_paged c = c_;
         c.pool = addr<void>(pool), c.n_pages = n_pages;
         check(kvc_cuda_paged_check(&c), "paged layer's pool");
@@ -403,6 +404,7 @@ struct paged_layer {
     }
     void set_beta(float beta)
     {
+        cache_lock held(mu_);
         kvc_cuda_paged c = c_;
         c.beta = beta;
         check(kvc_cuda_paged_check(&c), "paged layer's score scale");
@@ -410,6 +412,7 @@ struct paged_layer {
     }
     void append(size_t n_seqs, uintptr_t slots, const dev_tensor &k, const dev_tensor &v, uintptr_t stream)
     {
+        cache_lock held(mu_);
         kvc_status s;
         {
             nb::gil_scoped_release unlocked;
@@ -419,10 +422,12 @@ struct paged_layer {
     }
     size_t workspace_bytes(size_t n_seqs, size_t max_pages) const
     {
+        cache_lock held(mu_);
         return kvc_cuda_batch_workspace_bytes(&c_, n_seqs, max_pages);
     }
     size_t plan_host_bytes(size_t n_seqs, size_t max_pages) const
     {
+        cache_lock held(mu_);
         return kvc_cuda_batch_plan_host_bytes(&c_, n_seqs, max_pages);
     }
     // plans the step and attends it: the plan is this step's alone, so the
@@ -431,6 +436,7 @@ struct paged_layer {
                 size_t max_pages, uintptr_t host_buf, size_t host_bytes, uintptr_t workspace, size_t workspace_bytes,
                 uintptr_t page_indptr, uintptr_t page_ids, const dev_tensor &q, const dev_tensor &out, uintptr_t stream)
     {
+        cache_lock held(mu_);
         if (n_rows.shape(0) != n_seqs * c_.n_kv_heads)
             throw status_error{(int)KVC_E_ARG, "n_rows: want one count per (sequence, kv head)"};
         kvc_status s;
@@ -446,6 +452,10 @@ struct paged_layer {
         check(s, "kvc_cuda_batch_attend");
     }
     kvc_cuda_paged c_{};
+    // cache_lock: append and attend run without the GIL; set_pool / set_beta
+    // from another thread must not change c_ under them. The pool, pages and
+    // buffers themselves are device.py's, kept alive by it across the calls.
+    mutable std::mutex mu_;
 };
 
 // The stored rows of the given slots, dequantised by the reference row
