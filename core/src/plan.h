@@ -91,12 +91,10 @@ static inline int kvc_bytes_overlap(const void *a, size_t a_bytes, const void *b
     const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
-/* kvc_stream_prefill after its input checks (handle, rows, n, strides, finiteness). */
-kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                         const float *values, size_t value_stride, size_t n, void *work,
-                                         size_t work_bytes);
-/* The same, and the tokens it appended (*appended, may be NULL): it stops at
- * the first token the stream refuses, as a loop of appends would. */
+/* kvc_stream_prefill after its input checks (handle, rows, n, strides,
+ * finiteness, scratch overlap), and the tokens it appended (*appended, may be
+ * NULL): it stops at the first token the stream refuses, as a loop of appends
+ * would. */
 kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
                                       const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes,
                                       size_t *appended);

@@ -1545,7 +1545,7 @@ kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const flo
     for (size_t i = 0; i < n; i++)
         if (!kvc_all_finite(keys + i * key_stride, d) || !kvc_all_finite(values + i * value_stride, dv))
             return KVC_E_NONFINITE;
-    return kvc_stream_prefill_prechecked(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes);
+    return kvc_stream_prefill_counted(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes, NULL);
 }
 
 /* One append inside a kvc_stream_prefill call: the append's own checks
@@ -1588,13 +1588,6 @@ kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, c
     if (o->prefill_close) o->prefill_close(method_of(st), &cx);
     if (appended) *appended = call.rows.n;
     return rc;
-}
-
-kvc_status kvc_stream_prefill_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                         const float *values, size_t value_stride, size_t n, void *work,
-                                         size_t work_bytes)
-{
-    return kvc_stream_prefill_counted(st, kern, keys, key_stride, values, value_stride, n, work, work_bytes, NULL);
 }
 
 /* ---- split-K ---- */
