@@ -1,10 +1,13 @@
 // The host side of the batched decode (include/kvc/kvc_cuda_batch.h):
 // argument checks, the split plan over ragged lengths, the launches. Built
 // by nvcc for a GPU or as C++ against the CPU SIMT runtime, from this source.
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
 
+#include "batch_plan.h"
 #include "kernels/batch_decode.cuh"
 #include "kvc/kvc_cuda_batch.h"
 
@@ -56,29 +59,84 @@ template <template <int, uint32_t> class Op, typename... A> void dispatch(unsign
         d == 64u ? Op<BT_I4, 64>::run(args...) : Op<BT_I4, 128>::run(args...);
 }
 
-// The split kernel's dynamic shared memory is past the default 48 KiB for f16
-// rows of d = 128 (sm_80 allows 163 KiB, sm_90 227): asked once per kernel,
-// by the plan, so that a captured attend makes no attribute call.
-template <int DT, uint32_t D> struct prepare_split {
-    static void run()
+constexpr int kDevices = 16; // devices whose per-kernel facts are cached (others ask every time)
+
+int current_device()
+{
+    int dev = 0;
+    return cudaGetDevice(&dev) == cudaSuccess ? dev : -1;
+}
+
+// Per device and kernel: the split kernel's dynamic shared memory is past the
+// default 48 KiB for f16 rows of d = 128 (sm_80 allows 163 KiB, sm_90 227),
+// an opt-in CUDA keeps per device; then its resident blocks per
+// multiprocessor (registers, shared memory) times the multiprocessors: the
+// plan's slots. Asked by the plan, so that a captured attend makes no
+// attribute call; 0 when the device refuses.
+template <int DT, uint32_t D> struct split_slots {
+    static void run(int dev, size_t &slots)
     {
-        static std::once_flag once;
-        std::call_once(once, [] {
+        static std::atomic<int> known[kDevices];
+        const bool cacheable = dev >= 0 && dev < kDevices;
+        int n = cacheable ? known[dev].load(std::memory_order_relaxed) : 0;
+        if (n <= 0) {
             void (*const split)(batch_args) = batch_split_kernel<DT, D>;
-            cudaFuncSetAttribute(reinterpret_cast<const void *>(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)batch_smem_bytes(DT, D));
-        });
+            const void *fn = reinterpret_cast<const void *>(split);
+            int per_sm = 0;
+            (void)cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100); // a hint
+            if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)batch_smem_bytes(DT, D)) !=
+                    cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)kBatchThreads,
+                                                              batch_smem_bytes(DT, D)) != cudaSuccess ||
+                per_sm < 1)
+                return (void)(slots = 0);
+            n = per_sm * device_multiprocessors();
+            if (cacheable) known[dev].store(n, std::memory_order_relaxed);
+        }
+        slots = (size_t)n;
     }
 };
 
+#if !defined(KVC_SIMT_CPU)
+// Programmatic dependent launch (sm_90): the merge's launch overlaps the
+// split's last blocks, and its griddepcontrol.wait holds it until the
+// split's states are written. Elsewhere (and on the CPU runtime) a plain launch.
+bool device_has_pdl(int dev)
+{
+    static std::atomic<int> known[kDevices]; // 0 unknown, 1 no, 2 yes
+    const bool cacheable = dev >= 0 && dev < kDevices;
+    if (cacheable && known[dev].load(std::memory_order_relaxed) != 0) return known[dev].load() == 2;
+    int major = 0;
+    const bool yes =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    if (cacheable) known[dev].store(yes ? 2 : 1, std::memory_order_relaxed);
+    return yes;
+}
+#endif
+
 template <int DT, uint32_t D> struct launch_split {
-    static void run(const batch_args &a, uint32_t grid, cudaStream_t st)
+    static void run(const batch_args &a, uint32_t grid, uint32_t merge_grid, int dev, cudaStream_t st)
     {
-        prepare_split<DT, D>::run(); // (done by the plan already; here for a caller that skipped it)
         void (*const split)(batch_args) = batch_split_kernel<DT, D>; // (a template-id's comma would split the macro)
         void (*const merge)(batch_args) = batch_merge_kernel<D>;
         KVC_LAUNCH(split, grid, kBatchThreads, batch_smem_bytes(DT, D), st, a);
-        KVC_LAUNCH(merge, a.n_entries, kBatchThreads, 0, st, a);
+        if (merge_grid == 0) return;
+#if !defined(KVC_SIMT_CPU)
+        if (device_has_pdl(dev)) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(merge_grid), cfg.blockDim = dim3(kMergeThreads), cfg.dynamicSmemBytes = 0,
+            cfg.stream = st;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = attr, cfg.numAttrs = 1;
+            (void)cudaLaunchKernelEx(&cfg, merge, a);
+            return;
+        }
+#else
+        (void)dev;
+#endif
+        KVC_LAUNCH(merge, merge_grid, kMergeThreads, 0, st, a);
     }
 };
 
@@ -97,9 +155,33 @@ template <int DT, uint32_t D> struct page_layout {
     }
 };
 
-batch_ws workspace_of(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
+// The workspace of a plan with `slots` (the split kernel's resident blocks):
+// items never exceed plan_capacity(slots, entries), nor pages + entries.
+batch_ws workspace_of(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages, size_t slots)
 {
-    return batch_ws{(uint32_t)(max_pages > 0 ? max_pages : 1u), (uint32_t)(n_seqs * c->n_kv_heads)};
+    const size_t E = n_seqs * c->n_kv_heads, by_pages = max_pages + E, by_slots = plan_capacity(slots, E);
+    return batch_ws{(uint32_t)(by_pages < by_slots ? by_pages : by_slots), (uint32_t)E, c->group, c->head_dim};
+}
+
+size_t slots_now(const kvc_cuda_paged *c)
+{
+    size_t slots = 0;
+    dispatch<split_slots>(c->dtype, c->head_dim, current_device(), slots);
+    return slots;
+}
+
+// The host buffers whose last plan's copy may still be in flight: the next
+// plan into the same buffer waits for it (a pinned buffer reused for the
+// next layer before the copy ran would hand the device that layer's plan).
+std::mutex g_plan_events_lock;
+std::map<std::pair<const void *, int>, cudaEvent_t> g_plan_events;
+
+cudaEvent_t plan_event(const void *host_buf, int dev)
+{
+    std::lock_guard<std::mutex> hold(g_plan_events_lock);
+    cudaEvent_t &ev = g_plan_events[{host_buf, dev}];
+    if (ev == nullptr && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) ev = nullptr;
+    return ev;
 }
 
 bool plan_shape_ok(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
@@ -159,14 +241,15 @@ kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int3
 size_t kvc_cuda_batch_workspace_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
 {
     if (!plan_shape_ok(c, n_seqs, max_pages)) return 0;
-    const batch_ws ws = workspace_of(c, n_seqs, max_pages);
-    return ws.states_offset() + (size_t)ws.capacity * c->group * (c->head_dim + 2u) * sizeof(float);
+    const size_t slots = slots_now(c);
+    return slots == 0 ? 0 : workspace_of(c, n_seqs, max_pages, slots).bytes();
 }
 
 size_t kvc_cuda_batch_plan_host_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
 {
     if (!plan_shape_ok(c, n_seqs, max_pages)) return 0;
-    return workspace_of(c, n_seqs, max_pages).states_offset();
+    const size_t slots = slots_now(c);
+    return slots == 0 ? 0 : workspace_of(c, n_seqs, max_pages, slots).ml_offset();
 }
 
 kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, const int32_t *n_rows, size_t max_pages,
@@ -179,47 +262,47 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
     if (n_rows == nullptr || plan == nullptr || host_buf == nullptr || workspace == nullptr ||
         ((uintptr_t)host_buf % 16u) != 0 || ((uintptr_t)workspace % 256u) != 0)
         return KVC_E_ARG;
-    if (host_bytes < kvc_cuda_batch_plan_host_bytes(c, n_seqs, max_pages) ||
-        workspace_bytes < kvc_cuda_batch_workspace_bytes(c, n_seqs, max_pages))
-        return KVC_E_ARG;
-    const batch_ws ws = workspace_of(c, n_seqs, max_pages);
+    const int dev = current_device();
+    const size_t slots = slots_now(c);
+    if (slots == 0) return KVC_E_BACKEND;
+    const batch_ws ws = workspace_of(c, n_seqs, max_pages, slots);
+    if (host_bytes < ws.ml_offset() || workspace_bytes < ws.bytes()) return KVC_E_ARG;
     const size_t E = ws.n_entries;
-    dispatch<prepare_split>(c->dtype, c->head_dim);
     size_t total = 0;
     for (size_t e = 0; e < E; e++) {
         if (n_rows[e] < 0) return KVC_E_ARG;
-        total += ((size_t)n_rows[e] + kPageRows - 1u) / kPageRows;
+        total += pages_of(n_rows[e]);
     }
     if (total > max_pages) return KVC_E_ARG;
-    // whole pages per item so that about 4 blocks per multiprocessor share the step
-    const size_t target = 4u * (size_t)device_multiprocessors();
-    const size_t chunk = total > target ? (total + target - 1u) / target : 1u;
+    const size_t chunk = plan_chunk(n_rows, E, slots);
+    if (items_for_chunk(n_rows, E, chunk) > ws.capacity) return KVC_E_ARG; // (cannot happen: plan_capacity)
+    // the previous plan built in this buffer has reached the device
+    const cudaEvent_t ev = plan_event(host_buf, dev);
+    if (ev == nullptr || cudaEventSynchronize(ev) != cudaSuccess) return KVC_E_BACKEND;
     unsigned char *h = static_cast<unsigned char *>(host_buf);
     batch_item *items = reinterpret_cast<batch_item *>(h + ws.items_offset());
     int32_t *first = reinterpret_cast<int32_t *>(h + ws.entry_offset());
-    uint32_t n_items = 0;
-    for (size_t e = 0; e < E; e++) {
-        first[e] = (int32_t)n_items;
-        const size_t pages = ((size_t)n_rows[e] + kPageRows - 1u) / kPageRows;
-        for (size_t p0 = 0; p0 < pages; p0 += chunk) {
-            const size_t np = pages - p0 < chunk ? pages - p0 : chunk;
-            const size_t rows = (size_t)n_rows[e] - p0 * kPageRows;
-            items[n_items++] = batch_item{(int32_t)e, (int32_t)p0, (int32_t)np,
-                                          (int32_t)(rows < np * kPageRows ? rows : np * kPageRows)};
-        }
-    }
-    first[E] = (int32_t)n_items;
-    std::memcpy(h, &n_items, sizeof n_items);
-    // two copies: the count and the items used, then the entries' first items
+    int32_t *merge = reinterpret_cast<int32_t *>(h + ws.merge_offset());
+    const uint32_t n_items = (uint32_t)plan_items(n_rows, E, chunk, items, first);
+    uint32_t n_merge = 0;
+    for (size_t e = 0; e < E; e++)
+        if (first[e + 1] - first[e] > 1) merge[n_merge++] = (int32_t)e;
+    const uint32_t header[4] = {n_items, n_merge, 0u, 0u};
+    std::memcpy(h, header, sizeof header);
+    // two copies: the header and the items used, then the entries' first items and the merge list
     unsigned char *w = static_cast<unsigned char *>(workspace);
     const cudaStream_t st = as_stream(stream);
     if (cudaMemcpyAsync(w, h, ws.items_offset() + (size_t)n_items * sizeof(batch_item), cudaMemcpyHostToDevice, st) !=
             cudaSuccess ||
-        cudaMemcpyAsync(w + ws.entry_offset(), first, 4u * (E + 1u), cudaMemcpyHostToDevice, st) != cudaSuccess)
+        cudaMemcpyAsync(w + ws.entry_offset(), first, 4u * (E + 1u) + 4u * (size_t)n_merge, cudaMemcpyHostToDevice,
+                        st) != cudaSuccess ||
+        cudaEventRecord(ev, st) != cudaSuccess)
         return KVC_E_BACKEND;
     plan->n_entries = (uint32_t)E, plan->n_items = n_items, plan->capacity = ws.capacity;
-    plan->grid = fixed_grid ? ws.capacity : (n_items > 0 ? n_items : 1u);
+    plan->grid = fixed_grid ? ws.capacity : n_items;
+    plan->merge_grid = fixed_grid ? (uint32_t)E * c->group : n_merge * c->group;
     plan->pages_per_item = (uint32_t)chunk;
+    plan->dtype = c->dtype, plan->head_dim = c->head_dim, plan->group = c->group;
     return KVC_OK;
 }
 
@@ -232,8 +315,11 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
     if (plan == nullptr || page_indptr == nullptr || page_ids == nullptr || workspace == nullptr ||
         ((uintptr_t)workspace % 256u) != 0 || !check_tensor(q) || !check_tensor(out))
         return KVC_E_ARG;
+    // the plan must be this cache's: its workspace layout follows (group, head_dim), its kernel the type
+    if (plan->dtype != c->dtype || plan->head_dim != c->head_dim || plan->group != c->group) return KVC_E_ARG;
     if (plan->n_entries < 1u || plan->n_entries % c->n_kv_heads != 0 || plan->capacity < 1u ||
-        plan->grid > plan->capacity || plan->n_items > plan->capacity || plan->grid < 1u)
+        plan->grid > plan->capacity || plan->n_items > plan->capacity || plan->grid < 1u ||
+        plan->merge_grid > plan->n_entries * c->group)
         return KVC_E_ARG;
     batch_args a;
     a.pool = static_cast<const unsigned char *>(c->pool);
@@ -244,7 +330,7 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
     a.out_elem = (uint32_t)out.elem;
     a.ws = static_cast<unsigned char *>(workspace);
     a.capacity = plan->capacity, a.n_entries = plan->n_entries;
-    dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, as_stream(stream));
+    dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, plan->merge_grid, current_device(), as_stream(stream));
     return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
 }
 

@@ -7,13 +7,18 @@
 // each in f16, int8 and int4 rows, and "sink-window int8 at 25%": the
 // recommended compressed cache (docs/quality.md) holding as many int8 rows
 // as fit in 25% of the f16 exact cache's bytes (pages and their metadata
-// counted). One attend = kvc_cuda_batch_attend (split + merge launches) on
-// queries and outputs in f16, timed with CUDA events over back-to-back calls
-// after the plan; the plan's host time is printed beside it.
-// The largest error against the reference kernel (double, CPU) is measured at
-// llama B=1 n=4k for each row type: max |out - ref| / max |ref|.
-// CSV on stdout: kvc,<shape>,<rows>,B,n,q_heads,kv_heads,us,bytes,TB_per_s,of_read,plan_us,err
-// usage: batch_race [quick]   Exits 77 without a GPU.
+// counted). One attend = kvc_cuda_batch_attend (split, and merge where an
+// entry has several items) on queries and outputs in f16, timed as a cold
+// decode step: the L2 flushed before every call, each call a CUDA graph
+// replay between two events (bench_support.cuh, flushed_timer), the median
+// of 5..200 calls; the plan's host time is printed beside it.
+// The largest error against the reference kernel (double, CPU), max |out - ref| / max |ref|,
+// at "tiny" (B = 4, 64 rows: one-page entries, written by their split block)
+// and at llama B = 1, n = 4k (entries split over two-page items and merged), per row type.
+// CSV on stdout: kvc,<shape>,<rows>,B,n,q_heads,kv_heads,us,kv_bytes,moved_bytes,TB_per_s,of_read,plan_us,err,
+//   items,pages_per_item,timing -- kv_bytes: K and V rows as stored; moved_bytes: the pages the kernel reads
+//   (rows, log-weights, roles, padding); TB_per_s and of_read are of moved_bytes.
+// usage: batch_race [quick|ncu]   (ncu: one untimed attend per type at single 1M, G = 8). Exits 77 without a GPU.
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -81,6 +86,8 @@ __global__ void fill_half(__half *x, size_t n)
 }
 
 double g_read_bw = 0;
+flushed_timer *g_timer = nullptr;
+bool g_ncu = false; // one untimed attend per shape, for a profiler
 
 struct shape {
     std::string name;
@@ -156,6 +163,7 @@ void run(const shape &s, bool with_error)
     CK(cudaMalloc(reinterpret_cast<void **>(&q), s.B * s.Hq * d * 2));
     CK(cudaMalloc(reinterpret_cast<void **>(&out), s.B * s.Hq * d * 2));
     fill_half<<<256, 256>>>(q, s.B * s.Hq * d);
+    CK(cudaDeviceSynchronize()); // the timer's stream does not wait for the legacy default stream
     const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, s.B, n_pages);
     const size_t hb = kvc_cuda_batch_plan_host_bytes(&c, s.B, n_pages);
     void *ws = nullptr, *host = nullptr;
@@ -163,44 +171,29 @@ void run(const shape &s, bool with_error)
     CK(cudaMallocHost(&host, hb));
     kvc_cuda_batch_plan plan;
     const auto p0 = std::chrono::steady_clock::now();
-    if (kvc_cuda_batch_plan_step(&c, s.B, lens.data(), n_pages, 0, host, hb, ws, wsb, nullptr, &plan) != KVC_OK) {
+    if (kvc_cuda_batch_plan_step(&c, s.B, lens.data(), n_pages, 0, host, hb, ws, wsb, g_timer->st, &plan) != KVC_OK) {
         std::printf("plan refused for %s\n", s.name.c_str());
         std::exit(1);
     }
     const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p0).count();
     const kvc_cuda_tensor qt = {q, KVC_CUDA_F16, (int64_t)(s.Hq * d), (int64_t)d};
     const kvc_cuda_tensor ot = {out, KVC_CUDA_F16, (int64_t)(s.Hq * d), (int64_t)d};
-    auto attend = [&] {
-        if (kvc_cuda_batch_attend(&c, &plan, indptr_d, ids_d, qt, ot, ws, nullptr) != KVC_OK) {
+    auto attend = [&](cudaStream_t st) {
+        if (kvc_cuda_batch_attend(&c, &plan, indptr_d, ids_d, qt, ot, ws, st) != KVC_OK) {
             std::printf("attend failed for %s\n", s.name.c_str());
             std::exit(1);
         }
     };
-    attend();
-    CK(cudaDeviceSynchronize());
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    // reps: about 50 ms of work, between 5 and 200
-    CK(cudaEventRecord(a));
-    attend();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float one = 0;
-    CK(cudaEventElapsedTime(&one, a, b));
-    int reps = (int)(50.0 / (one > 1e-3f ? one : 1e-3f));
-    reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < reps; i++) attend();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    const double us = 1e3 * ms / reps, bytes = (double)n_pages * 2.0 * 64.0 * (double)kvc_row_bytes(t, d);
+    const char *how = "-";
+    const double us = g_ncu ? (attend(nullptr), CK(cudaDeviceSynchronize()), NAN) : g_timer->time_us(attend, &how);
+    // bytes of K and V as stored (row bytes), and bytes the kernel reads (whole pages: rows, weights, roles, padding)
+    const double kv_bytes = (double)E * (double)rows * 2.0 * (double)kvc_row_bytes(t, d);
+    const double moved = (double)n_pages * (double)PB;
     const double err = with_error ? reference_error(c, s, rows, ids, q, out) : NAN;
-    std::printf("kvc,%s,%s,%zu,%zu,%zu,%zu,%.2f,%.0f,%.4f,%.4f,%.1f,%.3g\n", s.name.c_str(),
+    std::printf("kvc,%s,%s,%zu,%zu,%zu,%zu,%.2f,%.0f,%.0f,%.4f,%.4f,%.1f,%.3g,%u,%u,%s\n", s.name.c_str(),
                 s.compressed ? "sink-window-int8-25pct" : kvc_dtype_name((kvc_dtype)t), s.B, s.n, s.Hq, s.Hkv, us,
-                bytes, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / g_read_bw, plan_us, err);
+                kv_bytes, moved, moved / (us * 1e-6) / 1e12, moved / (us * 1e-6) / g_read_bw, plan_us, err,
+                plan.n_items, plan.pages_per_item, how);
     std::fflush(stdout);
     CK(cudaFree(c.pool));
     CK(cudaFree(indptr_d));
@@ -216,15 +209,27 @@ void run(const shape &s, bool with_error)
 int main(int argc, char **argv)
 {
     if (!bench_has_gpu()) return 77;
-    const bool quick = argc > 1 && !std::strcmp(argv[1], "quick");
+    const std::string mode = argc > 1 ? argv[1] : "";
+    const bool quick = mode == "quick";
+    g_ncu = mode == "ncu";
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
+    flushed_timer timer;
+    g_timer = &timer;
+    const unsigned types[3] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4};
+    if (g_ncu) { // one launch pair per type on one sequence of 1M rows, 8 query heads
+        for (unsigned t : types) run(shape{"single", t, 1, (size_t)1 << 20, 8, 1, false}, false);
+        return 0;
+    }
     g_read_bw = read_kernel_bandwidth((size_t)4 << 30, 10, 4);
     const double nominal = nominal_bandwidth(prop.name);
-    std::printf("# device %s, nominal %.2f TB/s, read kernel %.3f TB/s\n", prop.name, nominal / 1e12, g_read_bw / 1e12);
-    std::printf("engine,shape,rows,B,n,q_heads,kv_heads,us,bytes,TB_per_s,of_read,plan_us,err\n");
-    std::printf("read,read-kernel,-,-,-,-,-,-,-,%.4f,1,-,-\n", g_read_bw / 1e12);
-    const unsigned types[3] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4};
+    std::printf("# device %s, nominal %.2f TB/s, read kernel %.3f TB/s, L2 %d MiB flushed before every timed call\n",
+                prop.name, nominal / 1e12, g_read_bw / 1e12, prop.l2CacheSize >> 20);
+    std::printf("engine,shape,rows,B,n,q_heads,kv_heads,us,kv_bytes,moved_bytes,TB_per_s,of_read,plan_us,err,items,"
+                "pages_per_item,timing\n");
+    std::printf("read,read-kernel,-,-,-,-,-,-,-,-,%.4f,1,-,-,-,-,-\n", g_read_bw / 1e12);
+    // the error check at one-page entries (every item alone, no merge) before the timed shapes
+    for (unsigned t : types) run(shape{"tiny", t, 4, 64, 32, 8, false}, true);
     for (size_t n : {(size_t)1 << 20, (size_t)1 << 24})
         for (size_t hq : {1u, 8u})
             for (unsigned t : types) {
@@ -234,6 +239,7 @@ int main(int argc, char **argv)
     for (size_t B : {1u, 16u, 64u})
         for (size_t n : {4096u, 32768u, 131072u}) {
             if (quick && (B > 16u || n > 32768u)) continue;
+            // the error check at B = 1, n = 4k: every entry split over items of two pages and merged
             for (unsigned t : types) run(shape{"llama3-8b", t, B, n, 32, 8, false}, B == 1 && n == 4096);
             run(shape{"llama3-8b", KVC_DTYPE_I8, B, n, 32, 8, true}, B == 1 && n == 4096);
         }

@@ -40,30 +40,13 @@
 
 #include "cp_async.cuh"
 #include "injected_bug.cuh"
+#include "ldmatrix.cuh"
 #include "kvc_cuda_compat.h"
 #include "batch_layout.cuh"
 #include "mma_f16.cuh"
 
 namespace kvc_cuda
 {
-
-// One work item: pages [page0, page0 + n_pages) of entry `entry`'s list, of
-// which the first `rows` rows are in the cache.
-struct batch_item {
-    int32_t entry, page0, n_pages, rows;
-};
-
-// The workspace: [int32 n_items, pad to 16][items: capacity][int32
-// entry_items[n_entries + 1]][states: capacity * group * (2 + d) floats].
-struct batch_ws {
-    uint32_t capacity, n_entries;
-    __host__ __device__ size_t items_offset() const { return 16u; }
-    __host__ __device__ size_t entry_offset() const { return 16u + (size_t)capacity * sizeof(batch_item); }
-    __host__ __device__ size_t states_offset() const
-    {
-        return (entry_offset() + 4u * ((size_t)n_entries + 1u) + 15u) / 16u * 16u;
-    }
-};
 
 struct batch_tensor {
     const void *data;
@@ -128,10 +111,10 @@ template <uint32_t D> __device__ inline float i4_elem(const unsigned char *row, 
     return mn + (float)((byte >> ((c & 1u) * 4u)) & 15u) * sc;
 }
 
-// Elements c and c + 1 (c even) of a key row as one f16 pair: the B fragment of Q K^T.
+// Elements c and c + 1 (c even) of an int8 or int4 key row as one f16 pair:
+// the B fragment of Q K^T (f16 pages are read by ldmatrix instead).
 template <int DT, uint32_t D> __device__ inline uint32_t key_pair(const unsigned char *row, uint32_t c)
 {
-    if (DT == BT_F16) return *reinterpret_cast<const uint32_t *>(row + 2u * c);
     if (DT == BT_I8) {
         const signed char *q = reinterpret_cast<const signed char *>(row + 4);
         return kvc_mma_pack(__int2half_rn(q[c]), __int2half_rn(q[c + 1u]));
@@ -139,10 +122,9 @@ template <int DT, uint32_t D> __device__ inline uint32_t key_pair(const unsigned
     return pack_f32(i4_elem<D>(row, c), i4_elem<D>(row, c + 1u));
 }
 
-// Element c of a value row as the f16 the P V product multiplies (int8: the code).
+// Element c of an int8 or int4 value row as the f16 the P V product multiplies (int8: the code).
 template <int DT, uint32_t D> __device__ inline __half value_half(const unsigned char *row, uint32_t c)
 {
-    if (DT == BT_F16) return reinterpret_cast<const __half *>(row)[c];
     if (DT == BT_I8) return __int2half_rn(reinterpret_cast<const signed char *>(row + 4)[c]);
     return __float2half_rn(i4_elem<D>(row, c));
 }
@@ -152,23 +134,82 @@ template <int DT> __device__ inline float row_scale_i8(const unsigned char *row)
     return DT == BT_I8 ? *reinterpret_cast<const float *>(row) : 1.0f;
 }
 
+// f16 pages land in shared memory swizzled: 16-byte chunk c of K or V row r
+// goes to chunk c ^ (r & 7) of that row, so that the eight rows one ldmatrix
+// tile reads (consecutive rows, one chunk column) fall in eight different
+// 16-byte bank groups: conflict-free, where rows at their 256-byte global
+// stride all hit the same banks (8-way for keys). The log-weights and roles
+// after the rows are copied as they are; int8 and int4 pages unswizzled.
+template <int DT, uint32_t D> __device__ inline uint32_t swizzled_chunk(uint32_t i)
+{
+    constexpr uint32_t cpr = batch_row_bytes(DT, D) / 16u; // chunks per row (f16: 8 or 16)
+    if (DT != BT_F16 || i >= 2u * kPageRows * cpr) return i;
+    const uint32_t row = i / cpr;
+    return row * cpr + ((i % cpr) ^ (row & 7u));
+}
+
+// The byte offset, in a swizzled f16 page, of the 16-byte chunk c of row r (K rows 0..63, V rows 64..127).
+template <uint32_t D> __device__ inline uint32_t f16_chunk_at(uint32_t r, uint32_t c)
+{
+    constexpr uint32_t cpr = 2u * D / 16u;
+    uint32_t sw = c ^ (r & 7u);
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 12) sw = c ^ (r & 3u); // a wrong swizzle: the reads disagree with the copies
+#endif
+    return 16u * (r * cpr + sw);
+}
+
 // Copies one page (page_bytes, a multiple of 16) into shared memory with
 // 16-byte cp.async copies spread over the block; commits them as one group.
 template <int DT, uint32_t D> __device__ inline void issue_page(unsigned char *dst, const unsigned char *src)
 {
     constexpr uint32_t chunks = page_bytes(DT, D) / 16u;
-    for (uint32_t i = threadIdx.x; i < chunks; i += kBatchThreads) kvc_cp_async(dst + 16u * i, src + 16u * i, 16);
+    for (uint32_t i = threadIdx.x; i < chunks; i += kBatchThreads) {
+        const uint32_t to = swizzled_chunk<DT, D>(i); // (a template-id's comma would split the macro)
+        kvc_cp_async(dst + 16u * to, src + 16u * i, 16);
+    }
     kvc_cp_async_commit();
+}
+
+// The B fragments of the warp's two 8-key tiles for dims 16s .. 16s + 15 of
+// a swizzled f16 page: one ldmatrix.x4, tile j's halves in kb[j][0..1].
+template <uint32_t D>
+__device__ inline void f16_key_frags(const unsigned char *page, uint32_t warp, uint32_t s, uint32_t kb[2][2])
+{
+    const uint32_t lane = threadIdx.x % 32u, mi = lane / 8u;
+    uint32_t row = 16u * warp + 8u * (mi / 2u) + lane % 8u, chunk = 2u * s + (mi & 1u);
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 13) // a wrong lane map: the tiles' roles swapped (dims half <-> key tile)
+        row = 16u * warp + 8u * (mi & 1u) + lane % 8u, chunk = 2u * s + mi / 2u;
+#endif
+    uint32_t r[4];
+    kvc_ldmatrix_x4(r, page + f16_chunk_at<D>(row, chunk));
+    kb[0][0] = r[0], kb[0][1] = r[1], kb[1][0] = r[2], kb[1][1] = r[3];
+}
+
+// The B fragments of P V for value columns 8 nt .. 8 nt + 15 (nt even) of the
+// warp's 16 rows: one ldmatrix.x4.trans; vb[n][0] holds rows 2t, 2t + 1 and
+// vb[n][1] rows 2t + 8, 2t + 9 of column 8 (nt + n) + g.
+template <uint32_t D>
+__device__ inline void f16_value_frags(const unsigned char *page, uint32_t warp, uint32_t nt, uint32_t vb[2][2])
+{
+    const uint32_t lane = threadIdx.x % 32u, mi = lane / 8u;
+    const uint32_t row = kPageRows + 16u * warp + 8u * (mi & 1u) + lane % 8u, chunk = nt + mi / 2u;
+    uint32_t r[4];
+    kvc_ldmatrix_x4_trans(r, page + f16_chunk_at<D>(row, chunk));
+    vb[0][0] = r[0], vb[0][1] = r[1], vb[1][0] = r[2], vb[1][1] = r[3];
 }
 
 template <int DT, uint32_t D>
 __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_split_kernel(const batch_args a)
 {
     KVC_DYN_SMEM(unsigned char, smem);
-    const batch_ws ws{a.capacity, a.n_entries};
+    const batch_ws ws{a.capacity, a.n_entries, a.group, D};
     const uint32_t n_items = *reinterpret_cast<const uint32_t *>(a.ws);
     if (blockIdx.x >= n_items) return; // a fixed grid's surplus block
     const batch_item it = reinterpret_cast<const batch_item *>(a.ws + ws.items_offset())[blockIdx.x];
+    const int32_t *first = reinterpret_cast<const int32_t *>(a.ws + ws.entry_offset());
+    const bool alone = first[it.entry + 1] - first[it.entry] == 1; // this block writes the entry's output
     const uint32_t G = a.group, seq = (uint32_t)it.entry / a.n_kv_heads, head = (uint32_t)it.entry % a.n_kv_heads;
     const uint32_t warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u;
     __half *qh = reinterpret_cast<__half *>(smem);
@@ -179,7 +220,12 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #if KVC_BUG_MATRIX
     if (kvc_injected_bug == 11) pages += 1; // the page-table off-by-one
 #endif
-    issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB); // first page in flight while q is prepared
+    // first page in flight while q is prepared; the next page's id read one iteration ahead
+    int32_t next_id = 0;
+    if (it.n_pages > 0) {
+        issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB);
+        if (it.n_pages > 1) next_id = pages[1];
+    }
 
     // the query-head group as f16, each row scaled by a power of two (warp w: rows w, w + 4, ...)
     for (uint32_t r = warp; r < kMmaM; r += 4u) {
@@ -216,7 +262,8 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     for (int32_t pi = 0; pi < it.n_pages; pi++) {
         unsigned char *page = buf0 + (uint32_t)(pi & 1) * PB;
         if (pi + 1 < it.n_pages) {
-            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)pages[pi + 1] * PB);
+            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)next_id * PB);
+            if (pi + 2 < it.n_pages) next_id = pages[pi + 2];
 #if KVC_BUG_MATRIX
             if (kvc_injected_bug != 10) kvc_cp_async_wait(1); // 10: no wait before the page is read
         } else if (kvc_injected_bug != 10) {
@@ -250,14 +297,25 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         // S = Q K^T for the warp's two 8-key tiles
         float sc[2][4];
 #pragma unroll
-        for (uint32_t j = 0; j < 2u; j++) {
-            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-            const unsigned char *krow = K + (16u * warp + 8u * j + g) * batch_row_bytes(DT, D);
+        for (uint32_t j = 0; j < 2u; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+        if (DT == BT_F16) {
 #pragma unroll
             for (uint32_t s = 0; s < D / 16u; s++) {
-                const uint32_t kb[2] = {key_pair<DT, D>(krow, 16u * s + 2u * t),
-                                        key_pair<DT, D>(krow, 16u * s + 2u * t + 8u)};
-                kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
+                uint32_t kb[2][2];
+                f16_key_frags<D>(page, warp, s, kb);
+                kvc_mma_m16n8k16(sc[0], qa[s], kb[0], sc[0]);
+                kvc_mma_m16n8k16(sc[1], qa[s], kb[1], sc[1]);
+            }
+        } else {
+#pragma unroll
+            for (uint32_t j = 0; j < 2u; j++) {
+                const unsigned char *krow = K + (16u * warp + 8u * j + g) * batch_row_bytes(DT, D);
+#pragma unroll
+                for (uint32_t s = 0; s < D / 16u; s++) {
+                    const uint32_t kb[2] = {key_pair<DT, D>(krow, 16u * s + 2u * t),
+                                            key_pair<DT, D>(krow, 16u * s + 2u * t + 8u)};
+                    kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
+                }
             }
         }
         // x = sigma S (key scale) + log w; excluded rows -inf (a select: their bytes may be anything)
@@ -315,30 +373,48 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         pa[0] = pack_f32(p[0][0], p[0][1]), pa[1] = pack_f32(p[0][2], p[0][3]);
         pa[2] = pack_f32(p[1][0], p[1][1]), pa[3] = pack_f32(p[1][2], p[1][3]);
         // O = O corr + P V over the warp's 16 rows (rows not in N contribute a zero, whatever their bytes)
-        const __half zero = __float2half_rn(0.0f);
+        if (DT == BT_F16) {
+            // the lane's value halves are its own four rows (vb[.][0]: rows 2t, 2t + 1; vb[.][1]: 2t + 8, 2t + 9)
+            const uint32_t keep0 = (num[0] ? 0x0000ffffu : 0u) | (num[1] ? 0xffff0000u : 0u);
+            const uint32_t keep1 = (num[2] ? 0x0000ffffu : 0u) | (num[3] ? 0xffff0000u : 0u);
 #pragma unroll
-        for (uint32_t nt = 0; nt < D / 8u; nt++) {
-            const uint32_t col = 8u * nt + g;
-            __half vh[4];
+            for (uint32_t nt = 0; nt < D / 8u; nt += 2u) {
+                uint32_t vb[2][2];
+                f16_value_frags<D>(page, warp, nt, vb);
 #pragma unroll
-            for (uint32_t i = 0; i < 4u; i++)
-                vh[i] = num[i] ? value_half<DT, D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
-            const uint32_t vb[2] = {kvc_mma_pack(vh[0], vh[1]), kvc_mma_pack(vh[2], vh[3])};
-            acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
-            if (DT == BT_I8) {
-                const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                float o[4];
-                kvc_mma_m16n8k16(o, pa, vb, z);
+                for (uint32_t n = 0; n < 2u; n++) {
+                    vb[n][0] &= keep0, vb[n][1] &= keep1;
+                    float *o = acc[nt + n];
+                    o[0] *= corr[0], o[1] *= corr[0], o[2] *= corr[1], o[3] *= corr[1];
+                    kvc_mma_m16n8k16(o, pa, vb[n], o);
+                }
+            }
+        } else {
+            const __half zero = __float2half_rn(0.0f);
 #pragma unroll
-                for (uint32_t e = 0; e < 4u; e++) acc[nt][e] += smax * o[e];
-            } else {
-                kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
+            for (uint32_t nt = 0; nt < D / 8u; nt++) {
+                const uint32_t col = 8u * nt + g;
+                __half vh[4];
+#pragma unroll
+                for (uint32_t i = 0; i < 4u; i++)
+                    vh[i] = num[i] ? value_half<DT, D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
+                const uint32_t vb[2] = {kvc_mma_pack(vh[0], vh[1]), kvc_mma_pack(vh[2], vh[3])};
+                acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
+                if (DT == BT_I8) {
+                    const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    float o[4];
+                    kvc_mma_m16n8k16(o, pa, vb, z);
+#pragma unroll
+                    for (uint32_t e = 0; e < 4u; e++) acc[nt][e] += smax * o[e];
+                } else {
+                    kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
+                }
             }
         }
         __syncthreads(); // the buffer is refilled by the next iteration's copies
     }
 
-    // the four warps' states -> the item's state, rows < G
+    // the four warps' states -> the item's state, rows < G (the page buffers are free: every group was waited for)
     float *wm = reinterpret_cast<float *>(buf0); // [4][16]
     float *wl = wm + 4u * kMmaM;                 // [4][16]
     float *wacc = wl + 4u * kMmaM;               // [4][16][D]
@@ -353,41 +429,94 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         }
     }
     __syncthreads();
-    float *st = reinterpret_cast<float *>(a.ws + ws.states_offset()) + (size_t)blockIdx.x * G * (D + 2u);
-    for (uint32_t i = threadIdx.x; i < G * (D + 2u); i += kBatchThreads) {
-        const uint32_t row = i / (D + 2u), c = i % (D + 2u);
+    float *ml = reinterpret_cast<float *>(a.ws + ws.ml_offset()) + (size_t)blockIdx.x * G * 2u;
+    float *st = reinterpret_cast<float *>(a.ws + ws.acc_offset()) + (size_t)blockIdx.x * G * D;
+    for (uint32_t i = threadIdx.x; i < G * (D + 1u); i += kBatchThreads) {
+        // i < G * D: element (row, c) of acc or of the output; past it: row i - G * D's {m, l}
+        const bool is_ml = i >= G * D;
+        const uint32_t row = is_ml ? i - G * D : i / D, c = i % D;
         float M = -INFINITY;
         for (uint32_t w = 0; w < 4u; w++) M = fmaxf(M, wm[w * kMmaM + row]);
-        float v = M;
-        if (c > 0) {
-            v = 0.0f;
-            for (uint32_t w = 0; w < 4u; w++) {
-                const float mw = wm[w * kMmaM + row];
-                const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
-                v += f * (c == 1u ? wl[w * kMmaM + row] : wacc[(w * kMmaM + row) * D + (c - 2u)]);
-            }
+        float num = 0.0f, den = 0.0f;
+        for (uint32_t w = 0; w < 4u; w++) {
+            const float mw = wm[w * kMmaM + row];
+            const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
+            den += f * wl[w * kMmaM + row];
+            if (!is_ml) num += f * wacc[(w * kMmaM + row) * D + c];
         }
-        st[i] = v; // {m, l, acc[D]} per query row
+        if (alone) {
+            if (!is_ml) {
+                const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
+                store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
+            }
+        } else if (is_ml) {
+            ml[2u * row] = M, ml[2u * row + 1u] = den;
+        } else {
+            st[i] = num;
+        }
     }
 }
 
-// One block per entry: out = sum_i e^{m_i - M} acc_i / sum_i e^{m_i - M} l_i over its items.
-template <uint32_t D> __global__ void __launch_bounds__(kBatchThreads) batch_merge_kernel(const batch_args a)
+// The columns of one state row a lane owns: D / 32 consecutive floats (a float4 for d = 128).
+template <uint32_t D> __device__ inline void load_lane_cols(const float *row, uint32_t lane, float v[D / 32u])
 {
-    const batch_ws ws{a.capacity, a.n_entries};
-    const uint32_t e = blockIdx.x, G = a.group;
+    if constexpr (D == 128u) {
+        const float4 x = reinterpret_cast<const float4 *>(row)[lane];
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+        static_assert(D == 64u, "head dims 64 and 128");
+        const float2 x = reinterpret_cast<const float2 *>(row)[lane];
+        v[0] = x.x, v[1] = x.y;
+    }
+}
+
+// The merge of the entries with more than one item: one block of 8 warps per
+// (entry, query row); warp w folds items w, w + 8, ... into its running
+// {m, l, acc} (the online softmax over states), lane c owns columns
+// c D/32 .. (c + 1) D/32 - 1; then the 8 warps' states meet in shared memory:
+// out = sum_i e^{m_i - M} acc_i / sum_i e^{m_i - M} l_i.
+constexpr uint32_t kMergeThreads = 256;
+template <uint32_t D> __global__ void __launch_bounds__(kMergeThreads) batch_merge_kernel(const batch_args a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory"); // launched as the split's dependent: its states are written
+#endif
+    const batch_ws ws{a.capacity, a.n_entries, a.group, D};
+    const uint32_t G = a.group, n_merge = reinterpret_cast<const uint32_t *>(a.ws)[1];
+    if (blockIdx.x >= n_merge * G) return; // a fixed grid's surplus block
     const int32_t *first = reinterpret_cast<const int32_t *>(a.ws + ws.entry_offset());
-    const float *states = reinterpret_cast<const float *>(a.ws + ws.states_offset());
-    const uint32_t seq = e / a.n_kv_heads, head = e % a.n_kv_heads;
-    for (uint32_t i = threadIdx.x; i < G * D; i += kBatchThreads) {
-        const uint32_t row = i / D, c = i % D;
+    const int32_t e = reinterpret_cast<const int32_t *>(a.ws + ws.merge_offset())[blockIdx.x / G];
+    const uint32_t row = blockIdx.x % G, warp = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    const float *ml = reinterpret_cast<const float *>(a.ws + ws.ml_offset());
+    const float *st = reinterpret_cast<const float *>(a.ws + ws.acc_offset());
+    int32_t last = first[e + 1];
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 14) last -= 1; // the merge drops an entry's last split
+#endif
+    float m = -INFINITY, l = 0.0f, acc[D / 32u];
+    for (uint32_t j = 0; j < D / 32u; j++) acc[j] = 0.0f;
+    for (int32_t k = first[e] + (int32_t)warp; k < last; k += (int32_t)(kMergeThreads / 32u)) {
+        const float mk = ml[((size_t)k * G + row) * 2u], lk = ml[((size_t)k * G + row) * 2u + 1u];
+        if (mk == -INFINITY) continue; // an item with no row in D or N: nothing to add (warp-uniform)
+        float x[D / 32u];
+        load_lane_cols<D>(st + ((size_t)k * G + row) * D, lane, x);
+        const float mn = fmaxf(m, mk), fo = m == -INFINITY ? 0.0f : expf(m - mn), fk = expf(mk - mn);
+        l = l * fo + lk * fk;
+        for (uint32_t j = 0; j < D / 32u; j++) acc[j] = acc[j] * fo + x[j] * fk;
+        m = mn;
+    }
+    __shared__ float sm[kMergeThreads / 32u], sl[kMergeThreads / 32u], sacc[kMergeThreads / 32u][D];
+    if (lane == 0) sm[warp] = m, sl[warp] = l;
+    for (uint32_t j = 0; j < D / 32u; j++) sacc[warp][lane * (D / 32u) + j] = acc[j];
+    __syncthreads();
+    const uint32_t seq = (uint32_t)e / a.n_kv_heads, head = (uint32_t)e % a.n_kv_heads;
+    for (uint32_t c = threadIdx.x; c < D; c += kMergeThreads) {
         float M = -INFINITY;
-        for (int32_t k = first[e]; k < first[e + 1]; k++) M = fmaxf(M, states[((size_t)k * G + row) * (D + 2u)]);
+        for (uint32_t w = 0; w < kMergeThreads / 32u; w++) M = fmaxf(M, sm[w]);
         float num = 0.0f, den = 0.0f;
-        for (int32_t k = first[e]; k < first[e + 1]; k++) {
-            const float *s = states + ((size_t)k * G + row) * (D + 2u);
-            const float f = s[0] == -INFINITY ? 0.0f : expf(s[0] - M);
-            den += f * s[1], num += f * s[2 + c];
+        for (uint32_t w = 0; w < kMergeThreads / 32u; w++) {
+            const float f = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - M);
+            den += f * sl[w], num += f * sacc[w][c];
         }
         const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
         store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);

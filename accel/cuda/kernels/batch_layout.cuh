@@ -22,6 +22,31 @@ __host__ __device__ constexpr int batch_min_blocks(int DT) { return DT == 2 ? 2 
 enum { BT_F16 = 1, BT_I8 = 2, BT_I4 = 6 };    // KVC_DTYPE_F16, _I8, _I4
 enum { EL_F32 = 0, EL_F16 = 1, EL_BF16 = 2 }; // kvc_cuda_elem
 
+// One work item of the split kernel: pages [page0, page0 + n_pages) of entry
+// `entry`'s list, of which the first `rows` rows are in the cache (an empty
+// entry has one item of 0 pages, which writes its zero output).
+struct batch_item {
+    int32_t entry, page0, n_pages, rows;
+};
+
+// The workspace: [uint32 n_items, uint32 n_merge, pad to 16][items: capacity]
+// [int32 entry_first[n_entries + 1]][int32 merge_entries[n_entries]]
+// [pad to 16][states: capacity * group * {m, l}][capacity * group * d floats].
+// An entry with one item needs no state (its block writes the output); the
+// merge runs over merge_entries[0 .. n_merge), the entries with more.
+struct batch_ws {
+    uint32_t capacity, n_entries, group, d;
+    __host__ __device__ size_t items_offset() const { return 16u; }
+    __host__ __device__ size_t entry_offset() const { return 16u + (size_t)capacity * sizeof(batch_item); }
+    __host__ __device__ size_t merge_offset() const { return entry_offset() + 4u * ((size_t)n_entries + 1u); }
+    __host__ __device__ size_t ml_offset() const { return (merge_offset() + 4u * (size_t)n_entries + 15u) / 16u * 16u; }
+    __host__ __device__ size_t acc_offset() const
+    {
+        return ml_offset() + ((size_t)capacity * group * 2u * 4u + 15u) / 16u * 16u;
+    }
+    __host__ __device__ size_t bytes() const { return acc_offset() + (size_t)capacity * group * d * 4u; }
+};
+
 // Row bytes of the core's layouts (KVC_ROW_BYTES) for a head_dim that is a multiple of 32.
 __host__ __device__ constexpr uint32_t batch_row_bytes(int DT, uint32_t d)
 {

@@ -10,6 +10,8 @@
 //   kvc_cp_async(dst_shared, src_global, bytes)   bytes 4, 8 or 16, both aligned to it
 //   kvc_cp_async_commit()                         close the group of copies issued so far
 //   kvc_cp_async_wait(N)                          complete all closed groups but the newest N
+// Every asm names "memory": the compiler may not move a shared-memory load
+// above the wait that completes its bytes (nor a store below an issue).
 // A wait covers the calling thread's own copies only: a tile read by other
 // threads also needs __syncthreads() after the wait.
 #ifndef KVC_CUDA_CP_ASYNC_CUH
@@ -35,11 +37,11 @@ __device__ inline void kvc_cp_async(void *dst, const void *src, size_t bytes)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     if (bytes == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
     else if (bytes == 8)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
     else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
 #else
     memcpy(dst, src, bytes);
 #endif
@@ -47,13 +49,13 @@ __device__ inline void kvc_cp_async(void *dst, const void *src, size_t bytes)
 __device__ inline void kvc_cp_async_commit()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 template <unsigned N> __device__ inline void kvc_cp_async_wait_n()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
 #define kvc_cp_async_wait(N) kvc_cp_async_wait_n<N>()

@@ -429,18 +429,32 @@ SIMT_NO_TSAN uint64_t warp_op(warp_op_kind op, unsigned mask, uint64_t value, in
     return f.result;
 }
 
-// Dynamic shared memory past 48 KiB, as CUDA allows it: per kernel, after
-// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n)
-// with n up to an sm_90's 227 KiB.
+// Dynamic shared memory past 48 KiB, as CUDA allows it: per kernel and per
+// device (the current one at the call), after cudaFuncSetAttribute(kernel,
+// cudaFuncAttributeMaxDynamicSharedMemorySize, n) with n up to an sm_90's
+// 227 KiB. The current device is per host thread, as CUDA's is.
 std::mutex g_optin_lock;
-std::map<const void *, size_t> g_optin;
+std::map<std::pair<int, const void *>, size_t> g_optin;
+thread_local int g_device = 0;
 
 size_t dyn_smem_limit(const void *kernel)
 {
     std::lock_guard<std::mutex> hold(g_optin_lock);
-    const auto it = g_optin.find(kernel);
+    const auto it = g_optin.find({g_device, kernel});
     return it == g_optin.end() ? 48u * 1024u : it->second;
 }
+
+// The devices this runtime pretends to have (SIMT_DEVICES, 1..16, default 1)
+// and their multiprocessors (SIMT_SMS, 1..1024, default 2): blocks run one
+// after another here, so both only shape the host plans that ask for them.
+int env_int(const char *name, int lo, int hi, int fallback)
+{
+    const char *e = std::getenv(name);
+    if (e == nullptr || *e == 0) return fallback;
+    const long v = std::strtol(e, nullptr, 10);
+    return v < lo || v > hi ? fallback : (int)v;
+}
+int device_count() { return env_int("SIMT_DEVICES", 1, 16, 1); }
 
 SIMT_NO_TSAN void launch(dim3 grid, dim3 block, size_t dyn_smem, const std::function<void()> &body, const char *file,
                          int line, const void *kernel)
@@ -538,25 +552,36 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *n)
 {
     if (n == nullptr) return cudaErrorInvalidValue;
-    *n = 1;
+    *n = simt::device_count();
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *dev)
 {
     if (dev == nullptr) return cudaErrorInvalidValue;
-    *dev = 0;
+    *dev = simt::g_device;
     return cudaSuccess;
 }
 
-// The one attribute the library asks for: blocks run one after another here,
-// so "multiprocessors" only shapes the split-K plan; 2 keeps several blocks.
+cudaError_t cudaSetDevice(int dev)
+{
+    if (dev < 0 || dev >= simt::device_count()) return cudaErrorInvalidDevice;
+    simt::g_device = dev;
+    return cudaSuccess;
+}
+
+// The attributes the library asks for: multiprocessors (SIMT_SMS) and an
+// sm_90's compute capability and shared memory per multiprocessor.
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
-    if (value == nullptr || dev != 0) return cudaErrorInvalidValue;
-    if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-    *value = 2;
-    return cudaSuccess;
+    if (value == nullptr || dev < 0 || dev >= simt::device_count()) return cudaErrorInvalidValue;
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = simt::env_int("SIMT_SMS", 1, 1024, 2); return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = 228 * 1024; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
@@ -564,9 +589,36 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     if (func == nullptr || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024)
         return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> hold(simt::g_optin_lock);
-    simt::g_optin[func] = (size_t)value;
+    simt::g_optin[{simt::g_device, func}] = (size_t)value;
     return cudaSuccess;
 }
+
+// Resident blocks per multiprocessor by an sm_90's limits that the runtime
+// can see: 2,048 threads, 32 blocks, 228 KiB of shared memory with 1 KiB
+// reserved per block (registers are the compiler's, unknown here). A block
+// whose dynamic shared memory passes its opt-in fits nowhere: 0, as CUDA says.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t dyn_smem)
+{
+    if (n == nullptr || func == nullptr || block < 1 || block > 1024) return cudaErrorInvalidValue;
+    if (dyn_smem > simt::dyn_smem_limit(func)) return *n = 0, cudaSuccess;
+    const int by_threads = 2048 / block, by_smem = (int)((228u * 1024u) / (dyn_smem + 1024u));
+    *n = by_threads < by_smem ? by_threads : by_smem;
+    if (*n > 32) *n = 32;
+    return cudaSuccess;
+}
+
+// Events: every call ran to completion before it returned, so an event is
+// always complete.
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int)
+{
+    if (e == nullptr) return cudaErrorInvalidValue;
+    static char token;
+    *e = reinterpret_cast<cudaEvent_t>(&token);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }

@@ -6,7 +6,9 @@
 // barriers, warp operations missing lanes, deadlock, bad masks and launches
 // (each an argument; ctest expects its message); and the warp's m16n8k16
 // tensor-core product (kernels/mma_f16.cuh: mma.sync on a GPU, shuffles
-// here) against a double product of the same f16 inputs. The same file builds
+// here) against a double product of the same f16 inputs; the warp's
+// ldmatrix.x4 and .x4.trans (kernels/ldmatrix.cuh) against the PTX layout
+// written out element by element. The same file builds
 // with nvcc for a GPU, where the emulation's fragment layout meets the hardware's.
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 
 #include "kvc_cuda_compat.h"
 #include "kernels/cp_async.cuh"
+#include "kernels/ldmatrix.cuh"
 #include "kernels/mma_f16.cuh"
 
 #define FULL 0xffffffffu
@@ -271,6 +274,56 @@ static int run_cp_async(void)
     return bad || bad_first || bad_early;
 }
 
+/* ldmatrix.x4 (.trans): 4 tiles of 8 x 8 16-bit elements in shared memory,
+ * tile j's row r at a scattered, 16-byte aligned place (row slot 13 (4 r + j)
+ * % 32 of a 32-slot buffer, as a swizzle scatters them); each element's bits
+ * say where it is (j << 8 | r << 4 | c). Every lane's four registers must be
+ * what the PTX ISA's layout names: plain {T_j[g][2t], T_j[g][2t+1]},
+ * .trans {T_j[2t][g], T_j[2t+1][g]}, g = lane / 4, t = lane % 4. */
+__global__ void ldmatrix_once(unsigned *out)
+{
+    __shared__ __align__(16) unsigned short tile[32 * 8];
+    const unsigned lane = threadIdx.x % 32u;
+    for (unsigned i = lane; i < 32u * 8u; i += 32u) {
+        const unsigned slot = i / 8u, c = i % 8u;
+        unsigned j = 0, r = 0; // the tile and row stored at this slot
+        for (unsigned jj = 0; jj < 4u; jj++)
+            for (unsigned rr = 0; rr < 8u; rr++)
+                if ((13u * (4u * rr + jj)) % 32u == slot) j = jj, r = rr;
+        tile[i] = (unsigned short)(j << 8 | r << 4 | c);
+    }
+    __syncwarp();
+    const unsigned my_j = lane / 8u, my_r = lane % 8u;
+    const void *row = tile + 8u * ((13u * (4u * my_r + my_j)) % 32u);
+    uint32_t a[4], b[4];
+    kvc_ldmatrix_x4(a, row);
+    kvc_ldmatrix_x4_trans(b, row);
+    for (unsigned j = 0; j < 4u; j++) out[lane * 8u + j] = a[j], out[lane * 8u + 4u + j] = b[j];
+}
+
+static int run_ldmatrix(void)
+{
+    unsigned *d_out = nullptr, out[32 * 8];
+    cudaMalloc((void **)&d_out, sizeof out);
+    KVC_LAUNCH(ldmatrix_once, 1, 32, 0, 0, d_out);
+    cudaDeviceSynchronize();
+    cudaMemcpy(out, d_out, sizeof out, cudaMemcpyDeviceToHost);
+    cudaFree(d_out);
+    int bad = 0;
+    auto el = [](unsigned j, unsigned r, unsigned c) { return j << 8 | r << 4 | c; };
+    for (unsigned lane = 0; lane < 32u; lane++) {
+        const unsigned g = lane / 4u, t = lane % 4u;
+        for (unsigned j = 0; j < 4u; j++) {
+            const unsigned plain = el(j, g, 2u * t) | el(j, g, 2u * t + 1u) << 16;
+            const unsigned trans = el(j, 2u * t, g) | el(j, 2u * t + 1u, g) << 16;
+            bad += out[lane * 8u + j] != plain;
+            bad += out[lane * 8u + 4u + j] != trans;
+        }
+    }
+    std::printf("ldmatrix x4 and x4.trans: %d of 256 registers off the PTX layout\n", bad);
+    return bad != 0;
+}
+
 static int run_good(void)
 {
     const unsigned nt = 128;
@@ -339,7 +392,7 @@ int main(int argc, char **argv)
     cudaMalloc((void **)&p, 1024 * sizeof(int));
     int rc = 0;
     if (!std::strcmp(what, "good"))
-        rc = run_good() | run_mma() | run_cp_async();
+        rc = run_good() | run_mma() | run_ldmatrix() | run_cp_async();
     else if (!std::strcmp(what, "divergent_barrier"))
         KVC_LAUNCH(divergent_barrier, 1, 64, 0, 0, p);
     else if (!std::strcmp(what, "half_warp_shuffle"))

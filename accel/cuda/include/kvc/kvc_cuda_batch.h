@@ -123,19 +123,26 @@ kvc_status kvc_cuda_batch_append(const kvc_cuda_paged *c, size_t n_seqs, const i
 kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const float *weights,
                                    const uint8_t *roles, void *stream);
 
-/** What kvc_cuda_batch_plan decided, passed to kvc_cuda_batch_attend. */
+/** What kvc_cuda_batch_plan_step decided, passed to kvc_cuda_batch_attend
+ *  (which refuses a plan made for another storage type, head_dim or group). */
 typedef struct kvc_cuda_batch_plan {
-    uint32_t n_entries;      /**< n_seqs * n_kv_heads */
-    uint32_t n_items;        /**< work items (split-K blocks) of this step */
-    uint32_t grid;           /**< blocks the split launch has: n_items, or the workspace's capacity with fixed_grid */
-    uint32_t pages_per_item; /**< the split size the plan chose */
+    uint32_t n_entries;  /**< n_seqs * n_kv_heads */
+    uint32_t n_items;    /**< work items (split-K blocks) of this step; every entry has one at least */
+    uint32_t grid;       /**< blocks the split launch has: n_items, or the workspace's capacity with fixed_grid */
+    uint32_t merge_grid; /**< blocks of the merge launch (0: none; an entry with one item is written by its block) */
+    uint32_t pages_per_item; /**< the largest item's pages (an entry's items differ by one page at most) */
     uint32_t capacity;       /**< items the workspace holds */
+    unsigned dtype;          /**< the cache's storage type the plan was made for */
+    uint32_t head_dim;       /**< ... its head_dim */
+    uint32_t group;          /**< ... its group */
 } kvc_cuda_batch_plan;
 
 /** @brief Device workspace bytes for @p n_seqs sequences whose entries read
  *  at most @p max_pages pages in all (1 .. 2^25; a page two entries share
  *  counts twice, so this may exceed the pool's n_pages): the plan's items and
- *  their partial states; 0 for arguments the plan would refuse. */
+ *  their partial states, for the current device (the item capacity is
+ *  min(max_pages + entries, 4 * slots + entries), slots = the split kernel's
+ *  resident blocks on the device); 0 for arguments the plan would refuse. */
 size_t kvc_cuda_batch_workspace_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages);
 
 /** @brief Host bytes the plan builds its items in (pinned memory makes its copy asynchronous). */
@@ -143,17 +150,26 @@ size_t kvc_cuda_batch_plan_host_bytes(const kvc_cuda_paged *c, size_t n_seqs, si
 
 /**
  * @brief The host plan of one step: splits every entry's rows into work items
- *        of whole pages so that about 4 blocks per multiprocessor share the
- *        step evenly over ragged lengths, and copies the items to the device
+ *        of whole pages for the split kernel's resident blocks on the current
+ *        device (its occupancy times the multiprocessors, asked once per
+ *        device): an entry's items have equal page counts (within one page)
+ *        and two pages at least; the split count fills whole waves of the
+ *        slots (docs/gpu.md, the plan). Copies the items to the device
  *        workspace on @p stream (outside any graph capture).
+ *
+ * A host buffer may be reused at once for the next layer or step: the plan
+ * waits for the previous copy out of the same buffer (an event per buffer
+ * and device) before it writes. One workspace serves one stream at a time.
  * @param n_rows host, n_seqs * n_kv_heads row counts (>= 0; entry e reads the
  *        first ceil(n_rows[e] / 64) pages of its list, and rows below
  *        n_rows[e] of them; its page list must hold that many).
  * @param max_pages as given to kvc_cuda_batch_workspace_bytes.
- * @param fixed_grid 1: launch the workspace's capacity of blocks every step
- *        (surplus blocks return at once) so that a captured graph replays; 0: n_items.
+ * @param fixed_grid 1: launch the workspace's capacity of split blocks and
+ *        n_entries * group merge blocks every step (surplus blocks return at
+ *        once) so that a captured graph replays; 0: what this step needs.
  * @return KVC_OK; KVC_E_ARG (a negative count, more pages than max_pages, a
- *         workspace or host buffer too small or NULL); KVC_E_BACKEND.
+ *         workspace or host buffer too small or NULL); KVC_E_BACKEND (the
+ *         device refused the kernel's shared memory or an asynchronous copy).
  */
 kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, const int32_t *n_rows, size_t max_pages,
                                     int fixed_grid, void *host_buf, size_t host_bytes, void *workspace,
@@ -164,7 +180,10 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
  *        sequence over its kv head's weighted rows,
  *        out = sum_N w_i e^{x_i} v_i / sum_D w_i e^{x_i}, x_i = beta <q, k_i>
  *        (0 where no row is in D), as kvc_k_attend_batch__ref computes it.
- *        Two launches on @p stream (split, merge); asynchronous; no allocation.
+ *        One or two launches on @p stream (split; merge when an entry has
+ *        several items, on sm_90 a programmatic dependent launch);
+ *        asynchronous; no allocation. KVC_E_BACKEND reports
+ *        cudaGetLastError(), which may be an earlier launch's error.
  * @param page_indptr device, n_entries + 1 offsets into @p page_ids.
  * @param page_ids device page numbers (0 .. n_pages - 1).
  * @param q [n_seqs][n_kv_heads * group][head_dim]. @param out the same shape, written.
