@@ -31,7 +31,7 @@ kvc_status check_cache(const kvc_cuda_paged *c)
     if (c->n_kv_heads < 1u || c->n_kv_heads > 1024u || c->group < 1u || c->group > KVC_CUDA_BATCH_MAX_GROUP)
         return KVC_E_ARG;
     if (c->n_pages < 1u || c->n_pages > (1u << 31) / KVC_CUDA_PAGE_ROWS) return KVC_E_ARG;
-    if (!(c->beta > 0.0f) || !std::isfinite(c->beta)) return KVC_E_ARG;
+    if (!(c->beta > 0.0f) || !std::isfinite(c->beta) || c->unweighted > 1u) return KVC_E_ARG;
     if (c->dtype >= KVC_DTYPE_COUNT || c->head_dim < 1u || c->head_dim > KVC_MAX_HEAD_DIM) return KVC_E_ARG;
     if (!batch_type(c->dtype) || !batch_dim(c->head_dim)) return KVC_E_UNSUPPORTED;
     return KVC_OK;
@@ -227,6 +227,7 @@ kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int3
     const kvc_status rc = check_cache(c);
     if (rc != KVC_OK) return rc;
     if (n > ((size_t)1 << 31)) return KVC_E_ARG;
+    if (c->unweighted) return KVC_E_ARG; // its pages' weights and roles are never read
     if (n == 0) return KVC_OK;
     if (slots == nullptr || weights == nullptr || roles == nullptr) return KVC_E_ARG;
     set_rows_args a;
@@ -284,9 +285,11 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
     int32_t *first = reinterpret_cast<int32_t *>(h + ws.entry_offset());
     int32_t *merge = reinterpret_cast<int32_t *>(h + ws.merge_offset());
     const uint32_t n_items = (uint32_t)plan_items(n_rows, E, chunk, items, first);
-    uint32_t n_merge = 0;
+    uint32_t n_merge = 0, largest = 0;
     for (size_t e = 0; e < E; e++)
         if (first[e + 1] - first[e] > 1) merge[n_merge++] = (int32_t)e;
+    for (uint32_t i = 0; i < n_items; i++)
+        largest = (uint32_t)items[i].n_pages > largest ? (uint32_t)items[i].n_pages : largest;
     const uint32_t header[4] = {n_items, n_merge, 0u, 0u};
     std::memcpy(h, header, sizeof header);
     // two copies: the header and the items used, then the entries' first items and the merge list
@@ -301,7 +304,7 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
     plan->n_entries = (uint32_t)E, plan->n_items = n_items, plan->capacity = ws.capacity;
     plan->grid = fixed_grid ? ws.capacity : n_items;
     plan->merge_grid = fixed_grid ? (uint32_t)E * c->group : n_merge * c->group;
-    plan->pages_per_item = (uint32_t)chunk;
+    plan->pages_per_item = largest;
     plan->dtype = c->dtype, plan->head_dim = c->head_dim, plan->group = c->group;
     return KVC_OK;
 }
@@ -329,7 +332,7 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
     a.out = out.data, a.out_seq_stride = out.seq_stride, a.out_head_stride = out.head_stride,
     a.out_elem = (uint32_t)out.elem;
     a.ws = static_cast<unsigned char *>(workspace);
-    a.capacity = plan->capacity, a.n_entries = plan->n_entries;
+    a.capacity = plan->capacity, a.n_entries = plan->n_entries, a.unweighted = c->unweighted;
     dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, plan->merge_grid, current_device(), as_stream(stream));
     return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
 }

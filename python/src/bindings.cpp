@@ -468,8 +468,8 @@ nb::tuple paged_rows(const std::string &dtype, uint32_t head_dim, uintptr_t pool
     if (pb == 0) throw status_error{(int)KVC_E_UNSUPPORTED, "paged_rows: a type or dimension the pages refuse"};
     const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
     const size_t rb = (size_t)kvc_row_bytes((unsigned)t, head_dim);
-    const size_t voff = kvc_cuda::page_v_offset((int)t, head_dim);
     const size_t n = slots.size();
+    std::vector<unsigned char> row(rb);
     float *kd = new float[n * head_dim], *vd = new float[n * head_dim];
     nb::capsule kown(kd, [](void *p) noexcept { delete[] static_cast<float *>(p); });
     nb::capsule vown(vd, [](void *p) noexcept { delete[] static_cast<float *>(p); });
@@ -479,8 +479,11 @@ nb::tuple paged_rows(const std::string &dtype, uint32_t head_dim, uintptr_t pool
         if (sl < 0 || (size_t)(sl / 64 + 1) * pb > pool_bytes)
             throw status_error{(int)KVC_E_ARG, "paged_rows: slot " + std::to_string(sl) + " is outside the pool"};
         const unsigned char *page = base + (size_t)(sl / 64) * pb;
-        rk.load(page + (size_t)(sl % 64) * rb, kd + i * head_dim, head_dim);
-        rk.load(page + voff + (size_t)(sl % 64) * rb, vd + i * head_dim, head_dim);
+        // the page's row in the core's layout (int8 pages keep scales apart and values transposed)
+        kvc_cuda::page_row_to_core((int)t, head_dim, page, (uint32_t)(sl % 64), false, row.data());
+        rk.load(row.data(), kd + i * head_dim, head_dim);
+        kvc_cuda::page_row_to_core((int)t, head_dim, page, (uint32_t)(sl % 64), true, row.data());
+        rk.load(row.data(), vd + i * head_dim, head_dim);
     }
     using f32_out = nb::ndarray<nb::numpy, float, nb::ndim<2>>;
     return nb::make_tuple(f32_out(kd, {n, (size_t)head_dim}, kown), f32_out(vd, {n, (size_t)head_dim}, vown));

@@ -16,8 +16,8 @@
 // at "tiny" (B = 4, 64 rows: one-page entries, written by their split block)
 // and at llama B = 1, n = 4k (entries split over two-page items and merged), per row type.
 // CSV on stdout: kvc,<shape>,<rows>,B,n,q_heads,kv_heads,us,kv_bytes,moved_bytes,TB_per_s,of_read,plan_us,err,
-//   items,pages_per_item,timing -- kv_bytes: K and V rows as stored; moved_bytes: the pages the kernel reads
-//   (rows, log-weights, roles, padding); TB_per_s and of_read are of moved_bytes.
+//   items,pages_per_item,timing -- kv_bytes: K and V rows as stored; moved_bytes: what the kernel reads (whole
+//   pages of rows; the caches are declared unweighted, so no log-weights or roles); TB_per_s, of_read: of moved_bytes.
 // usage: batch_race [quick|ncu]   (ncu: one untimed attend per type at single 1M, G = 8). Exits 77 without a GPU.
 #include <chrono>
 #include <cinttypes>
@@ -49,7 +49,7 @@ __device__ inline uint32_t mix(uint64_t z)
 // Fills pages with valid rows in the page layout (kvc_cuda_batch.h), in
 // three coalesced passes: every 4-byte word from a hash (f16 halves of
 // magnitude in [1/2, 1), any int8 codes, any int4 nibbles); then each row's
-// int8 scale or int4 group headers; then log-weight 0 and role 3 per row.
+// int8 scale (the scales' array) or int4 group headers; then log-weight 0 and role 3 per row.
 __global__ void fill_words(uint32_t *pool, size_t n_words, unsigned dtype)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_words; i += (size_t)gridDim.x * blockDim.x) {
@@ -64,14 +64,16 @@ __global__ void fill_headers(unsigned char *pool, size_t n_pages, size_t page_by
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < n_pages * 128u;
          r += (size_t)gridDim.x * blockDim.x) {
         unsigned char *page = pool + (r / 128u) * page_bytes;
-        const size_t i = r % 128u;
-        unsigned char *row = page + (i < 64u ? 0u : voff) + (i % 64u) * row_bytes;
-        if (dtype == KVC_DTYPE_I8) *reinterpret_cast<float *>(row) = 1.5f / 127.0f;
-        if (dtype == KVC_DTYPE_I4)
+        const size_t i = r % 128u; // keys 0..63, values 64..127
+        if (dtype == KVC_DTYPE_I8) // the scales' array: k_scale[64], v_scale[64]
+            reinterpret_cast<float *>(page + kvc_cuda::page_scale_offset((int)dtype, d))[i] = 1.5f / 127.0f;
+        if (dtype == KVC_DTYPE_I4) {
+            unsigned char *row = page + (i < 64u ? 0u : voff) + (i % 64u) * row_bytes;
             for (uint32_t g = 0; g < d / 32u; g++) {
                 reinterpret_cast<__half *>(row)[2u * g] = __float2half_rn(0.2f);
                 reinterpret_cast<__half *>(row)[2u * g + 1u] = __float2half_rn(-1.5f);
             }
+        }
         if (i < 64u) {
             reinterpret_cast<float *>(page + kvc_cuda::page_lw_offset((int)dtype, d))[i] = 0.0f;
             page[kvc_cuda::page_role_offset((int)dtype, d) + i] = 3u;
@@ -102,7 +104,6 @@ double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, con
 {
     const size_t d = c.head_dim, G = c.group, E = s.B * s.Hkv, PB = kvc_cuda_page_bytes(c.dtype, d);
     const size_t pages = (rows + 63u) / 64u, row_bytes = (size_t)kvc_row_bytes(c.dtype, d);
-    const size_t voff = kvc_cuda::page_v_offset((int)c.dtype, (uint32_t)d);
     std::vector<unsigned char> pool(c.n_pages * PB);
     CK(cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost));
     std::vector<__half> qh(s.B * s.Hq * d), oh(s.B * s.Hq * d);
@@ -115,8 +116,8 @@ double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, con
     for (size_t e = 0; e < E; e++) {
         for (size_t i = 0; i < rows; i++) {
             const unsigned char *page = pool.data() + (size_t)ids[e * pages + i / 64u] * PB;
-            std::memcpy(&K[i * row_bytes], page + (i % 64u) * row_bytes, row_bytes);
-            std::memcpy(&V[i * row_bytes], page + voff + (i % 64u) * row_bytes, row_bytes);
+            kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, (uint32_t)(i % 64u), false, &K[i * row_bytes]);
+            kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, (uint32_t)(i % 64u), true, &V[i * row_bytes]);
         }
         kvc_view v;
         std::memset(&v, 0, sizeof v);
@@ -146,8 +147,9 @@ void run(const shape &s, bool with_error)
         rows = budget / PB * 64u;
     }
     const size_t pages = (rows + 63u) / 64u, n_pages = E * pages;
-    kvc_cuda_paged c = {t,       (uint32_t)d,      (uint32_t)s.Hkv, (uint32_t)G, (float)(1.0 / std::sqrt((double)d)),
-                        nullptr, (uint32_t)n_pages};
+    kvc_cuda_paged c = {
+        t, (uint32_t)d, (uint32_t)s.Hkv, (uint32_t)G, (float)(1.0 / std::sqrt((double)d)), nullptr, (uint32_t)n_pages,
+        1u}; // unweighted: every row weight 1, role both
     CK(cudaMalloc(&c.pool, n_pages * PB));
     fill_words<<<4096, 256>>>(static_cast<uint32_t *>(c.pool), n_pages * PB / 4u, t);
     fill_headers<<<4096, 128>>>(static_cast<unsigned char *>(c.pool), n_pages, PB, t, (uint32_t)d);
@@ -185,10 +187,18 @@ void run(const shape &s, bool with_error)
         }
     };
     const char *how = "-";
-    const double us = g_ncu ? (attend(nullptr), CK(cudaDeviceSynchronize()), NAN) : g_timer->time_us(attend, &how);
-    // bytes of K and V as stored (row bytes), and bytes the kernel reads (whole pages: rows, weights, roles, padding)
+    double us = NAN;
+    if (g_ncu) {
+        attend(g_timer->st);
+        CK(cudaStreamSynchronize(g_timer->st));
+    } else {
+        us = g_timer->time_us(attend, &how);
+    }
+    // bytes of K and V as stored (row bytes), and bytes the kernel reads (the pages' rows; their weights and
+    // roles too for a weighted cache, which these unweighted caches -- exact and sink-window -- are not)
     const double kv_bytes = (double)E * (double)rows * 2.0 * (double)kvc_row_bytes(t, d);
-    const double moved = (double)n_pages * (double)PB;
+    const double moved =
+        (double)n_pages * (c.unweighted ? (double)kvc_cuda::page_lw_offset((int)t, (uint32_t)d) : (double)PB);
     const double err = with_error ? reference_error(c, s, rows, ids, q, out) : NAN;
     std::printf("kvc,%s,%s,%zu,%zu,%zu,%zu,%.2f,%.0f,%.0f,%.4f,%.4f,%.1f,%.3g,%u,%u,%s\n", s.name.c_str(),
                 s.compressed ? "sink-window-int8-25pct" : kvc_dtype_name((kvc_dtype)t), s.B, s.n, s.Hq, s.Hkv, us,

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "cp_async.cuh"
+#include "dequant.cuh"
 #include "injected_bug.cuh"
 #include "ldmatrix.cuh"
 #include "kvc_cuda_compat.h"
@@ -65,9 +66,11 @@ struct batch_args {
     uint32_t out_elem;
     unsigned char *ws;
     uint32_t capacity, n_entries;
+    uint32_t unweighted; // every row weight 1, role both: the pages' log-weights and roles are not read
 };
 
 constexpr unsigned kLanes = 0xffffffffu;
+constexpr float kLog2e = 1.44269504088896340736f; // the states' maxima are in log2 units: m2 = m log2 e
 
 __device__ inline float warp_max32(float v)
 {
@@ -111,41 +114,73 @@ template <uint32_t D> __device__ inline float i4_elem(const unsigned char *row, 
     return mn + (float)((byte >> ((c & 1u) * 4u)) & 15u) * sc;
 }
 
-// Elements c and c + 1 (c even) of an int8 or int4 key row as one f16 pair:
-// the B fragment of Q K^T (f16 pages are read by ldmatrix instead).
-template <int DT, uint32_t D> __device__ inline uint32_t key_pair(const unsigned char *row, uint32_t c)
+// Elements c and c + 1 (c even) of an int4 key row as one f16 pair: the B fragment of Q K^T.
+template <uint32_t D> __device__ inline uint32_t key_pair_i4(const unsigned char *row, uint32_t c)
 {
-    if (DT == BT_I8) {
-        const signed char *q = reinterpret_cast<const signed char *>(row + 4);
-        return kvc_mma_pack(__int2half_rn(q[c]), __int2half_rn(q[c + 1u]));
-    }
     return pack_f32(i4_elem<D>(row, c), i4_elem<D>(row, c + 1u));
 }
 
-// Element c of an int8 or int4 value row as the f16 the P V product multiplies (int8: the code).
-template <int DT, uint32_t D> __device__ inline __half value_half(const unsigned char *row, uint32_t c)
+// Element c of an int4 value row as the f16 the P V product multiplies.
+template <uint32_t D> __device__ inline __half value_half_i4(const unsigned char *row, uint32_t c)
 {
-    if (DT == BT_I8) return __int2half_rn(reinterpret_cast<const signed char *>(row + 4)[c]);
     return __float2half_rn(i4_elem<D>(row, c));
 }
 
-template <int DT> __device__ inline float row_scale_i8(const unsigned char *row)
+// Pages land in shared memory swizzled, so that the lanes of one load read
+// eight different 16-byte bank groups where rows at their global stride
+// would share them (rows of 128 or 256 bytes: 8-way conflicts):
+//   f16   16-byte chunk c of K or V row r -> chunk c ^ (r & 7) of the row
+//         (an ldmatrix tile: 8 consecutive rows, one chunk column);
+//   int8  K code row r (d bytes) -> chunk c ^ i8_key_sw(r), for the 8 rows a
+//         score fragment reads (rows 4(g/2) + (g%2) + 2j: see the kernel);
+//         V column col (64 bytes) -> chunk c ^ ((col / 2) & 3), for the 8
+//         columns a value fragment reads;
+//   int4  as it is.
+// The scales, log-weights and roles after the rows are copied as they are.
+template <uint32_t D> __device__ inline uint32_t i8_key_sw(uint32_t r)
 {
-    return DT == BT_I8 ? *reinterpret_cast<const float *>(row) : 1.0f;
+    return D == 128u ? (r & 1u) | ((r >> 1) & 6u) : (r >> 2) & 3u;
 }
+__device__ inline uint32_t i8_col_sw(uint32_t col) { return (col >> 1) & 3u; }
 
-// f16 pages land in shared memory swizzled: 16-byte chunk c of K or V row r
-// goes to chunk c ^ (r & 7) of that row, so that the eight rows one ldmatrix
-// tile reads (consecutive rows, one chunk column) fall in eight different
-// 16-byte bank groups: conflict-free, where rows at their 256-byte global
-// stride all hit the same banks (8-way for keys). The log-weights and roles
-// after the rows are copied as they are; int8 and int4 pages unswizzled.
 template <int DT, uint32_t D> __device__ inline uint32_t swizzled_chunk(uint32_t i)
 {
-    constexpr uint32_t cpr = batch_row_bytes(DT, D) / 16u; // chunks per row (f16: 8 or 16)
-    if (DT != BT_F16 || i >= 2u * kPageRows * cpr) return i;
-    const uint32_t row = i / cpr;
-    return row * cpr + ((i % cpr) ^ (row & 7u));
+    constexpr uint32_t cpr = page_row_bytes(DT, D) / 16u; // chunks per row (f16: 8 or 16; int8: 4 or 8)
+    if (DT == BT_F16 && i < 2u * kPageRows * cpr) {
+        const uint32_t row = i / cpr;
+        return row * cpr + ((i % cpr) ^ (row & 7u));
+    }
+    if (DT == BT_I8 && i < kPageRows * cpr) {
+        const uint32_t row = i / cpr;
+        return row * cpr + ((i % cpr) ^ i8_key_sw<D>(row));
+    }
+    if (DT == BT_I8 && i < 2u * kPageRows * cpr) {
+        const uint32_t k = i - kPageRows * cpr, col = k / 4u;
+        return kPageRows * cpr + col * 4u + ((k % 4u) ^ i8_col_sw(col));
+    }
+    return i;
+}
+
+// int8: the four codes at bytes 4t .. 4t + 3 of chunk c of key row r, and of value column col's chunk c.
+template <uint32_t D>
+__device__ inline uint32_t i8_key_word(const unsigned char *page, uint32_t r, uint32_t c, uint32_t t)
+{
+    return *reinterpret_cast<const uint32_t *>(page + r * D + 16u * (c ^ i8_key_sw<D>(r)) + 4u * t);
+}
+template <uint32_t D>
+__device__ inline uint32_t i8_value_word(const unsigned char *page, uint32_t col, uint32_t c, uint32_t t)
+{
+    return *reinterpret_cast<const uint32_t *>(page + page_v_offset(BT_I8, D) + col * kPageRows +
+                                               16u * (c ^ i8_col_sw(col)) + 4u * t);
+}
+
+// The int8 conversion's subtrahend (the bug matrix's row 15 forgets the 128).
+__device__ inline float i8_magic()
+{
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 15) return kI8Magic - 128.0f; // the sign flip's 128 forgotten
+#endif
+    return kI8Magic;
 }
 
 // The byte offset, in a swizzled f16 page, of the 16-byte chunk c of row r (K rows 0..63, V rows 64..127).
@@ -159,11 +194,12 @@ template <uint32_t D> __device__ inline uint32_t f16_chunk_at(uint32_t r, uint32
     return 16u * (r * cpr + sw);
 }
 
-// Copies one page (page_bytes, a multiple of 16) into shared memory with
-// 16-byte cp.async copies spread over the block; commits them as one group.
-template <int DT, uint32_t D> __device__ inline void issue_page(unsigned char *dst, const unsigned char *src)
+// Copies the first `chunks` 16-byte chunks of a page into shared memory
+// with cp.async copies spread over the block (all of it, or its rows only
+// for an unweighted cache); commits them as one group.
+template <int DT, uint32_t D>
+__device__ inline void issue_page(unsigned char *dst, const unsigned char *src, uint32_t chunks)
 {
-    constexpr uint32_t chunks = page_bytes(DT, D) / 16u;
     for (uint32_t i = threadIdx.x; i < chunks; i += kBatchThreads) {
         const uint32_t to = swizzled_chunk<DT, D>(i); // (a template-id's comma would split the macro)
         kvc_cp_async(dst + 16u * to, src + 16u * i, 16);
@@ -222,8 +258,9 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #endif
     // first page in flight while q is prepared; the next page's id read one iteration ahead
     int32_t next_id = 0;
+    const uint32_t chunks = (a.unweighted ? page_lw_offset(DT, D) : PB) / 16u;
     if (it.n_pages > 0) {
-        issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB);
+        issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB, chunks);
         if (it.n_pages > 1) next_id = pages[1];
     }
 
@@ -241,20 +278,27 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         if (lane == 0) sigma[r] = s;
     }
     __syncthreads();
-    // the A fragments of Q, kept in registers for the whole item
+    // the A fragments of Q, kept in registers for the whole item. int8 permutes
+    // the k index within each 16 dims (k 2t, 2t+1 <-> dims 4t, 4t+1; k 2t+8,
+    // 2t+9 <-> dims 4t+2, 4t+3) as its key fragments do: four consecutive
+    // codes are one 32-bit load, and a dot product does not see the order.
     uint32_t qa[D / 16u][4];
 #pragma unroll
     for (uint32_t s = 0; s < D / 16u; s++) {
-        const uint32_t *row_g = reinterpret_cast<const uint32_t *>(qh + g * D + 16u * s + 2u * t);
-        const uint32_t *row_g8 = reinterpret_cast<const uint32_t *>(qh + (g + 8u) * D + 16u * s + 2u * t);
-        qa[s][0] = row_g[0], qa[s][1] = row_g8[0], qa[s][2] = row_g[4], qa[s][3] = row_g8[4];
+        const uint32_t *row_g = reinterpret_cast<const uint32_t *>(qh + g * D + 16u * s);
+        const uint32_t *row_g8 = reinterpret_cast<const uint32_t *>(qh + (g + 8u) * D + 16u * s);
+        const uint32_t k0 = DT == BT_I8 ? 2u * t : t, k1 = DT == BT_I8 ? 2u * t + 1u : t + 4u;
+        qa[s][0] = row_g[k0], qa[s][1] = row_g8[k0], qa[s][2] = row_g[k1], qa[s][3] = row_g8[k1];
 #if KVC_BUG_MATRIX
         if (kvc_injected_bug == 9) qa[s][1] = row_g[4], qa[s][2] = row_g8[0]; // a wrong fragment: a[1], a[2] swapped
 #endif
     }
-    const float sig_g = sigma[g], sig_g8 = sigma[g + 8u];
+    // scores in the log2 domain (exp2 is one MUFU.EX2; expf a sequence around it): x2 = x log2 e
+    const float sig_g = sigma[g] * kLog2e, sig_g8 = sigma[g + 8u] * kLog2e;
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float vs_run =
+        0.0f; // int8: the largest value scale of the warp's rows so far (acc holds sums of P s / vs_run times codes)
     float acc[D / 8u][4];
 #pragma unroll
     for (uint32_t j = 0; j < D / 8u; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -262,7 +306,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     for (int32_t pi = 0; pi < it.n_pages; pi++) {
         unsigned char *page = buf0 + (uint32_t)(pi & 1) * PB;
         if (pi + 1 < it.n_pages) {
-            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)next_id * PB);
+            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)next_id * PB, chunks);
             if (pi + 2 < it.n_pages) next_id = pages[pi + 2];
 #if KVC_BUG_MATRIX
             if (kvc_injected_bug != 10) kvc_cp_async_wait(1); // 10: no wait before the page is read
@@ -277,22 +321,23 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         __syncthreads();
         const unsigned char *K = page, *V = page + page_v_offset(DT, D);
         const float *LW = reinterpret_cast<const float *>(page + page_lw_offset(DT, D));
+        const float *KS = reinterpret_cast<const float *>(page + page_scale_offset(DT, D)), *VS = KS + kPageRows;
         const unsigned char *RO = page + page_role_offset(DT, D);
         const int32_t valid = it.rows - pi * (int32_t)kPageRows; // rows of this page in the cache
-        // this lane's four rows of the warp's 16: 2t, 2t+1, 2t+8, 2t+9 (the C
-        // fragment's columns of the two 8-key tiles, and the B fragment's rows of P V)
+        // this lane's four rows of the warp's 16 -- f16, int4: 2t, 2t+1, 2t+8, 2t+9; int8: 4t .. 4t+3 -- the
+        // C fragment's columns of the two 8-key tiles, and the B fragment's rows of P V
         uint32_t rr[4];
         float lw[4], ks[4], vs[4];
         bool inc[4], num[4], den[4];
 #pragma unroll
         for (uint32_t i = 0; i < 4u; i++) {
-            rr[i] = 16u * warp + 2u * t + (i & 1u) + (i >= 2u ? 8u : 0u);
-            const unsigned role = RO[rr[i]];
-            lw[i] = LW[rr[i]];
+            rr[i] = DT == BT_I8 ? 16u * warp + 4u * t + i : 16u * warp + 2u * t + (i & 1u) + (i >= 2u ? 8u : 0u);
+            const unsigned role = a.unweighted ? 3u : RO[rr[i]];
+            lw[i] = a.unweighted ? 0.0f : LW[rr[i]] * kLog2e;
             inc[i] = (int32_t)rr[i] < valid && lw[i] > -INFINITY && role >= 1u && role <= 3u;
             num[i] = inc[i] && (role & 1u), den[i] = inc[i] && (role & 2u);
-            ks[i] = row_scale_i8<DT>(K + rr[i] * batch_row_bytes(DT, D));
-            vs[i] = row_scale_i8<DT>(V + rr[i] * batch_row_bytes(DT, D));
+            ks[i] = DT == BT_I8 ? KS[rr[i]] : 1.0f;
+            vs[i] = DT == BT_I8 ? VS[rr[i]] : 1.0f;
         }
         // S = Q K^T for the warp's two 8-key tiles
         float sc[2][4];
@@ -306,14 +351,27 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 kvc_mma_m16n8k16(sc[0], qa[s], kb[0], sc[0]);
                 kvc_mma_m16n8k16(sc[1], qa[s], kb[1], sc[1]);
             }
+        } else if (DT == BT_I8) {
+            // tile j's column n is row 4 (n / 2) + 2j + (n % 2): the lane's P entries are its rows 4t .. 4t+3
+            const float magic = i8_magic();
+#pragma unroll
+            for (uint32_t j = 0; j < 2u; j++) {
+                const uint32_t krow = 16u * warp + 4u * (g / 2u) + 2u * j + (g % 2u);
+#pragma unroll
+                for (uint32_t s = 0; s < D / 16u; s++) {
+                    uint32_t kb[2];
+                    kvc_i8x4_to_f16x2(i8_key_word<D>(page, krow, s, t), kb[0], kb[1], magic);
+                    kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
+                }
+            }
         } else {
 #pragma unroll
             for (uint32_t j = 0; j < 2u; j++) {
                 const unsigned char *krow = K + (16u * warp + 8u * j + g) * batch_row_bytes(DT, D);
 #pragma unroll
                 for (uint32_t s = 0; s < D / 16u; s++) {
-                    const uint32_t kb[2] = {key_pair<DT, D>(krow, 16u * s + 2u * t),
-                                            key_pair<DT, D>(krow, 16u * s + 2u * t + 8u)};
+                    const uint32_t kb[2] = {key_pair_i4<D>(krow, 16u * s + 2u * t),
+                                            key_pair_i4<D>(krow, 16u * s + 2u * t + 8u)};
                     kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
                 }
             }
@@ -335,7 +393,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(kLanes, mx[h], 1));
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(kLanes, mx[h], 2));
             const float mn = fmaxf(m[h], mx[h]);
-            corr[h] = mn == -INFINITY ? 1.0f : expf(m[h] - mn);
+            corr[h] = mn == -INFINITY ? 1.0f : exp2f(m[h] - mn);
             m[h] = mn;
         }
 #pragma unroll
@@ -343,33 +401,40 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #pragma unroll
             for (uint32_t e = 0; e < 4u; e++) {
                 const uint32_t i = 2u * j + (e & 1u), h = e / 2u;
-                const float pe = x[j][e] == -INFINITY ? 0.0f : expf(x[j][e] - m[h]);
+                const float pe = x[j][e] == -INFINITY ? 0.0f : exp2f(x[j][e] - m[h]);
                 if (den[i]) psum[h] += pe;
                 p[j][e] = num[i] ? pe : 0.0f;
             }
-        // int8 values: fold each row's scale into its probability, normalised by the warp's largest
-        float smax = 0.0f;
-#pragma unroll
-        for (uint32_t i = 0; i < 4u; i++) smax = fmaxf(smax, num[i] ? vs[i] : 0.0f);
-        smax = fmaxf(smax, __shfl_xor_sync(kLanes, smax, 1));
-        smax = fmaxf(smax, __shfl_xor_sync(kLanes, smax, 2));
-        const float inv_smax = smax > 0.0f ? 1.0f / smax : 0.0f;
 #pragma unroll
         for (uint32_t h = 0; h < 2u; h++) {
             psum[h] += __shfl_xor_sync(kLanes, psum[h], 1);
             psum[h] += __shfl_xor_sync(kLanes, psum[h], 2);
             l[h] = l[h] * corr[h] + psum[h];
         }
-        uint32_t pa[4];
+        // int8 values: each row's scale folded into its probability over the warp's running largest
+        // scale (P' = P s / vs_run <= P keeps f16's precision), which rescales acc when it grows, as the
+        // softmax maximum does; the product is multiplied by vs_run once, at the end of the item
+        float vcorr = 1.0f;
         if (DT == BT_I8) {
+            float smax = vs_run;
+#pragma unroll
+            for (uint32_t i = 0; i < 4u; i++) smax = fmaxf(smax, num[i] ? vs[i] : 0.0f);
+            smax = warp_max32(smax);
+            vcorr = vs_run > 0.0f ? vs_run / smax : 1.0f;
+            vs_run = smax;
+            const float inv = smax > 0.0f ? 1.0f / smax : 0.0f;
 #pragma unroll
             for (uint32_t j = 0; j < 2u; j++)
 #pragma unroll
                 for (uint32_t e = 0; e < 4u; e++) {
                     const uint32_t i = 2u * j + (e & 1u); // a row not in N keeps 0, whatever its scale's bytes
-                    p[j][e] = num[i] ? p[j][e] * (vs[i] * inv_smax) : 0.0f;
+                    p[j][e] = num[i] ? p[j][e] * (vs[i] * inv) : 0.0f;
                 }
+            corr[0] *= vcorr, corr[1] *= vcorr;
         }
+        // no row maximum (nor int8 value scale) of the warp moved -- after the first pages, the usual case
+        const bool rescale = __any_sync(kLanes, corr[0] != 1.0f || corr[1] != 1.0f);
+        uint32_t pa[4];
         pa[0] = pack_f32(p[0][0], p[0][1]), pa[1] = pack_f32(p[0][2], p[0][3]);
         pa[2] = pack_f32(p[1][0], p[1][1]), pa[3] = pack_f32(p[1][2], p[1][3]);
         // O = O corr + P V over the warp's 16 rows (rows not in N contribute a zero, whatever their bytes)
@@ -385,9 +450,20 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 for (uint32_t n = 0; n < 2u; n++) {
                     vb[n][0] &= keep0, vb[n][1] &= keep1;
                     float *o = acc[nt + n];
-                    o[0] *= corr[0], o[1] *= corr[0], o[2] *= corr[1], o[3] *= corr[1];
+                    if (rescale) o[0] *= corr[0], o[1] *= corr[0], o[2] *= corr[1], o[3] *= corr[1];
                     kvc_mma_m16n8k16(o, pa, vb[n], o);
                 }
+            }
+        } else if (DT == BT_I8) {
+            // the lane's rows 4t .. 4t+3 of column 8 nt + g: one word of the transposed codes (a row not in N
+            // has P' = 0, and its codes are finite whatever they are)
+            const float magic = i8_magic();
+#pragma unroll
+            for (uint32_t nt = 0; nt < D / 8u; nt++) {
+                uint32_t vb[2];
+                kvc_i8x4_to_f16x2(i8_value_word<D>(page, 8u * nt + g, warp, t), vb[0], vb[1], magic);
+                if (rescale) acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
+                kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
             }
         } else {
             const __half zero = __float2half_rn(0.0f);
@@ -397,18 +473,10 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 __half vh[4];
 #pragma unroll
                 for (uint32_t i = 0; i < 4u; i++)
-                    vh[i] = num[i] ? value_half<DT, D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
+                    vh[i] = num[i] ? value_half_i4<D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
                 const uint32_t vb[2] = {kvc_mma_pack(vh[0], vh[1]), kvc_mma_pack(vh[2], vh[3])};
-                acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
-                if (DT == BT_I8) {
-                    const float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    float o[4];
-                    kvc_mma_m16n8k16(o, pa, vb, z);
-#pragma unroll
-                    for (uint32_t e = 0; e < 4u; e++) acc[nt][e] += smax * o[e];
-                } else {
-                    kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
-                }
+                if (rescale) acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
+                kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
             }
         }
         __syncthreads(); // the buffer is refilled by the next iteration's copies
@@ -422,10 +490,11 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     for (uint32_t h = 0; h < 2u; h++) {
         const uint32_t row = g + 8u * h;
         if (t == 0) wm[warp * kMmaM + row] = m[h], wl[warp * kMmaM + row] = l[h];
+        const float vscale = DT == BT_I8 ? vs_run : 1.0f;
 #pragma unroll
         for (uint32_t nt = 0; nt < D / 8u; nt++) {
-            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t] = acc[nt][2u * h];
-            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t + 1u] = acc[nt][2u * h + 1u];
+            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t] = acc[nt][2u * h] * vscale;
+            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t + 1u] = acc[nt][2u * h + 1u] * vscale;
         }
     }
     __syncthreads();
@@ -440,7 +509,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         float num = 0.0f, den = 0.0f;
         for (uint32_t w = 0; w < 4u; w++) {
             const float mw = wm[w * kMmaM + row];
-            const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
+            const float f = mw == -INFINITY ? 0.0f : exp2f(mw - M);
             den += f * wl[w * kMmaM + row];
             if (!is_ml) num += f * wacc[(w * kMmaM + row) * D + c];
         }
@@ -500,7 +569,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kMergeThreads) batch_mer
         if (mk == -INFINITY) continue; // an item with no row in D or N: nothing to add (warp-uniform)
         float x[D / 32u];
         load_lane_cols<D>(st + ((size_t)k * G + row) * D, lane, x);
-        const float mn = fmaxf(m, mk), fo = m == -INFINITY ? 0.0f : expf(m - mn), fk = expf(mk - mn);
+        const float mn = fmaxf(m, mk), fo = m == -INFINITY ? 0.0f : exp2f(m - mn), fk = exp2f(mk - mn);
         l = l * fo + lk * fk;
         for (uint32_t j = 0; j < D / 32u; j++) acc[j] = acc[j] * fo + x[j] * fk;
         m = mn;
@@ -515,7 +584,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kMergeThreads) batch_mer
         for (uint32_t w = 0; w < kMergeThreads / 32u; w++) M = fmaxf(M, sm[w]);
         float num = 0.0f, den = 0.0f;
         for (uint32_t w = 0; w < kMergeThreads / 32u; w++) {
-            const float f = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - M);
+            const float f = sm[w] == -INFINITY ? 0.0f : exp2f(sm[w] - M);
             den += f * sl[w], num += f * sacc[w][c];
         }
         const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
@@ -531,21 +600,24 @@ struct append_args {
 };
 
 // One warp quantises one row of D elements (f32 in x(c)) into `row`.
-template <int DT, uint32_t D, typename X> __device__ inline void quantise_row(unsigned char *row, X x)
+// (int8: the codes at row[c * stride] and the scale at *scale_at, the page's int8 layout; the others a core row)
+template <int DT, uint32_t D, typename X>
+__device__ inline void quantise_row(unsigned char *row, X x, uint32_t stride = 1u, float *scale_at = nullptr)
 {
     const uint32_t lane = threadIdx.x % 32u;
     if (DT == BT_F16) {
         for (uint32_t c = lane; c < D; c += 32u) reinterpret_cast<__half *>(row)[c] = __float2half_rn(x(c));
     } else if (DT == BT_I8) { // as store_kernel and the reference: scale = max|x| / 127, round half away
+        // (the page's int8 layout: code c at codes[c * stride], the scale at *scale)
         float amax = 0.0f;
         for (uint32_t c = lane; c < D; c += 32u) amax = fmaxf(amax, fabsf(x(c)));
         amax = warp_max32(amax);
         const float scale = amax / 127.0f;
         for (uint32_t c = lane; c < D; c += 32u) {
             const float q = scale > 0.0f ? fminf(fmaxf(x(c) / scale, -127.0f), 127.0f) : 0.0f;
-            reinterpret_cast<signed char *>(row + 4)[c] = (signed char)(int)roundf(q);
+            reinterpret_cast<signed char *>(row)[c * stride] = (signed char)(int)roundf(q);
         }
-        if (lane == 0) *reinterpret_cast<float *>(row) = scale;
+        if (lane == 0) *scale_at = scale;
     } else { // int4: lane c of each group of 32, the reference's grid (the stored halves cover [lo, hi])
         for (uint32_t g0 = 0; g0 < D; g0 += 32u) {
             const float xv = x(g0 + lane);
@@ -586,10 +658,16 @@ template <int DT, uint32_t D> __global__ void __launch_bounds__(kBatchThreads) b
     const uint32_t r = (uint32_t)slot % kPageRows, seq = e / a.n_kv_heads, head = e % a.n_kv_heads;
     const size_t kb = (size_t)seq * a.k.seq_stride + (size_t)head * a.k.head_stride;
     const size_t vb = (size_t)seq * a.v.seq_stride + (size_t)head * a.v.head_stride;
-    quantise_row<DT, D>(page + r * batch_row_bytes(DT, D),
-                        [&](uint32_t c) { return load_elem(a.k.data, kb + c, a.k.elem); });
-    quantise_row<DT, D>(page + page_v_offset(DT, D) + r * batch_row_bytes(DT, D),
-                        [&](uint32_t c) { return load_elem(a.v.data, vb + c, a.v.elem); });
+    auto kx = [&](uint32_t c) { return load_elem(a.k.data, kb + c, a.k.elem); };
+    auto vx = [&](uint32_t c) { return load_elem(a.v.data, vb + c, a.v.elem); };
+    if (DT == BT_I8) { // key codes as a row, value codes as a column of the transposed block, scales apart
+        float *scales = reinterpret_cast<float *>(page + page_scale_offset(DT, D));
+        quantise_row<DT, D>(page + r * D, kx, 1u, scales + r);
+        quantise_row<DT, D>(page + page_v_offset(DT, D) + r, vx, kPageRows, scales + kPageRows + r);
+    } else {
+        quantise_row<DT, D>(page + r * batch_row_bytes(DT, D), kx);
+        quantise_row<DT, D>(page + page_v_offset(DT, D) + r * batch_row_bytes(DT, D), vx);
+    }
     if (threadIdx.x % 32u == 0) {
         reinterpret_cast<float *>(page + page_lw_offset(DT, D))[r] = 0.0f;
         page[page_role_offset(DT, D) + r] = 3u;

@@ -15,10 +15,11 @@ constexpr uint32_t kPageRows = 64;      // KVC_CUDA_PAGE_ROWS
 constexpr uint32_t kBatchThreads = 128; // 4 warps, 16 rows of a page each
 constexpr uint32_t kMmaM = 16;          // query rows of one tensor-core tile
 // Blocks per multiprocessor the split kernel's registers are budgeted for:
-// three (<= 170 registers each; two page buffers of f16 d = 128 rows, 66 KiB,
-// let three share an sm_90's shared memory), two for int8 rows, whose
-// separate value product needs more registers (at three, d = 128 spills).
-__host__ __device__ constexpr int batch_min_blocks(int DT) { return DT == 2 ? 2 : 3; }
+// three for every type (<= 170 registers each; two page buffers of f16
+// d = 128 rows, 66 KiB, let three share an sm_90's shared memory). int8
+// needed 195 registers (two blocks) while it kept a separate value product;
+// with the value scale folded into the rescale it needs about 150.
+__host__ __device__ constexpr int batch_min_blocks(int) { return 3; }
 enum { BT_F16 = 1, BT_I8 = 2, BT_I4 = 6 };    // KVC_DTYPE_F16, _I8, _I4
 enum { EL_F32 = 0, EL_F16 = 1, EL_BF16 = 2 }; // kvc_cuda_elem
 
@@ -53,12 +54,27 @@ __host__ __device__ constexpr uint32_t batch_row_bytes(int DT, uint32_t d)
     return DT == BT_F16 ? 2u * d : DT == BT_I8 ? 4u + d : 4u * (d / 32u) + d / 2u;
 }
 __host__ __device__ constexpr uint32_t align16(uint32_t x) { return (x + 15u) / 16u * 16u; }
-// page = [K rows][V rows][float log_weight[64]][uint8 role[64]]
+// Bytes of a row in a page's key block: the core's row for f16 and int4; for
+// int8 the d codes alone (the scales have their own array, so that a code
+// row is a whole number of 16-byte chunks and can be swizzled).
+__host__ __device__ constexpr uint32_t page_row_bytes(int DT, uint32_t d)
+{
+    return DT == BT_I8 ? d : batch_row_bytes(DT, d);
+}
+// page = [K rows][V rows][scales][float log_weight[64]][uint8 role[64]], each part 16-byte aligned:
+//   f16, int4  K and V rows in the core's row layout; no scales part
+//   int8       K code rows [64][d]; V codes transposed, [d][64] (a column's 64 codes together, so that
+//              the P V product's fragment, four rows of one column, is one 32-bit load); then
+//              float k_scale[64], float v_scale[64]
 __host__ __device__ constexpr uint32_t page_v_offset(int DT, uint32_t d)
 {
-    return align16(kPageRows * batch_row_bytes(DT, d));
+    return align16(kPageRows * page_row_bytes(DT, d));
 }
-__host__ __device__ constexpr uint32_t page_lw_offset(int DT, uint32_t d) { return 2u * page_v_offset(DT, d); }
+__host__ __device__ constexpr uint32_t page_scale_offset(int DT, uint32_t d) { return 2u * page_v_offset(DT, d); }
+__host__ __device__ constexpr uint32_t page_lw_offset(int DT, uint32_t d)
+{
+    return page_scale_offset(DT, d) + (DT == BT_I8 ? 2u * 4u * kPageRows : 0u);
+}
 __host__ __device__ constexpr uint32_t page_role_offset(int DT, uint32_t d)
 {
     return page_lw_offset(DT, d) + 4u * kPageRows;
@@ -67,6 +83,21 @@ __host__ __device__ constexpr uint32_t page_bytes(int DT, uint32_t d)
 {
     return align16(page_role_offset(DT, d) + kPageRows);
 }
+
+// Row r (0..63) of a page's keys (value = false) or values (true) in the
+// core's row layout (KVC_ROW_BYTES), whatever the page keeps: what the tests,
+// the benchmark and the Python bindings hand the reference kernels.
+inline void page_row_to_core(int DT, uint32_t d, const unsigned char *page, uint32_t r, bool value, unsigned char *out)
+{
+    if (DT != BT_I8) {
+        memcpy(out, page + (value ? page_v_offset(DT, d) : 0u) + r * batch_row_bytes(DT, d), batch_row_bytes(DT, d));
+        return;
+    }
+    memcpy(out, page + page_scale_offset(DT, d) + (value ? 4u * kPageRows : 0u) + 4u * r, 4);
+    for (uint32_t c = 0; c < d; c++)
+        out[4u + c] = value ? page[page_v_offset(DT, d) + c * kPageRows + r] : page[r * d + c];
+}
+
 // Dynamic shared memory of the split kernel: the f16 query tile and its row
 // scales, then two page buffers (reused for the four warps' states at the end).
 __host__ __device__ constexpr uint32_t batch_q_bytes(uint32_t d) { return kMmaM * d * 2u + kMmaM * 4u; }

@@ -112,6 +112,7 @@ struct batch_case {
     std::vector<int32_t> lens; // per entry
     kvc_cuda_elem kv_elem, q_elem, out_elem;
     int fixed_grid;
+    uint32_t unweighted = 0; // the cache declared unweighted: no set_rows edits (refused), attend skips the metadata
 };
 
 // Where a stored row came from: the f32 values the device read.
@@ -149,13 +150,15 @@ double store_error_ratio(unsigned t, const unsigned char *row, const std::vector
 
 // The tolerance of one output row, from the reference's rows and the query
 // the device read (tensor-core path; u = 2^-24, u_h = 2^-11, h = 2^-25):
-//   score   dx_i <= ([int4: 2] u_h + (d + 40) u) S_i + h sigma K_i + [int4] h Qa + 6u (|x_i| + |ln w_i|)
+//   score   dx_i <= ([int4: 2] u_h + (d + 40) u) S_i + h sigma K_i + [int4] h Qa + 8u (|x_i| + |ln w_i|)
+//           (the kernel works in log2 units: sigma log2 e and ln w log2 e are two more roundings, u |S| and
+//           u |ln w|, on top of the 6u of sigma k_s S + ln w; exp2f's error is expf's, 2 ulp)
 //           S_i = sum_c |q_c beta k_ic|, K_i = sum_c |k_ic|, Qa = sum_c |q_c beta|
 //           (q beta / sigma rounded to f16; int4 keys rounded to f16; the tensor core's
 //           sums, measured within 34u of sum |ab| per k = 16 product on an H100)
 //   weight  eta_i <= dx_i + dx_max + 4u |x_i - m| + 8u   (expf, the stabiliser, the rescales)
 //   numerator terms p_i v_i: relative u_h + 2u and absolute h vabs_i (P rounded to f16;
-//           vabs = 127 s_max for int8, |v_i|max otherwise), summed in f32 with
+//           vabs = 127 s_max for int8, s_max the entry's largest value scale in N, |v_i|max otherwise), summed in f32 with
 //           (40 + 4 (pages + items)) u relative; denominator (16 + 4 (pages + items)) u
 //   out     |dout| <= (2 eta_max + rel_num + rel_den + u_h) A + H / den + u_out |out| + h [f16/bf16 out]
 //           A = sum_N p |v|max / sum_D p,  H = sum_N h vabs_i
@@ -185,7 +188,7 @@ out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const st
         const double lw = std::log((double)w[i]);
         x[i] = beta * s + lw;
         dx[i] = ((t == KVC_DTYPE_I4 ? 2.0 : 1.0) * kUh + ((double)d + 40.0) * kU) * S + kHalfSub * sigma * K +
-                (t == KVC_DTYPE_I4 ? kHalfSub * qa : 0.0) + 6.0 * kU * (std::fabs(x[i]) + std::fabs(lw));
+                (t == KVC_DTYPE_I4 ? kHalfSub * qa : 0.0) + 8.0 * kU * (std::fabs(x[i]) + std::fabs(lw));
         m = std::fmax(m, x[i]), dxm = std::fmax(dxm, dx[i]);
         if (role[i] & KVC_SET_NUM) {
             rk.load(vrows[i], v.data(), d);
@@ -193,15 +196,14 @@ out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const st
             vabs[i] = vmax[i];
         }
     }
-    if (t == KVC_DTYPE_I8) { // the int8 value scale of the warp's 16 rows, at most 127 s_max
-        for (size_t i = 0; i < n; i++) {
+    if (t == KVC_DTYPE_I8) { // P' = P s_i / S, S the running largest value scale of a warp's rows: at most the entry's
+        double smax = 0;
+        for (size_t j = 0; j < n; j++) {
             float s;
-            if (!(role[i] & KVC_SET_NUM) || !(w[i] > 0.0f)) continue;
-            double smax = 0;
-            for (size_t j = i / 16u * 16u; j < n && j < i / 16u * 16u + 16u; j++)
-                if ((role[j] & KVC_SET_NUM) && w[j] > 0.0f) std::memcpy(&s, vrows[j], 4), smax = std::fmax(smax, s);
-            vabs[i] = 127.0 * smax;
+            if ((role[j] & KVC_SET_NUM) && w[j] > 0.0f) std::memcpy(&s, vrows[j], 4), smax = std::fmax(smax, s);
         }
+        for (size_t i = 0; i < n; i++)
+            if ((role[i] & KVC_SET_NUM) && w[i] > 0.0f) vabs[i] = 127.0 * smax;
     }
     out_bound o;
     double eta = 0, num = 0, den = 0, H = 0;
@@ -212,7 +214,9 @@ out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const st
         if (role[i] & KVC_SET_NUM) num += p * vmax[i], H += kHalfSub * vabs[i];
         if (role[i] & KVC_SET_DEN) den += p;
     }
-    const double pi = 4.0 * (double)(pages + items) * kU;
+    // per page and item, the accumulator's rescale: 4u; int8 folds its value scale into the same factor
+    // (the quotient S_old / S_new, the product, and the item's final multiply by S): 3u more
+    const double pi = (t == KVC_DTYPE_I8 ? 8.0 : 4.0) * (double)(pages + items) * kU;
     o.rel = 2.0 * eta + (kUh + 2.0 * kU + 40.0 * kU + pi) + (16.0 * kU + pi) + kUh;
     o.A = den > 0 ? num / den : 0.0;
     o.H = den > 0 ? H / den : 0.0;
@@ -235,6 +239,7 @@ double run_batch_case(const batch_case &bc, rng &r)
     kvc_cuda_paged c;
     c.dtype = bc.dtype, c.head_dim = (uint32_t)d, c.n_kv_heads = (uint32_t)Hkv, c.group = (uint32_t)G;
     c.beta = (float)(1.0 / std::sqrt((double)d)), c.n_pages = (uint32_t)n_pages, c.pool = nullptr;
+    c.unweighted = bc.unweighted;
     cudaMalloc(&c.pool, n_pages * PB); // garbage (the CPU runtime poisons it): unwritten rows must not matter
     CHECK(kvc_cuda_paged_check(&c) == KVC_OK, "%s: the cache is refused", bc.name);
     auto slot_of = [&](size_t e, size_t row) {
@@ -283,7 +288,7 @@ double run_batch_case(const batch_case &bc, rng &r)
     std::vector<int32_t> es;
     std::vector<float> ew;
     std::vector<uint8_t> er;
-    for (size_t e = 0; e < E; e++)
+    for (size_t e = 0; e < E && !bc.unweighted; e++)
         for (int32_t i = 0; i < bc.lens[e]; i++) {
             if (r.uniform() > 0.3) continue;
             const int32_t s = slot_of(e, (size_t)i);
@@ -298,7 +303,8 @@ double run_batch_case(const batch_case &bc, rng &r)
     int32_t *es_d = upload(es);
     float *ew_d = upload(ew);
     uint8_t *er_d = upload(er);
-    CHECK(kvc_cuda_batch_set_rows(&c, es.size(), es_d, ew_d, er_d, nullptr) == KVC_OK, "%s: set_rows", bc.name);
+    CHECK(kvc_cuda_batch_set_rows(&c, es.size(), es_d, ew_d, er_d, nullptr) == (bc.unweighted ? KVC_E_ARG : KVC_OK),
+          "%s: set_rows", bc.name);
 
     // the step: plan, attend
     tensor q(bc.q_elem, B, Hkv * G, d), out(bc.out_elem, B, Hkv * G, d);
@@ -323,6 +329,13 @@ double run_batch_case(const batch_case &bc, rng &r)
         kvc_cuda_batch_plan_step(&c, B, bc.lens.data(), max_pages, bc.fixed_grid, hp, hb, ws, wsb, nullptr, &plan);
     CHECK(rp == KVC_OK, "%s: plan says %d", bc.name, (int)rp);
     int32_t *indptr_d = upload(indptr), *ids_d = upload(ids);
+    // an unweighted cache: every page's log-weights and roles made garbage (NaN, role 255), which
+    // would exclude every row if attend read them
+    if (bc.unweighted)
+        for (size_t pg = 0; pg < n_pages; pg++)
+            cudaMemset(static_cast<unsigned char *>(c.pool) + pg * PB +
+                           kvc_cuda::page_lw_offset((int)bc.dtype, (uint32_t)d),
+                       0xFF, 64u * 5u);
     const kvc_status ra = kvc_cuda_batch_attend(&c, &plan, indptr_d, ids_d, q.view(), out.view(), ws, nullptr);
     CHECK(ra == KVC_OK && cudaDeviceSynchronize() == cudaSuccess, "%s: attend says %d", bc.name, (int)ra);
     out.download();
@@ -330,7 +343,7 @@ double run_batch_case(const batch_case &bc, rng &r)
     // the reference on the stored rows
     std::vector<unsigned char> pool(n_pages * PB);
     cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost);
-    const size_t voff = (64u * rowb + 15u) / 16u * 16u, lwoff = 2u * voff, roff = lwoff + 256u;
+    const size_t lwoff = kvc_cuda::page_lw_offset((int)bc.dtype, (uint32_t)d), roff = lwoff + 256u;
     double worst = 0, worst_store = 0;
     std::vector<double> work(kvc_attend_work_bytes(1, G, d) / sizeof(double) + 1);
     for (size_t e = 0; e < E; e++) {
@@ -340,17 +353,21 @@ double run_batch_case(const batch_case &bc, rng &r)
         std::vector<const unsigned char *> kr, vr;
         std::vector<float> w;
         std::vector<unsigned> role;
+        // the entry's rows in the core's row layout, whatever the page keeps (int8: scales apart, values transposed)
+        std::vector<unsigned char> core_rows(2u * (size_t)bc.lens[e] * rowb + 1u);
         for (int32_t i = 0; i < bc.lens[e]; i++) {
             const size_t s = (size_t)slot_of(e, (size_t)i);
             const unsigned char *page = pool.data() + (s / 64u) * PB;
-            const unsigned char *kk = page + (s % 64u) * rowb, *vv = page + voff + (s % 64u) * rowb;
+            unsigned char *kk = core_rows.data() + 2u * (size_t)i * rowb, *vv = kk + rowb;
+            kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, (uint32_t)(s % 64u), false, kk);
+            kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, (uint32_t)(s % 64u), true, vv);
             float lw;
             std::memcpy(&lw, page + lwoff + 4u * (s % 64u), 4);
             const unsigned rr = page[roff + s % 64u];
             const unsigned want_role = wt[s] > 0.0f ? ro[s] : 0u; // weight 0: excluded, whatever the role
-            CHECK(rr == want_role &&
-                      (wt[s] > 0.0f ? std::fabs(lw - std::log(wt[s])) <= 4.0 * kU * (1.0 + std::fabs(std::log(wt[s])))
-                                    : lw == -INFINITY),
+            CHECK(bc.unweighted || (rr == want_role && (wt[s] > 0.0f ? std::fabs(lw - std::log(wt[s])) <=
+                                                                           4.0 * kU * (1.0 + std::fabs(std::log(wt[s])))
+                                                                     : lw == -INFINITY)),
                   "%s: slot %zu holds log-weight %g role %u, want weight %g role %u", bc.name, s, (double)lw, rr,
                   (double)wt[s], ro[s]);
             worst_store = std::fmax(worst_store, store_error_ratio(bc.dtype, kk, src[s].k, d));
@@ -378,7 +395,7 @@ double run_batch_case(const batch_case &bc, rng &r)
             kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &view, &b, work.data(), work.size() * sizeof(double));
         CHECK(rr == KVC_OK, "%s: the reference says %d", bc.name, (int)rr);
         const size_t pages = ((size_t)bc.lens[e] + 63u) / 64u;
-        const size_t items = pages == 0 ? 0 : (pages + plan.pages_per_item - 1u) / plan.pages_per_item;
+        const size_t items = pages; // the entry's items, at most one per page (the bound grows with them)
         for (size_t j = 0; j < G; j++) {
             const out_bound ob = batch_bound(bc.dtype, d, c.beta, qe + j * d, kr, vr, w, role, pages, items);
             const size_t s = e / Hkv, h = (e % Hkv) * G + j;
@@ -507,7 +524,7 @@ void edge_checks(rng &r)
 {
     void *pool = nullptr;
     cudaMalloc(&pool, 1u << 20);
-    kvc_cuda_paged c = {KVC_DTYPE_F16, 128, 8, 4, 0.088f, pool, 16};
+    kvc_cuda_paged c = {KVC_DTYPE_F16, 128, 8, 4, 0.088f, pool, 16, 0};
     const size_t E = 64u * 8u, max_pages = E * 2048u;
     const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, 64, max_pages);
     const size_t by_pages = (max_pages + E) * c.group * (c.head_dim + 2u) * 4u;
@@ -553,7 +570,7 @@ void bad_input_checks()
 {
     void *pool = nullptr;
     cudaMalloc(&pool, 4096);
-    kvc_cuda_paged c = {KVC_DTYPE_F16, 128, 8, 4, 0.088f, pool, 1};
+    kvc_cuda_paged c = {KVC_DTYPE_F16, 128, 8, 4, 0.088f, pool, 1, 0};
     CHECK(kvc_cuda_paged_check(&c) == KVC_OK, "a valid cache refused");
     kvc_cuda_paged b = c;
     b.head_dim = 96;
@@ -610,6 +627,7 @@ int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
     std::vector<batch_case> cases;
     if (matrix) {
         cases.push_back({"matrix", KVC_DTYPE_F16, 64, 4, 2, 2, {250, 64, 0, 70}, F16, F16, F16, 0});
+        cases.push_back({"matrix", KVC_DTYPE_I8, 64, 4, 2, 2, {250, 64, 0, 70}, F16, F16, F16, 0});
     } else {
         // every storage type x head dimension the kernels compile (kvc_cuda_page_bytes > 0), tensors rotated
         const kvc_cuda_elem el[3] = {F16, BF16, F32};
@@ -637,6 +655,9 @@ int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
             }
         // many items per entry (a long entry split over blocks) and the maximal group
         cases.push_back({"long entry, split", KVC_DTYPE_F16, 128, 16, 1, 1, {700}, F16, F32, F16, 1});
+        // an unweighted cache (attend reads no weights or roles; the pool's are garbage) in every row type
+        for (unsigned t : {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4})
+            cases.push_back({"unweighted", t, 64, 4, 2, 2, {300, 0, 130, 64}, F16, F16, F32, 0, 1});
     }
     double worst = 0;
     for (const batch_case &bc : cases) worst = std::fmax(worst, run_batch_case(bc, r));

@@ -83,7 +83,10 @@ typedef struct kvc_cuda_paged {
         group;  /**< query heads per kv head, 1 .. KVC_CUDA_BATCH_MAX_GROUP (query head j reads kv head j / group) */
     float beta; /**< score scale (1/sqrt(d) usually), finite and > 0 */
     void *pool; /**< device memory, 256-byte aligned, n_pages * kvc_cuda_page_bytes(dtype, head_dim) bytes */
-    uint32_t n_pages; /**< pages in the pool, 1 .. 2^31 / KVC_CUDA_PAGE_ROWS */
+    uint32_t n_pages;    /**< pages in the pool, 1 .. 2^31 / KVC_CUDA_PAGE_ROWS */
+    uint32_t unweighted; /**< 1: every row keeps weight 1 and role both (exact, sink-window, uniform and the
+                              other eviction-only methods): attend reads no log-weights or roles (320 B a page
+                              less) and kvc_cuda_batch_set_rows refuses; 0 (the default): rows carry weights */
 } kvc_cuda_paged;
 
 /** Role bits of a row (kvc_set_role's values): 1 numerator, 2 denominator, 3 both. */
@@ -119,6 +122,8 @@ kvc_status kvc_cuda_batch_append(const kvc_cuda_paged *c, size_t n_seqs, const i
  * @param slots device, n slots (-1 or out of range: skipped). @param weights device, n
  *        values >= 0 (0 excludes the row; NaN and negatives exclude it too).
  * @param roles device, n values 1, 2 or 3 (others exclude the row). @param n 0 .. 2^31.
+ * @return KVC_OK (launched, or n = 0); KVC_E_ARG for NULL arrays, n past 2^31, or a cache
+ *         declared unweighted (its weights are never read); KVC_E_BACKEND for a launch error.
  */
 kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const float *weights,
                                    const uint8_t *roles, void *stream);
