@@ -21,7 +21,11 @@ namespace
 
 using namespace kvc_cuda;
 
-bool batch_type(unsigned t) { return t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_I4; }
+bool batch_type(unsigned t)
+{
+    return t == KVC_DTYPE_F16 || t == KVC_DTYPE_I8 || t == KVC_DTYPE_I4 || t == KVC_CUDA_DTYPE_I4_ROW;
+}
+static_assert(KVC_CUDA_DTYPE_I4_ROW == (unsigned)BT_I4R, "the device page type's number");
 bool batch_dim(size_t d) { return d == 64u || d == 128u; }
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
@@ -32,7 +36,9 @@ kvc_status check_cache(const kvc_cuda_paged *c)
         return KVC_E_ARG;
     if (c->n_pages < 1u || c->n_pages > (1u << 31) / KVC_CUDA_PAGE_ROWS) return KVC_E_ARG;
     if (!(c->beta > 0.0f) || !std::isfinite(c->beta) || c->unweighted > 1u) return KVC_E_ARG;
-    if (c->dtype >= KVC_DTYPE_COUNT || c->head_dim < 1u || c->head_dim > KVC_MAX_HEAD_DIM) return KVC_E_ARG;
+    if ((c->dtype >= KVC_DTYPE_COUNT && c->dtype != KVC_CUDA_DTYPE_I4_ROW) || c->head_dim < 1u ||
+        c->head_dim > KVC_MAX_HEAD_DIM)
+        return KVC_E_ARG;
     if (!batch_type(c->dtype) || !batch_dim(c->head_dim)) return KVC_E_UNSUPPORTED;
     return KVC_OK;
 }
@@ -55,8 +61,10 @@ template <template <int, uint32_t> class Op, typename... A> void dispatch(unsign
         d == 64u ? Op<BT_F16, 64>::run(args...) : Op<BT_F16, 128>::run(args...);
     else if (dtype == KVC_DTYPE_I8)
         d == 64u ? Op<BT_I8, 64>::run(args...) : Op<BT_I8, 128>::run(args...);
-    else
+    else if (dtype == KVC_DTYPE_I4)
         d == 64u ? Op<BT_I4, 64>::run(args...) : Op<BT_I4, 128>::run(args...);
+    else
+        d == 64u ? Op<BT_I4R, 64>::run(args...) : Op<BT_I4R, 128>::run(args...);
 }
 
 constexpr int kDevices = 16; // devices whose per-kernel facts are cached (others ask every time)

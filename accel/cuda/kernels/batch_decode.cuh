@@ -104,28 +104,6 @@ __device__ inline uint32_t pack_f32(float lo, float hi)
     return kvc_mma_pack(__float2half_rn(lo), __float2half_rn(hi));
 }
 
-// int4: element c of a row (groups of 32: f16 scale, f16 minimum, then nibbles)
-template <uint32_t D> __device__ inline float i4_elem(const unsigned char *row, uint32_t c)
-{
-    const unsigned char *h = row + 4u * (c / 32u);
-    const float sc = __half2float(__ushort_as_half((uint16_t)(h[0] | (h[1] << 8))));
-    const float mn = __half2float(__ushort_as_half((uint16_t)(h[2] | (h[3] << 8))));
-    const unsigned char byte = row[4u * (D / 32u) + c / 2u];
-    return mn + (float)((byte >> ((c & 1u) * 4u)) & 15u) * sc;
-}
-
-// Elements c and c + 1 (c even) of an int4 key row as one f16 pair: the B fragment of Q K^T.
-template <uint32_t D> __device__ inline uint32_t key_pair_i4(const unsigned char *row, uint32_t c)
-{
-    return pack_f32(i4_elem<D>(row, c), i4_elem<D>(row, c + 1u));
-}
-
-// Element c of an int4 value row as the f16 the P V product multiplies.
-template <uint32_t D> __device__ inline __half value_half_i4(const unsigned char *row, uint32_t c)
-{
-    return __float2half_rn(i4_elem<D>(row, c));
-}
-
 // Pages land in shared memory swizzled, so that the lanes of one load read
 // eight different 16-byte bank groups where rows at their global stride
 // would share them (rows of 128 or 256 bytes: 8-way conflicts):
@@ -135,13 +113,25 @@ template <uint32_t D> __device__ inline __half value_half_i4(const unsigned char
 //         score fragment reads (rows 4(g/2) + (g%2) + 2j: see the kernel);
 //         V column col (64 bytes) -> chunk c ^ ((col / 2) & 3), for the 8
 //         columns a value fragment reads;
-//   int4  as it is.
+//   int4  K nibble row r (d / 2 bytes: 2 or 4 chunks, so 4 or 2 rows share a
+//         128-byte line) -> its chunk's place in the line XOR i4_key_sw(r),
+//         for the 8 rows a score fragment reads (the int8 rows);
+//         V column pair p (64 bytes) as an int8 column.
 // The scales, log-weights and roles after the rows are copied as they are.
 template <uint32_t D> __device__ inline uint32_t i8_key_sw(uint32_t r)
 {
     return D == 128u ? (r & 1u) | ((r >> 1) & 6u) : (r >> 2) & 3u;
 }
 __device__ inline uint32_t i8_col_sw(uint32_t col) { return (col >> 1) & 3u; }
+template <uint32_t D> __device__ inline uint32_t i4_key_sw(uint32_t r)
+{
+    return D == 128u ? (r >> 2) & 3u : (((r >> 2) & 1u) << 2) | ((r >> 3) & 1u);
+}
+// int4 K block: where 16-byte unit u (of row u / (d / 32)) lands: its place within its 128-byte line permuted
+template <uint32_t D> __device__ inline uint32_t i4_key_unit(uint32_t u)
+{
+    return u / 8u * 8u + ((u % 8u) ^ i4_key_sw<D>(u / (D / 32u)));
+}
 
 template <int DT, uint32_t D> __device__ inline uint32_t swizzled_chunk(uint32_t i)
 {
@@ -158,7 +148,43 @@ template <int DT, uint32_t D> __device__ inline uint32_t swizzled_chunk(uint32_t
         const uint32_t k = i - kPageRows * cpr, col = k / 4u;
         return kPageRows * cpr + col * 4u + ((k % 4u) ^ i8_col_sw(col));
     }
+    if (is_int4(DT) && i < kPageRows * cpr) return i4_key_unit<D>(i);
+    if (is_int4(DT) && i < 2u * kPageRows * cpr) { // column pairs of 64 bytes, as int8's columns
+        const uint32_t k = i - kPageRows * cpr, pair = k / 4u;
+        return kPageRows * cpr + pair * 4u + ((k % 4u) ^ i8_col_sw(pair));
+    }
     return i;
+}
+
+// int4: the eight nibbles at bytes 4t .. 4t + 3 of unit c of key row r (dims 32 c + 8t .. 32 c + 8t + 7),
+// and the four rows' bytes 16 c + 4t .. 16 c + 4t + 3 of value column pair p (rows 16 c + 4t ..)
+template <uint32_t D>
+__device__ inline uint32_t i4_key_word(const unsigned char *page, uint32_t r, uint32_t c, uint32_t t)
+{
+    return *reinterpret_cast<const uint32_t *>(page + 16u * i4_key_unit<D>(r * (D / 32u) + c) + 4u * t);
+}
+template <uint32_t D>
+__device__ inline uint32_t i4_value_word(const unsigned char *page, uint32_t p, uint32_t c, uint32_t t)
+{
+    return *reinterpret_cast<const uint32_t *>(page + page_v_offset(BT_I4, D) + p * kPageRows +
+                                               16u * (c ^ i8_col_sw(p)) + 4u * t);
+}
+
+// The int4 conversion's subtrahend (the bug matrix's row 16 subtracts 1032, a symmetric int4's offset).
+__device__ inline float i4_magic()
+{
+#if KVC_BUG_MATRIX
+    if (kvc_injected_bug == 16) return kI4Magic + 8.0f;
+#endif
+    return kI4Magic;
+}
+
+// A group header {f16 scale, f16 minimum} as two floats.
+__device__ inline float2 i4_header(const unsigned char *h)
+{
+    const uint32_t w = *reinterpret_cast<const uint32_t *>(h);
+    return make_float2(__half2float(__ushort_as_half((unsigned short)(w & 0xffffu))),
+                       __half2float(__ushort_as_half((unsigned short)(w >> 16))));
 }
 
 // int8: the four codes at bytes 4t .. 4t + 3 of chunk c of key row r, and of value column col's chunk c.
@@ -250,6 +276,8 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     const uint32_t warp = threadIdx.x / 32u, lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u;
     __half *qh = reinterpret_cast<__half *>(smem);
     float *sigma = reinterpret_cast<float *>(smem + kMmaM * D * 2u);
+    float *qsum = sigma + kMmaM;              // int4: [16 rows][NG groups] sums of the f16 query (the minimum's share)
+    constexpr uint32_t NG = i4_groups(DT, D); // groups per int4 row (1 for the other types: unused)
     unsigned char *buf0 = smem + batch_q_bytes(D);
     constexpr uint32_t PB = page_bytes(DT, D);
     const int32_t *pages = a.page_ids + a.page_indptr[it.entry] + it.page0;
@@ -273,22 +301,43 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
             amax = fmaxf(amax, real ? fabsf(load_elem(a.q.data, base + c, a.q.elem) * a.beta) : 0.0f);
         amax = warp_max32(amax);
         const float s = query_scale(amax);
-        for (uint32_t c = lane; c < D; c += 32u)
-            qh[r * D + c] = __float2half_rn(real ? load_elem(a.q.data, base + c, a.q.elem) * a.beta / s : 0.0f);
+        float part[D / 32u]; // int4: element lane + 32 k is in group k (of 32) or in the row's one
+        for (uint32_t c = lane; c < D; c += 32u) {
+            const __half h = __float2half_rn(real ? load_elem(a.q.data, base + c, a.q.elem) * a.beta / s : 0.0f);
+            qh[r * D + c] = h, part[c / 32u] = __half2float(h);
+        }
+        if (is_int4(DT))
+            for (uint32_t grp = 0; grp < NG; grp++) {
+                float sum = 0.0f;
+                for (uint32_t k = grp * (D / 32u / NG); k < (grp + 1u) * (D / 32u / NG); k++) sum += part[k];
+                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kLanes, sum, o);
+                if (lane == 0) qsum[r * NG + grp] = sum;
+            }
         if (lane == 0) sigma[r] = s;
     }
     __syncthreads();
-    // the A fragments of Q, kept in registers for the whole item. int8 permutes
-    // the k index within each 16 dims (k 2t, 2t+1 <-> dims 4t, 4t+1; k 2t+8,
-    // 2t+9 <-> dims 4t+2, 4t+3) as its key fragments do: four consecutive
-    // codes are one 32-bit load, and a dot product does not see the order.
+    // the A fragments of Q, kept in registers for the whole item. int8 and
+    // int4 permute the k index within their key words, as their key
+    // fragments do (a dot product does not see the order): int8 (16 dims a
+    // step) k 2t, 2t+1 <-> dims 4t, 4t+1 and k 2t+8, 2t+9 <-> 4t+2, 4t+3, so
+    // that four consecutive codes are one 32-bit load; int4 (32 dims, two
+    // steps h) k 2t, 2t+1 <-> dims 8t+2h, 8t+2h+4 and k 2t+8, 2t+9 <->
+    // 8t+2h+1, 8t+2h+5, the nibble pairs of one word.
     uint32_t qa[D / 16u][4];
 #pragma unroll
     for (uint32_t s = 0; s < D / 16u; s++) {
         const uint32_t *row_g = reinterpret_cast<const uint32_t *>(qh + g * D + 16u * s);
         const uint32_t *row_g8 = reinterpret_cast<const uint32_t *>(qh + (g + 8u) * D + 16u * s);
-        const uint32_t k0 = DT == BT_I8 ? 2u * t : t, k1 = DT == BT_I8 ? 2u * t + 1u : t + 4u;
-        qa[s][0] = row_g[k0], qa[s][1] = row_g8[k0], qa[s][2] = row_g[k1], qa[s][3] = row_g8[k1];
+        if (is_int4(DT)) {
+            const uint32_t base = 32u * (s / 2u) + 8u * t + 2u * (s % 2u);
+            for (uint32_t h = 0; h < 2u; h++) {
+                const __half *q = qh + (g + 8u * h) * D + base;
+                qa[s][h] = kvc_mma_pack(q[0], q[4]), qa[s][2u + h] = kvc_mma_pack(q[1], q[5]);
+            }
+        } else {
+            const uint32_t k0 = DT == BT_I8 ? 2u * t : t, k1 = DT == BT_I8 ? 2u * t + 1u : t + 4u;
+            qa[s][0] = row_g[k0], qa[s][1] = row_g8[k0], qa[s][2] = row_g[k1], qa[s][3] = row_g8[k1];
+        }
 #if KVC_BUG_MATRIX
         if (kvc_injected_bug == 9) qa[s][1] = row_g[4], qa[s][2] = row_g8[0]; // a wrong fragment: a[1], a[2] swapped
 #endif
@@ -297,8 +346,13 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     const float sig_g = sigma[g] * kLog2e, sig_g8 = sigma[g + 8u] * kLog2e;
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    float vs_run =
-        0.0f; // int8: the largest value scale of the warp's rows so far (acc holds sums of P s / vs_run times codes)
+    // int8, int4: the largest value scale of the warp's rows so far (acc holds sums of P s / vs_run times codes)
+    float vs_run = 0.0f;
+    float mnacc[2][NG]; // int4: sum of P times the value minimum, per query row and value group
+#pragma unroll
+    for (uint32_t h = 0; h < 2u; h++)
+#pragma unroll
+        for (uint32_t grp = 0; grp < NG; grp++) mnacc[h][grp] = 0.0f;
     float acc[D / 8u][4];
 #pragma unroll
     for (uint32_t j = 0; j < D / 8u; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -319,19 +373,18 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #endif
         }
         __syncthreads();
-        const unsigned char *K = page, *V = page + page_v_offset(DT, D);
         const float *LW = reinterpret_cast<const float *>(page + page_lw_offset(DT, D));
         const float *KS = reinterpret_cast<const float *>(page + page_scale_offset(DT, D)), *VS = KS + kPageRows;
         const unsigned char *RO = page + page_role_offset(DT, D);
         const int32_t valid = it.rows - pi * (int32_t)kPageRows; // rows of this page in the cache
-        // this lane's four rows of the warp's 16 -- f16, int4: 2t, 2t+1, 2t+8, 2t+9; int8: 4t .. 4t+3 -- the
+        // this lane's four rows of the warp's 16 -- f16: 2t, 2t+1, 2t+8, 2t+9; int8, int4: 4t .. 4t+3 -- the
         // C fragment's columns of the two 8-key tiles, and the B fragment's rows of P V
         uint32_t rr[4];
         float lw[4], ks[4], vs[4];
         bool inc[4], num[4], den[4];
 #pragma unroll
         for (uint32_t i = 0; i < 4u; i++) {
-            rr[i] = DT == BT_I8 ? 16u * warp + 4u * t + i : 16u * warp + 2u * t + (i & 1u) + (i >= 2u ? 8u : 0u);
+            rr[i] = DT != BT_F16 ? 16u * warp + 4u * t + i : 16u * warp + 2u * t + (i & 1u) + (i >= 2u ? 8u : 0u);
             const unsigned role = a.unweighted ? 3u : RO[rr[i]];
             lw[i] = a.unweighted ? 0.0f : LW[rr[i]] * kLog2e;
             inc[i] = (int32_t)rr[i] < valid && lw[i] > -INFINITY && role >= 1u && role <= 3u;
@@ -365,14 +418,29 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 }
             }
         } else {
+            // int4: per key group, the codes' product on tensor cores (exact small integers as f16), then
+            // score += scale x that + minimum x the group's query sum; tile j's columns as int8's
+            const float magic = i4_magic();
+            const unsigned char *KH = page + page_scale_offset(DT, D); // [64][NG] {scale, minimum}
 #pragma unroll
             for (uint32_t j = 0; j < 2u; j++) {
-                const unsigned char *krow = K + (16u * warp + 8u * j + g) * batch_row_bytes(DT, D);
+                const uint32_t krow = 16u * warp + 4u * (g / 2u) + 2u * j + (g % 2u);
+                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                for (uint32_t s = 0; s < D / 16u; s++) {
-                    const uint32_t kb[2] = {key_pair_i4<D>(krow, 16u * s + 2u * t),
-                                            key_pair_i4<D>(krow, 16u * s + 2u * t + 8u)};
-                    kvc_mma_m16n8k16(sc[j], qa[s], kb, sc[j]);
+                for (uint32_t c = 0; c < D / 32u; c++) {
+                    const uint32_t w = i4_key_word<D>(page, krow, c, t);
+                    const uint32_t b0[2] = {kvc_i4_pair(w, 0, magic), kvc_i4_pair(w, 4, magic)};
+                    const uint32_t b1[2] = {kvc_i4_pair(w, 8, magic), kvc_i4_pair(w, 12, magic)};
+                    kvc_mma_m16n8k16(part, qa[2u * c], b0, part);
+                    kvc_mma_m16n8k16(part, qa[2u * c + 1u], b1, part);
+                    const uint32_t grp = c * NG / (D / 32u);
+                    if (NG > 1u || c + 1u == D / 32u) // the group is complete
+#pragma unroll
+                        for (uint32_t e = 0; e < 4u; e++) {
+                            const float2 hm = i4_header(KH + 4u * (rr[2u * j + (e & 1u)] * NG + grp));
+                            sc[j][e] += hm.x * part[e] + hm.y * qsum[(g + 8u * (e / 2u)) * NG + grp];
+                            part[e] = 0.0f;
+                        }
                 }
             }
         }
@@ -414,29 +482,42 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         // int8 values: each row's scale folded into its probability over the warp's running largest
         // scale (P' = P s / vs_run <= P keeps f16's precision), which rescales acc when it grows, as the
         // softmax maximum does; the product is multiplied by vs_run once, at the end of the item
-        float vcorr = 1.0f;
-        if (DT == BT_I8) {
+        const float corr_s[2] = {corr[0], corr[1]}; // the softmax's alone (int4's minimum sums)
+        if (DT != BT_F16) {
+            const float *VS = KS + kPageRows;                                                // int8 value scales
+            const unsigned char *VH = page + page_scale_offset(DT, D) + 4u * kPageRows * NG; // int4 value headers
             float smax = vs_run;
 #pragma unroll
-            for (uint32_t i = 0; i < 4u; i++) smax = fmaxf(smax, num[i] ? vs[i] : 0.0f);
+            for (uint32_t i = 0; i < 4u; i++)
+#pragma unroll
+                for (uint32_t grp = 0; grp < (DT == BT_I8 ? 1u : NG); grp++)
+                    smax = fmaxf(smax, !num[i]       ? 0.0f
+                                       : DT == BT_I8 ? VS[rr[i]]
+                                                     : i4_header(VH + 4u * (rr[i] * NG + grp)).x);
             smax = warp_max32(smax);
-            vcorr = vs_run > 0.0f ? vs_run / smax : 1.0f;
+            const float vcorr = vs_run > 0.0f ? vs_run / smax : 1.0f;
             vs_run = smax;
-            const float inv = smax > 0.0f ? 1.0f / smax : 0.0f;
-#pragma unroll
-            for (uint32_t j = 0; j < 2u; j++)
-#pragma unroll
-                for (uint32_t e = 0; e < 4u; e++) {
-                    const uint32_t i = 2u * j + (e & 1u); // a row not in N keeps 0, whatever its scale's bytes
-                    p[j][e] = num[i] ? p[j][e] * (vs[i] * inv) : 0.0f;
-                }
             corr[0] *= vcorr, corr[1] *= vcorr;
         }
         // no row maximum (nor int8 value scale) of the warp moved -- after the first pages, the usual case
         const bool rescale = __any_sync(kLanes, corr[0] != 1.0f || corr[1] != 1.0f);
+        // the P fragment, each row's value scale folded in (int8; int4 per value group): P' = P s / vs_run, a
+        // select for a row not in N (0, whatever its scale's bytes)
+        const float inv_vs = vs_run > 0.0f ? 1.0f / vs_run : 0.0f;
+        auto p_frag = [&](uint32_t pa[4], const float *scale) {
+            float q[2][4];
+#pragma unroll
+            for (uint32_t j = 0; j < 2u; j++)
+#pragma unroll
+                for (uint32_t e = 0; e < 4u; e++) {
+                    const uint32_t i = 2u * j + (e & 1u);
+                    q[j][e] = DT == BT_F16 ? p[j][e] : num[i] ? p[j][e] * (scale[i] * inv_vs) : 0.0f;
+                }
+            pa[0] = pack_f32(q[0][0], q[0][1]), pa[1] = pack_f32(q[0][2], q[0][3]);
+            pa[2] = pack_f32(q[1][0], q[1][1]), pa[3] = pack_f32(q[1][2], q[1][3]);
+        };
         uint32_t pa[4];
-        pa[0] = pack_f32(p[0][0], p[0][1]), pa[1] = pack_f32(p[0][2], p[0][3]);
-        pa[2] = pack_f32(p[1][0], p[1][1]), pa[3] = pack_f32(p[1][2], p[1][3]);
+        if (!is_int4(DT)) p_frag(pa, vs);
         // O = O corr + P V over the warp's 16 rows (rows not in N contribute a zero, whatever their bytes)
         if (DT == BT_F16) {
             // the lane's value halves are its own four rows (vb[.][0]: rows 2t, 2t + 1; vb[.][1]: 2t + 8, 2t + 9)
@@ -466,17 +547,41 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
             }
         } else {
-            const __half zero = __float2half_rn(0.0f);
+            // int4, per value group: P' from the rows' group scales, and the rows' P x minimum summed into
+            // mnacc (rescaled by the softmax alone); column pair p of the group's tiles 2u (even columns
+            // 16u + 2n) and 2u + 1 (odd columns): one word, four rows of both columns
+            const float magic = i4_magic();
+            const unsigned char *VH = page + page_scale_offset(DT, D) + 4u * kPageRows * NG;
 #pragma unroll
-            for (uint32_t nt = 0; nt < D / 8u; nt++) {
-                const uint32_t col = 8u * nt + g;
-                __half vh[4];
+            for (uint32_t grp = 0; grp < NG; grp++) {
+                float vsc[4], mp[2] = {0.0f, 0.0f};
 #pragma unroll
-                for (uint32_t i = 0; i < 4u; i++)
-                    vh[i] = num[i] ? value_half_i4<D>(V + rr[i] * batch_row_bytes(DT, D), col) : zero;
-                const uint32_t vb[2] = {kvc_mma_pack(vh[0], vh[1]), kvc_mma_pack(vh[2], vh[3])};
-                if (rescale) acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
-                kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
+                for (uint32_t i = 0; i < 4u; i++) {
+                    const float2 hm = i4_header(VH + 4u * (rr[i] * NG + grp));
+                    vsc[i] = hm.x;
+#pragma unroll
+                    for (uint32_t h = 0; h < 2u; h++) mp[h] += num[i] ? p[i / 2u][2u * h + (i & 1u)] * hm.y : 0.0f;
+                }
+                p_frag(pa, vsc);
+#pragma unroll
+                for (uint32_t h = 0; h < 2u; h++) {
+                    mp[h] += __shfl_xor_sync(kLanes, mp[h], 1);
+                    mp[h] += __shfl_xor_sync(kLanes, mp[h], 2);
+                    mnacc[h][grp] = mnacc[h][grp] * corr_s[h] + mp[h];
+                }
+#pragma unroll
+                for (uint32_t u = grp * (D / 16u / NG); u < (grp + 1u) * (D / 16u / NG); u++) {
+                    const uint32_t w = i4_value_word<D>(page, 8u * u + g, warp, t);
+                    const uint32_t x0 = kvc_spread_bytes(w, 0), x1 = kvc_spread_bytes(w, 2);
+                    const uint32_t va[2] = {kvc_i4_pair(x0, 0, magic), kvc_i4_pair(x1, 0, magic)};
+                    const uint32_t vb[2] = {kvc_i4_pair(x0, 4, magic), kvc_i4_pair(x1, 4, magic)};
+#pragma unroll
+                    for (uint32_t n = 0; n < 2u; n++) {
+                        float *o = acc[2u * u + n];
+                        if (rescale) o[0] *= corr[0], o[1] *= corr[0], o[2] *= corr[1], o[3] *= corr[1];
+                        kvc_mma_m16n8k16(o, pa, n == 0 ? va : vb, o);
+                    }
+                }
             }
         }
         __syncthreads(); // the buffer is refilled by the next iteration's copies
@@ -490,12 +595,16 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
     for (uint32_t h = 0; h < 2u; h++) {
         const uint32_t row = g + 8u * h;
         if (t == 0) wm[warp * kMmaM + row] = m[h], wl[warp * kMmaM + row] = l[h];
-        const float vscale = DT == BT_I8 ? vs_run : 1.0f;
+        const float vscale = DT == BT_F16 ? 1.0f : vs_run;
 #pragma unroll
-        for (uint32_t nt = 0; nt < D / 8u; nt++) {
-            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t] = acc[nt][2u * h] * vscale;
-            wacc[(warp * kMmaM + row) * D + 8u * nt + 2u * t + 1u] = acc[nt][2u * h + 1u] * vscale;
-        }
+        for (uint32_t nt = 0; nt < D / 8u; nt++)
+#pragma unroll
+            for (uint32_t q = 0; q < 2u; q++) {
+                // int4's tiles 2u, 2u + 1 hold columns 16u + 2n and 16u + 2n + 1, and add the minimum's sum
+                const uint32_t col = is_int4(DT) ? 16u * (nt / 2u) + 2u * (2u * t + q) + nt % 2u : 8u * nt + 2u * t + q;
+                const float mn = is_int4(DT) ? mnacc[h][col * NG / D] : 0.0f;
+                wacc[(warp * kMmaM + row) * D + col] = acc[nt][2u * h + q] * vscale + mn;
+            }
     }
     __syncthreads();
     float *ml = reinterpret_cast<float *>(a.ws + ws.ml_offset()) + (size_t)blockIdx.x * G * 2u;
@@ -600,9 +709,11 @@ struct append_args {
 };
 
 // One warp quantises one row of D elements (f32 in x(c)) into `row`.
-// (int8: the codes at row[c * stride] and the scale at *scale_at, the page's int8 layout; the others a core row)
+// (f16: a core row; int8: the codes at row[c * stride] and the scale at *scale_at; int4: element c's
+// nibble in row[(c / 2) * stride], the group headers at hdr: the pages' layouts)
 template <int DT, uint32_t D, typename X>
-__device__ inline void quantise_row(unsigned char *row, X x, uint32_t stride = 1u, float *scale_at = nullptr)
+__device__ inline void quantise_row(unsigned char *row, X x, uint32_t stride = 1u, float *scale_at = nullptr,
+                                    unsigned char *hdr = nullptr)
 {
     const uint32_t lane = threadIdx.x % 32u;
     if (DT == BT_F16) {
@@ -618,10 +729,12 @@ __device__ inline void quantise_row(unsigned char *row, X x, uint32_t stride = 1
             reinterpret_cast<signed char *>(row)[c * stride] = (signed char)(int)roundf(q);
         }
         if (lane == 0) *scale_at = scale;
-    } else { // int4: lane c of each group of 32, the reference's grid (the stored halves cover [lo, hi])
-        for (uint32_t g0 = 0; g0 < D; g0 += 32u) {
-            const float xv = x(g0 + lane);
-            float lo = xv, hi = xv;
+    } else { // int4 (groups of GS = 32 or the whole row): the reference's grid (the stored halves cover [lo, hi])
+        // codes: element c's nibble at nib[(c / 2) * stride], low nibble for even c; header g at hdr + 4 g
+        constexpr uint32_t GS = D / i4_groups(DT, D);
+        for (uint32_t g0 = 0; g0 < D; g0 += GS) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (uint32_t c = g0 + lane; c < g0 + GS; c += 32u) lo = fminf(lo, x(c)), hi = fmaxf(hi, x(c));
             for (int o = 16; o > 0; o >>= 1)
                 lo = fminf(lo, __shfl_xor_sync(kLanes, lo, o)), hi = fmaxf(hi, __shfl_xor_sync(kLanes, hi, o));
             uint16_t hm = __half_as_ushort(__float2half_rn(lo));
@@ -634,15 +747,16 @@ __device__ inline void quantise_row(unsigned char *row, X x, uint32_t stride = 1
             uint16_t hs = __half_as_ushort(__float2half_rn((hi - mn) / 15.0f));
             while (__half2float(__ushort_as_half(hs)) * 15.0f + mn < hi && hs < 0x7BFFu) hs++;
             const float sc = __half2float(__ushort_as_half(hs));
-            const float tq = sc > 0.0f ? (xv - mn) / sc : 0.0f;
-            const uint32_t k = tq >= 15.0f ? 15u : tq > 0.0f ? (uint32_t)roundf(tq) : 0u;
-            const uint32_t hi_nib = __shfl_down_sync(kLanes, k, 1);
-            if (lane % 2u == 0) row[4u * (D / 32u) + (g0 + lane) / 2u] = (unsigned char)(k | (hi_nib << 4));
+            for (uint32_t c = g0 + lane; c < g0 + GS; c += 32u) {
+                const float tq = sc > 0.0f ? (x(c) - mn) / sc : 0.0f;
+                const uint32_t k = tq >= 15.0f ? 15u : tq > 0.0f ? (uint32_t)roundf(tq) : 0u;
+                const uint32_t hi_nib = __shfl_down_sync(kLanes, k, 1);
+                if (lane % 2u == 0) row[(c / 2u) * stride] = (unsigned char)(k | (hi_nib << 4));
+            }
             if (lane == 0) {
-                row[4u * (g0 / 32u) + 0] = (unsigned char)(hs & 0xffu),
-                                      row[4u * (g0 / 32u) + 1] = (unsigned char)(hs >> 8);
-                row[4u * (g0 / 32u) + 2] = (unsigned char)(hm & 0xffu),
-                                      row[4u * (g0 / 32u) + 3] = (unsigned char)(hm >> 8);
+                unsigned char *h = hdr + 4u * (g0 / GS);
+                h[0] = (unsigned char)(hs & 0xffu), h[1] = (unsigned char)(hs >> 8);
+                h[2] = (unsigned char)(hm & 0xffu), h[3] = (unsigned char)(hm >> 8);
             }
         }
     }
@@ -664,6 +778,11 @@ template <int DT, uint32_t D> __global__ void __launch_bounds__(kBatchThreads) b
         float *scales = reinterpret_cast<float *>(page + page_scale_offset(DT, D));
         quantise_row<DT, D>(page + r * D, kx, 1u, scales + r);
         quantise_row<DT, D>(page + page_v_offset(DT, D) + r, vx, kPageRows, scales + kPageRows + r);
+    } else if (is_int4(DT)) { // key nibbles as a row, value bytes by column pair, headers apart
+        unsigned char *hdr = page + page_scale_offset(DT, D);
+        constexpr uint32_t NG = i4_groups(DT, D);
+        quantise_row<DT, D>(page + r * (D / 2u), kx, 1u, nullptr, hdr + 4u * NG * r);
+        quantise_row<DT, D>(page + page_v_offset(DT, D) + r, vx, kPageRows, nullptr, hdr + 4u * NG * (kPageRows + r));
     } else {
         quantise_row<DT, D>(page + r * batch_row_bytes(DT, D), kx);
         quantise_row<DT, D>(page + page_v_offset(DT, D) + r * batch_row_bytes(DT, D), vx);

@@ -17,7 +17,7 @@
 #endif
 
 #if KVC_BUG_MATRIX
-/** The bug injected into this run's kernels: 0 none, 1..15 the matrix's rows. */
+/** The bug injected into this run's kernels: 0 none, 1..16 the matrix's rows. */
 extern int kvc_injected_bug;
 #endif
 

@@ -13,8 +13,8 @@
 # sanitizer report. Bugs 1..7 and 9..14 (the batched decode's: a wrong
 # tensor-core fragment index, a missing cp.async wait, a page-table
 # off-by-one, a swizzle the reads disagree with, a wrong ldmatrix lane map,
-# a merge that drops a split, a wrong int8 conversion constant; its matrix
-# cases are f16 and int8, d = 64, 4 entries of ragged lengths, one of them
+# a merge that drops a split, a wrong int8 or int4 conversion constant; its
+# matrix cases are f16, int8 and int4, d = 64, 4 entries of ragged lengths, one of them
 # split in two items of two pages)
 # must each be caught at least once; the clean kernels (0) and the control
 # (8, a redundant barrier removed) never.
@@ -28,7 +28,8 @@ names=("none" "no barrier after the scores" "no barrier between a reduction's wr
        "batch: mma A fragment registers 1 and 2 swapped" "batch: no cp.async wait before a page is read"
        "batch: page table read one entry late" "batch: f16 swizzle read with the wrong XOR (r & 3)"
        "batch: ldmatrix lane map with the tiles' roles swapped" "batch: merge drops an entry's last split"
-       "batch: int8 -> f16 conversion subtracts 1024, not 1152 (sign flip forgotten)")
+       "batch: int8 -> f16 conversion subtracts 1024, not 1152 (sign flip forgotten)"
+       "batch: int4 -> f16 conversion subtracts 1032, not 1024 (a symmetric int4's offset)")
 run() { # bug config -> prints pass|CAUGHT(why)
     local exe=$bin/cuda_matrix out rc
     case $2 in
@@ -49,7 +50,7 @@ run() { # bug config -> prints pass|CAUGHT(why)
 }
 printf "| # | injected bug | fwd | rev + poison 0x7F | ASan | TSan |\n|---|---|---|---|---|---|\n"
 bad=0
-for k in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+for k in $(seq 0 16); do
     row="| $k | ${names[$k]} |"
     caught=0
     for c in fwd rev7f asan tsan; do

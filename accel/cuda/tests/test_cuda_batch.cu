@@ -34,9 +34,14 @@ constexpr double kU = 5.9604644775390625e-08;        // 2^-24, f32 unit roundoff
 constexpr double kUh = 4.8828125e-04;                // 2^-11, f16 unit roundoff
 constexpr double kHalfSub = 2.98023223876953125e-08; // 2^-25: half of the smallest f16 subnormal
 const uint64_t kSeed = 20261126u;
+const unsigned kPageTypeLimit = 64; // page types are numbered below (kvc_cuda_page_bytes says which exist)
 
 using rng = test_rng;
 
+const char *page_type_name(unsigned t)
+{
+    return t == KVC_CUDA_DTYPE_I4_ROW ? "int4-row" : kvc_dtype_name((kvc_dtype)t);
+}
 const char *elem_name(kvc_cuda_elem e) { return e == KVC_CUDA_F32 ? "f32" : e == KVC_CUDA_F16 ? "f16" : "bf16"; }
 double elem_unit(kvc_cuda_elem e) { return e == KVC_CUDA_F32 ? kU : e == KVC_CUDA_F16 ? kUh : 0.00390625; }
 
@@ -120,14 +125,53 @@ struct row_src {
     std::vector<float> k, v;
 };
 
-// The largest error of a stored row against its source, within the bound of its type:
+// A stored row as the kernel reads it: its keys and values as floats, and
+// what the int4 and int8 bounds need (the key minimum of each element's
+// group, the value row's largest |minimum| and its largest scale).
+struct stored_row {
+    std::vector<float> k, v, kmn; // kmn: |minimum| of element c's key group (int4), else empty
+    double vmn = 0, vscale = 0;   // int4: max |value minimum|, max value group scale; int8: the value scale
+};
+
+bool int4_type(unsigned t) { return t == KVC_DTYPE_I4 || t == KVC_CUDA_DTYPE_I4_ROW; }
+
+stored_row read_row(unsigned t, size_t d, const unsigned char *page, uint32_t r)
+{
+    stored_row s;
+    s.k.resize(d), s.v.resize(d);
+    if (int4_type(t)) {
+        kvc_cuda::page_row_to_f32((int)t, (uint32_t)d, page, r, false, s.k.data());
+        kvc_cuda::page_row_to_f32((int)t, (uint32_t)d, page, r, true, s.v.data());
+        const uint32_t ng = kvc_cuda::i4_groups((int)t, (uint32_t)d);
+        const unsigned char *kh = page + kvc_cuda::page_scale_offset((int)t, (uint32_t)d) + 4u * ng * r;
+        const unsigned char *vh = kh + 4u * ng * 64u;
+        for (size_t c = 0; c < d; c++) s.kmn.push_back(std::fabs(kvc_cuda::page_half_at(kh + 4u * (c * ng / d) + 2u)));
+        for (uint32_t g = 0; g < ng; g++)
+            s.vmn = std::fmax(s.vmn, std::fabs(kvc_cuda::page_half_at(vh + 4u * g + 2u))),
+            s.vscale = std::fmax(s.vscale, kvc_cuda::page_half_at(vh + 4u * g));
+        return s;
+    }
+    std::vector<unsigned char> row((size_t)kvc_row_bytes(t, d));
+    kvc_cuda::page_row_to_core((int)t, (uint32_t)d, page, r, false, row.data());
+    kvc_kernels_ref()->rows[t].load(row.data(), s.k.data(), d);
+    kvc_cuda::page_row_to_core((int)t, (uint32_t)d, page, r, true, row.data());
+    kvc_kernels_ref()->rows[t].load(row.data(), s.v.data(), d);
+    if (t == KVC_DTYPE_I8) {
+        float sc;
+        std::memcpy(&sc, row.data(), 4);
+        s.vscale = sc;
+    }
+    return s;
+}
+
+// The largest error of a stored row (keys or values) against its source, within the bound of its type:
 //   f16  |x - h| <= 2^-11 |x| + 2^-25 (the subnormal step);
 //   int8 |x - s c| <= s (1/2 + 2^-20) + 2u |x| (x / s rounded in f32 before rounding to a code);
-//   int4 |x - (mn + q sc)| <= sc (1/2 + 2^-20) + 4u (|x| + |mn|) (the same, and mn + 15 sc >= hi in f32).
-double store_error_ratio(unsigned t, const unsigned char *row, const std::vector<float> &x, size_t d)
+//   int4 |x - (mn + q sc)| <= sc (1/2 + 2^-20) + 4u (|x| + |mn|) (the same, and mn + 15 sc >= hi in f32),
+//        sc and mn the element's group's (of 32, or the whole row).
+double store_error_ratio(unsigned t, size_t d, const unsigned char *page, uint32_t r, bool value,
+                         const std::vector<float> &y, const std::vector<float> &x)
 {
-    std::vector<float> y(d);
-    kvc_kernels_ref()->rows[t].load(row, y.data(), d);
     double worst = 0;
     for (size_t c = 0; c < d; c++) {
         double bound;
@@ -135,12 +179,13 @@ double store_error_ratio(unsigned t, const unsigned char *row, const std::vector
             bound = kUh * std::fabs(x[c]) + kHalfSub;
         } else if (t == KVC_DTYPE_I8) {
             float s;
-            std::memcpy(&s, row, 4);
+            std::memcpy(&s, page + kvc_cuda::page_scale_offset((int)t, (uint32_t)d) + (value ? 256u : 0u) + 4u * r, 4);
             bound = (double)s * (0.5 + 0x1p-20) + 2.0 * kU * std::fabs(x[c]);
         } else {
-            uint16_t h[2];
-            std::memcpy(h, row + 4u * (c / 32u), 4);
-            const double sc = from_f16(h[0]), mn = from_f16(h[1]);
+            const uint32_t ng = kvc_cuda::i4_groups((int)t, (uint32_t)d);
+            const unsigned char *h = page + kvc_cuda::page_scale_offset((int)t, (uint32_t)d) +
+                                     4u * ng * (r + (value ? 64u : 0u)) + 4u * (c * ng / d);
+            const double sc = kvc_cuda::page_half_at(h), mn = kvc_cuda::page_half_at(h + 2);
             bound = sc * (0.5 + 0x1p-20) + 4.0 * kU * (std::fabs(x[c]) + std::fabs(mn));
         }
         worst = std::fmax(worst, std::fabs((double)x[c] - (double)y[c]) / (bound + 1e-300));
@@ -148,62 +193,58 @@ double store_error_ratio(unsigned t, const unsigned char *row, const std::vector
     return worst;
 }
 
-// The tolerance of one output row, from the reference's rows and the query
+// The tolerance of one output row, from the rows as stored and the query
 // the device read (tensor-core path; u = 2^-24, u_h = 2^-11, h = 2^-25):
-//   score   dx_i <= ([int4: 2] u_h + (d + 40) u) S_i + h sigma K_i + [int4] h Qa + 8u (|x_i| + |ln w_i|)
-//           (the kernel works in log2 units: sigma log2 e and ln w log2 e are two more roundings, u |S| and
-//           u |ln w|, on top of the 6u of sigma k_s S + ln w; exp2f's error is expf's, 2 ulp)
-//           S_i = sum_c |q_c beta k_ic|, K_i = sum_c |k_ic|, Qa = sum_c |q_c beta|
-//           (q beta / sigma rounded to f16; int4 keys rounded to f16; the tensor core's
-//           sums, measured within 34u of sum |ab| per k = 16 product on an H100)
-//   weight  eta_i <= dx_i + dx_max + 4u |x_i - m| + 8u   (expf, the stabiliser, the rescales)
-//   numerator terms p_i v_i: relative u_h + 2u and absolute h vabs_i (P rounded to f16;
-//           vabs = 127 s_max for int8, s_max the entry's largest value scale in N, |v_i|max otherwise), summed in f32 with
-//           (40 + 4 (pages + items)) u relative; denominator (16 + 4 (pages + items)) u
+//   score   dx_i <= (u_h + (d + 40) u) S_i + h sigma K_i + 8u (|x_i| + |ln w_i|)
+//           S_i = sum_c |q_c beta k_ic|, K_i = sum_c |k_ic|
+//           (q beta / sigma rounded to f16; the tensor core's sums, measured within 34u of sum |ab|
+//           per k = 16 product on an H100; the kernel works in log2 units: sigma log2 e and
+//           ln w log2 e are two more roundings on top of the 6u of sigma k_s S + ln w; exp2f's error is expf's)
+//           int4: the codes' products exact, the group's scale and minimum applied after the sums:
+//           (u_h + (d + 44) u) S_i + (2d + 50) u MQ_i + h sigma K_i + 8u (...), MQ_i = sum_c |q_c beta| |mn_g(c)|
+//   weight  eta_i <= dx_i + dx_max + 4u |x_i - m| + 8u   (exp2, the stabiliser, the rescales)
+//   numerator terms p_i v_i: relative u_h + 2u and absolute h vabs_i (P' rounded to f16; int8: vabs =
+//           127 s_max, s_max the entry's largest value scale in N; int4: P' carries the group scale,
+//           vabs = 15 s_max, and |v| is counted with its group minimum, |v|max + |mn|max, since
+//           the minimum's share is summed apart in f32; |v_i|max otherwise), summed in f32 with
+//           (40 + 4 (pages + items)) u relative (8 for int8 and int4: the value scale folded into
+//           the rescale); denominator (16 + 4 (pages + items)) u
 //   out     |dout| <= (2 eta_max + rel_num + rel_den + u_h) A + H / den + u_out |out| + h [f16/bf16 out]
 //           A = sum_N p |v|max / sum_D p,  H = sum_N h vabs_i
 struct out_bound {
     double A = 0, H = 0, rel = 0;
 };
 
-out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const std::vector<const unsigned char *> &krows,
-                      const std::vector<const unsigned char *> &vrows, const std::vector<float> &w,
-                      const std::vector<unsigned> &role, size_t pages, size_t items)
+out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const std::vector<stored_row> &rows,
+                      const std::vector<float> &w, const std::vector<unsigned> &role, size_t pages, size_t items)
 {
-    const kvc_row_kernels &rk = kvc_kernels_ref()->rows[t];
-    const size_t n = krows.size();
-    double qa = 0, qmax = 0;
-    for (size_t c = 0; c < d; c++)
-        qa += std::fabs((double)q[c] * beta), qmax = std::fmax(qmax, std::fabs((double)q[c] * beta));
+    const size_t n = rows.size();
+    double qmax = 0;
+    for (size_t c = 0; c < d; c++) qmax = std::fmax(qmax, std::fabs((double)q[c] * beta));
     const double sigma = kvc_cuda::query_scale((float)qmax); // the kernel's own rule
-    std::vector<float> k(d), v(d);
+    const bool i4 = int4_type(t);
     std::vector<double> x(n, -INFINITY), dx(n, 0), vmax(n, 0), vabs(n, 0);
-    double m = -INFINITY, dxm = 0;
+    double m = -INFINITY, dxm = 0, smax = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((role[i] & KVC_SET_NUM) && w[i] > 0.0f) smax = std::fmax(smax, rows[i].vscale);
     for (size_t i = 0; i < n; i++) {
         if (!(w[i] > 0.0f)) continue;
-        rk.load(krows[i], k.data(), d);
-        double s = 0, S = 0, K = 0;
-        for (size_t c = 0; c < d; c++)
+        const std::vector<float> &k = rows[i].k, &v = rows[i].v;
+        double s = 0, S = 0, K = 0, MQ = 0;
+        for (size_t c = 0; c < d; c++) {
             s += (double)q[c] * k[c], S += std::fabs((double)q[c] * beta * k[c]), K += std::fabs((double)k[c]);
+            if (i4) MQ += std::fabs((double)q[c] * beta) * rows[i].kmn[c];
+        }
         const double lw = std::log((double)w[i]);
         x[i] = beta * s + lw;
-        dx[i] = ((t == KVC_DTYPE_I4 ? 2.0 : 1.0) * kUh + ((double)d + 40.0) * kU) * S + kHalfSub * sigma * K +
-                (t == KVC_DTYPE_I4 ? kHalfSub * qa : 0.0) + 8.0 * kU * (std::fabs(x[i]) + std::fabs(lw));
+        dx[i] = (kUh + ((double)d + (i4 ? 44.0 : 40.0)) * kU) * S + (2.0 * (double)d + 50.0) * kU * MQ +
+                kHalfSub * sigma * K + 8.0 * kU * (std::fabs(x[i]) + std::fabs(lw));
         m = std::fmax(m, x[i]), dxm = std::fmax(dxm, dx[i]);
         if (role[i] & KVC_SET_NUM) {
-            rk.load(vrows[i], v.data(), d);
             for (size_t c = 0; c < d; c++) vmax[i] = std::fmax(vmax[i], std::fabs((double)v[c]));
-            vabs[i] = vmax[i];
+            vabs[i] = t == KVC_DTYPE_I8 ? 127.0 * smax : i4 ? 15.0 * smax : vmax[i];
+            if (i4) vmax[i] += rows[i].vmn;
         }
-    }
-    if (t == KVC_DTYPE_I8) { // P' = P s_i / S, S the running largest value scale of a warp's rows: at most the entry's
-        double smax = 0;
-        for (size_t j = 0; j < n; j++) {
-            float s;
-            if ((role[j] & KVC_SET_NUM) && w[j] > 0.0f) std::memcpy(&s, vrows[j], 4), smax = std::fmax(smax, s);
-        }
-        for (size_t i = 0; i < n; i++)
-            if ((role[i] & KVC_SET_NUM) && w[i] > 0.0f) vabs[i] = 127.0 * smax;
     }
     out_bound o;
     double eta = 0, num = 0, den = 0, H = 0;
@@ -214,9 +255,9 @@ out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const st
         if (role[i] & KVC_SET_NUM) num += p * vmax[i], H += kHalfSub * vabs[i];
         if (role[i] & KVC_SET_DEN) den += p;
     }
-    // per page and item, the accumulator's rescale: 4u; int8 folds its value scale into the same factor
-    // (the quotient S_old / S_new, the product, and the item's final multiply by S): 3u more
-    const double pi = (t == KVC_DTYPE_I8 ? 8.0 : 4.0) * (double)(pages + items) * kU;
+    // per page and item, the accumulator's rescale: 4u; int8 and int4 fold their value scale into the same
+    // factor (the quotient S_old / S_new, the product, and the item's final multiply by S): 3u more
+    const double pi = (t == KVC_DTYPE_F16 ? 4.0 : 8.0) * (double)(pages + items) * kU;
     o.rel = 2.0 * eta + (kUh + 2.0 * kU + 40.0 * kU + pi) + (16.0 * kU + pi) + kUh;
     o.A = den > 0 ? num / den : 0.0;
     o.H = den > 0 ? H / den : 0.0;
@@ -226,7 +267,7 @@ out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, const st
 double run_batch_case(const batch_case &bc, rng &r)
 {
     const size_t d = bc.d, G = bc.group, Hkv = bc.n_kv_heads, B = bc.n_seqs, E = B * Hkv;
-    const size_t PB = kvc_cuda_page_bytes(bc.dtype, d), rowb = (size_t)kvc_row_bytes(bc.dtype, d);
+    const size_t PB = kvc_cuda_page_bytes(bc.dtype, d);
     // pages: each entry its own, in a shuffled order over the pool, plus unused ones
     std::vector<int32_t> indptr(E + 1, 0), ids;
     size_t used = 0;
@@ -347,35 +388,45 @@ double run_batch_case(const batch_case &bc, rng &r)
     double worst = 0, worst_store = 0;
     std::vector<double> work(kvc_attend_work_bytes(1, G, d) / sizeof(double) + 1);
     for (size_t e = 0; e < E; e++) {
-        // rows in order, grouped by role into the reference's segments
+        // rows in order, grouped by role into the reference's segments: the core's row layout for
+        // f16, int8 and int4 pages (the reference decodes the bytes: the layouts must be the core's),
+        // f32 rows for a device-only page type (int4 in one group per row)
+        const bool as_f32 = bc.dtype >= KVC_DTYPE_COUNT;
+        const size_t rowb = as_f32 ? 4u * d : (size_t)kvc_row_bytes(bc.dtype, d);
         std::vector<std::vector<unsigned char>> segk(3), segv(3);
         std::vector<std::vector<float>> segw(3);
-        std::vector<const unsigned char *> kr, vr;
+        std::vector<stored_row> rows;
         std::vector<float> w;
         std::vector<unsigned> role;
-        // the entry's rows in the core's row layout, whatever the page keeps (int8: scales apart, values transposed)
-        std::vector<unsigned char> core_rows(2u * (size_t)bc.lens[e] * rowb + 1u);
+        std::vector<unsigned char> kk(rowb), vv(rowb);
         for (int32_t i = 0; i < bc.lens[e]; i++) {
             const size_t s = (size_t)slot_of(e, (size_t)i);
             const unsigned char *page = pool.data() + (s / 64u) * PB;
-            unsigned char *kk = core_rows.data() + 2u * (size_t)i * rowb, *vv = kk + rowb;
-            kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, (uint32_t)(s % 64u), false, kk);
-            kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, (uint32_t)(s % 64u), true, vv);
+            const uint32_t pr = (uint32_t)(s % 64u);
+            rows.push_back(read_row(bc.dtype, d, page, pr));
+            if (as_f32) {
+                std::memcpy(kk.data(), rows.back().k.data(), rowb), std::memcpy(vv.data(), rows.back().v.data(), rowb);
+            } else {
+                kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, pr, false, kk.data());
+                kvc_cuda::page_row_to_core((int)bc.dtype, (uint32_t)d, page, pr, true, vv.data());
+            }
             float lw;
-            std::memcpy(&lw, page + lwoff + 4u * (s % 64u), 4);
-            const unsigned rr = page[roff + s % 64u];
+            std::memcpy(&lw, page + lwoff + 4u * pr, 4);
+            const unsigned rr = page[roff + pr];
             const unsigned want_role = wt[s] > 0.0f ? ro[s] : 0u; // weight 0: excluded, whatever the role
             CHECK(bc.unweighted || (rr == want_role && (wt[s] > 0.0f ? std::fabs(lw - std::log(wt[s])) <=
                                                                            4.0 * kU * (1.0 + std::fabs(std::log(wt[s])))
                                                                      : lw == -INFINITY)),
                   "%s: slot %zu holds log-weight %g role %u, want weight %g role %u", bc.name, s, (double)lw, rr,
                   (double)wt[s], ro[s]);
-            worst_store = std::fmax(worst_store, store_error_ratio(bc.dtype, kk, src[s].k, d));
-            worst_store = std::fmax(worst_store, store_error_ratio(bc.dtype, vv, src[s].v, d));
+            worst_store =
+                std::fmax(worst_store, store_error_ratio(bc.dtype, d, page, pr, false, rows.back().k, src[s].k));
+            worst_store =
+                std::fmax(worst_store, store_error_ratio(bc.dtype, d, page, pr, true, rows.back().v, src[s].v));
             const size_t g = ro[s] == 3u ? 0u : ro[s] == 1u ? 1u : 2u;
-            segk[g].insert(segk[g].end(), kk, kk + rowb), segv[g].insert(segv[g].end(), vv, vv + rowb);
+            segk[g].insert(segk[g].end(), kk.begin(), kk.end()), segv[g].insert(segv[g].end(), vv.begin(), vv.end());
             segw[g].push_back(wt[s]);
-            kr.push_back(kk), vr.push_back(vv), w.push_back(wt[s]), role.push_back(ro[s]);
+            w.push_back(wt[s]), role.push_back(ro[s]);
         }
         kvc_view view;
         std::memset(&view, 0, sizeof view);
@@ -383,9 +434,14 @@ double run_batch_case(const batch_case &bc, rng &r)
         const unsigned roles[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
         for (size_t g = 0; g < 3; g++) {
             kvc_segment &sg = view.seg[g];
-            sg.n = segw[g].size(), sg.role = roles[g], sg.scale = 1.0, sg.dtype = bc.dtype;
-            sg.keys_q = sg.n ? segk[g].data() : nullptr;
-            sg.values_q = sg.n && roles[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
+            sg.n = segw[g].size(), sg.role = roles[g], sg.scale = 1.0,
+            sg.dtype = as_f32 ? (unsigned)KVC_DTYPE_F32 : bc.dtype;
+            const void *kp = sg.n ? segk[g].data() : nullptr;
+            const void *vp = sg.n && roles[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
+            if (as_f32)
+                sg.keys = static_cast<const float *>(kp), sg.values = static_cast<const float *>(vp);
+            else
+                sg.keys_q = kp, sg.values_q = vp;
             sg.weights = sg.n ? segw[g].data() : nullptr;
         }
         const float *qe = qv.data() + e * G * d; // entry (s, h): query heads h G .. h G + G - 1 of sequence s
@@ -397,7 +453,7 @@ double run_batch_case(const batch_case &bc, rng &r)
         const size_t pages = ((size_t)bc.lens[e] + 63u) / 64u;
         const size_t items = pages; // the entry's items, at most one per page (the bound grows with them)
         for (size_t j = 0; j < G; j++) {
-            const out_bound ob = batch_bound(bc.dtype, d, c.beta, qe + j * d, kr, vr, w, role, pages, items);
+            const out_bound ob = batch_bound(bc.dtype, d, c.beta, qe + j * d, rows, w, role, pages, items);
             const size_t s = e / Hkv, h = (e % Hkv) * G + j;
             for (size_t cc = 0; cc < d; cc++) {
                 const double want = ref[j * d + cc], got = out.get(s, h, cc);
@@ -431,7 +487,7 @@ double run_batch_case(const batch_case &bc, rng &r)
     std::printf(
         "  batch  %-28s %-5s d=%3zu G=%2zu kv=%zu B=%zu kv %-4s q %-4s out %-4s items=%3u (x%u pages, grid %u): "
         "err/tol %.3g, store err/bound %.3g\n",
-        bc.name, kvc_dtype_name((kvc_dtype)bc.dtype), d, G, Hkv, B, elem_name(bc.kv_elem), elem_name(bc.q_elem),
+        bc.name, page_type_name(bc.dtype), d, G, Hkv, B, elem_name(bc.kv_elem), elem_name(bc.q_elem),
         elem_name(bc.out_elem), plan.n_items, plan.pages_per_item, plan.grid, worst, worst_store);
     cudaFree(c.pool), cudaFree(slots_d), cudaFree(es_d), cudaFree(ew_d), cudaFree(er_d), cudaFree(ws);
     cudaFree(indptr_d), cudaFree(ids_d);
@@ -628,11 +684,12 @@ int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
     if (matrix) {
         cases.push_back({"matrix", KVC_DTYPE_F16, 64, 4, 2, 2, {250, 64, 0, 70}, F16, F16, F16, 0});
         cases.push_back({"matrix", KVC_DTYPE_I8, 64, 4, 2, 2, {250, 64, 0, 70}, F16, F16, F16, 0});
+        cases.push_back({"matrix", KVC_DTYPE_I4, 64, 4, 2, 2, {250, 64, 0, 70}, F16, F16, F16, 0});
     } else {
         // every storage type x head dimension the kernels compile (kvc_cuda_page_bytes > 0), tensors rotated
         const kvc_cuda_elem el[3] = {F16, BF16, F32};
         size_t k = 0;
-        for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+        for (unsigned t = 0; t < kPageTypeLimit; t++) // the core's types and the device's own (int4-row)
             for (uint32_t d = 16; d <= KVC_MAX_HEAD_DIM; d += 16) {
                 if (kvc_cuda_page_bytes(t, d) == 0 || (one_type && t != KVC_DTYPE_F16)) continue;
                 const uint32_t groups[3] = {4, 16, 1};
@@ -656,8 +713,9 @@ int run_batch_checks(bool matrix, bool one_type, double *worst_ratio)
         // many items per entry (a long entry split over blocks) and the maximal group
         cases.push_back({"long entry, split", KVC_DTYPE_F16, 128, 16, 1, 1, {700}, F16, F32, F16, 1});
         // an unweighted cache (attend reads no weights or roles; the pool's are garbage) in every row type
-        for (unsigned t : {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4})
-            cases.push_back({"unweighted", t, 64, 4, 2, 2, {300, 0, 130, 64}, F16, F16, F32, 0, 1});
+        for (unsigned t = 0; t < kPageTypeLimit; t++)
+            if (kvc_cuda_page_bytes(t, 64) > 0)
+                cases.push_back({"unweighted", t, 64, 4, 2, 2, {300, 0, 130, 64}, F16, F16, F32, 0, 1});
     }
     double worst = 0;
     for (const batch_case &bc : cases) worst = std::fmax(worst, run_batch_case(bc, r));

@@ -58,6 +58,15 @@ extern "C" {
 /** Query heads per kv head at most (the M side of one tensor-core tile). */
 #define KVC_CUDA_BATCH_MAX_GROUP 16u
 
+/** A page type of the device only: int4 with one group (f16 scale and
+ *  minimum) per row of head_dim elements, 4 header bytes a row instead of
+ *  head_dim / 8: 68 B a row at d = 128, 0.266x of f16's 256 (141 B a cached
+ *  token with both rows, its log-weight and role: 0.275x of f16's 512 + 5).
+ *  Its error bound is int4's with the group's range over the whole row
+ *  (docs/gpu.md). The core's storage types have no such row; the pool is
+ *  read back with the layout in accel/cuda/kernels/batch_layout.cuh. */
+#define KVC_CUDA_DTYPE_I4_ROW 32u
+
 /** Element type of a query or output tensor. */
 typedef enum kvc_cuda_elem {
     KVC_CUDA_F32 = 0,  /**< IEEE binary32 */
@@ -76,7 +85,7 @@ typedef struct kvc_cuda_tensor {
 
 /** One layer's paged cache: the shape and the pool. */
 typedef struct kvc_cuda_paged {
-    unsigned dtype;      /**< row storage: KVC_DTYPE_F16, KVC_DTYPE_I8 or KVC_DTYPE_I4 */
+    unsigned dtype;      /**< row storage: KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4 or KVC_CUDA_DTYPE_I4_ROW */
     uint32_t head_dim;   /**< d = dv: 64 or 128 */
     uint32_t n_kv_heads; /**< kv heads of the layer, 1 .. 1024 */
     uint32_t
