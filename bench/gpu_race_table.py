@@ -28,7 +28,7 @@ peer = {}
 for r in torch_rows:
     if r[7] != "n/a":
         peer.setdefault(tuple(r[1:2] + r[3:7]), {})[r[2]] = float(r[7])
-cols = ["f16", "int8", "int4", "sink-window-int8-25pct"]
+cols = ["f16", "int8", "int4", "int4-row", "sink-window-int8-25pct"]
 print("| shape | B | n | q/kv heads | SDPA flash µs | SDPA cuDNN µs | "
       + " | ".join(f"kvc {c} µs (× cuDNN, × flash, % read)" for c in cols) + " | max rel. error |")
 print("|" + "---|" * (6 + len(cols) + 1))

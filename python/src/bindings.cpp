@@ -392,6 +392,9 @@ struct paged_layer {
     {
         c_.dtype = (unsigned)parse_dtype(dtype), c_.head_dim = head_dim, c_.n_kv_heads = n_kv_heads, c_.group = group;
         c_.beta = beta, c_.pool = addr<void>(pool), c_.n_pages = n_pages;
+        // the device path keeps exact and sink-window only (kvcompress.device), whose rows all have weight 1
+        // and role both, and binds no set_rows: attend need not read the pages' weights and roles
+        c_.unweighted = 1u;
         check(kvc_cuda_paged_check(&c_), "paged layer");
     }
     void set_pool(uintptr_t pool, uint32_t n_pages)

@@ -4,7 +4,7 @@
 //   read     a plain streaming read (float4 loads, sum) over 4 GiB: what the GPU gives a read-only pass
 //   single   one sequence, one kv head, 1 and 8 query heads, 1M and 16M rows
 //   llama    Llama-3-8B's layer (32 query / 8 kv heads, d = 128), B in {1, 16, 64}, n in {4k, 32k, 128k}
-// each in f16, int8 and int4 rows, and "sink-window int8 at 25%": the
+// each in every page type (f16, int8, int4 in groups of 32, int4-row), and "sink-window int8 at 25%": the
 // recommended compressed cache (docs/quality.md) holding as many int8 rows
 // as fit in 25% of the f16 exact cache's bytes (pages and their metadata
 // counted). One attend = kvc_cuda_batch_attend (split, and merge where an
@@ -60,20 +60,18 @@ __global__ void fill_words(uint32_t *pool, size_t n_words, unsigned dtype)
 
 __global__ void fill_headers(unsigned char *pool, size_t n_pages, size_t page_bytes, unsigned dtype, uint32_t d)
 {
-    const size_t row_bytes = kvc_cuda::batch_row_bytes((int)dtype, d), voff = kvc_cuda::page_v_offset((int)dtype, d);
+    const uint32_t groups = kvc_cuda::i4_groups((int)dtype, d);
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < n_pages * 128u;
          r += (size_t)gridDim.x * blockDim.x) {
         unsigned char *page = pool + (r / 128u) * page_bytes;
-        const size_t i = r % 128u; // keys 0..63, values 64..127
-        if (dtype == KVC_DTYPE_I8) // the scales' array: k_scale[64], v_scale[64]
-            reinterpret_cast<float *>(page + kvc_cuda::page_scale_offset((int)dtype, d))[i] = 1.5f / 127.0f;
-        if (dtype == KVC_DTYPE_I4) {
-            unsigned char *row = page + (i < 64u ? 0u : voff) + (i % 64u) * row_bytes;
-            for (uint32_t g = 0; g < d / 32u; g++) {
-                reinterpret_cast<__half *>(row)[2u * g] = __float2half_rn(0.2f);
-                reinterpret_cast<__half *>(row)[2u * g + 1u] = __float2half_rn(-1.5f);
+        const size_t i = r % 128u; // keys 0..63, values 64..127: the scales' and headers' arrays have that order
+        unsigned char *scales = page + kvc_cuda::page_scale_offset((int)dtype, d);
+        if (dtype == KVC_DTYPE_I8) reinterpret_cast<float *>(scales)[i] = 1.5f / 127.0f;
+        if (dtype == KVC_DTYPE_I4 || dtype == KVC_CUDA_DTYPE_I4_ROW)
+            for (uint32_t g = 0; g < groups; g++) {
+                reinterpret_cast<__half *>(scales)[2u * (i * groups + g)] = __float2half_rn(0.2f);
+                reinterpret_cast<__half *>(scales)[2u * (i * groups + g) + 1u] = __float2half_rn(-1.5f);
             }
-        }
         if (i < 64u) {
             reinterpret_cast<float *>(page + kvc_cuda::page_lw_offset((int)dtype, d))[i] = 0.0f;
             page[kvc_cuda::page_role_offset((int)dtype, d) + i] = 3u;
@@ -103,7 +101,9 @@ double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, con
                        const __half *q_dev, const __half *out_dev)
 {
     const size_t d = c.head_dim, G = c.group, E = s.B * s.Hkv, PB = kvc_cuda_page_bytes(c.dtype, d);
-    const size_t pages = (rows + 63u) / 64u, row_bytes = (size_t)kvc_row_bytes(c.dtype, d);
+    // the core's row layout for its types (the reference decodes the bytes); f32 rows for int4-row
+    const bool as_f32 = c.dtype >= KVC_DTYPE_COUNT;
+    const size_t pages = (rows + 63u) / 64u, row_bytes = as_f32 ? 4u * d : (size_t)kvc_row_bytes(c.dtype, d);
     std::vector<unsigned char> pool(c.n_pages * PB);
     CK(cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost));
     std::vector<__half> qh(s.B * s.Hq * d), oh(s.B * s.Hq * d);
@@ -116,14 +116,27 @@ double reference_error(const kvc_cuda_paged &c, const shape &s, size_t rows, con
     for (size_t e = 0; e < E; e++) {
         for (size_t i = 0; i < rows; i++) {
             const unsigned char *page = pool.data() + (size_t)ids[e * pages + i / 64u] * PB;
-            kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, (uint32_t)(i % 64u), false, &K[i * row_bytes]);
-            kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, (uint32_t)(i % 64u), true, &V[i * row_bytes]);
+            const uint32_t r = (uint32_t)(i % 64u);
+            if (as_f32) {
+                kvc_cuda::page_row_to_f32((int)c.dtype, (uint32_t)d, page, r, false,
+                                          reinterpret_cast<float *>(&K[i * row_bytes]));
+                kvc_cuda::page_row_to_f32((int)c.dtype, (uint32_t)d, page, r, true,
+                                          reinterpret_cast<float *>(&V[i * row_bytes]));
+            } else {
+                kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, r, false, &K[i * row_bytes]);
+                kvc_cuda::page_row_to_core((int)c.dtype, (uint32_t)d, page, r, true, &V[i * row_bytes]);
+            }
         }
         kvc_view v;
         std::memset(&v, 0, sizeof v);
         v.d = v.dv = d, v.beta = c.beta, v.n_seg = 1;
-        v.seg[0].n = rows, v.seg[0].role = KVC_SET_BOTH, v.seg[0].scale = 1.0, v.seg[0].dtype = c.dtype;
-        v.seg[0].keys_q = K.data(), v.seg[0].values_q = V.data();
+        v.seg[0].n = rows, v.seg[0].role = KVC_SET_BOTH, v.seg[0].scale = 1.0;
+        v.seg[0].dtype = as_f32 ? (unsigned)KVC_DTYPE_F32 : c.dtype;
+        if (as_f32)
+            v.seg[0].keys = reinterpret_cast<const float *>(K.data()),
+            v.seg[0].values = reinterpret_cast<const float *>(V.data());
+        else
+            v.seg[0].keys_q = K.data(), v.seg[0].values_q = V.data();
         for (size_t i = 0; i < G * d; i++) q[i] = __half2float(qh[e * G * d + i]);
         kvc_attend_batch b = {q.data(), 1, G, 0, ref.data(), nullptr, nullptr};
         if (kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &v, &b, work.data(), work.size() * 8) != KVC_OK)
@@ -196,14 +209,17 @@ void run(const shape &s, bool with_error)
     }
     // bytes of K and V as stored (row bytes), and bytes the kernel reads (the pages' rows; their weights and
     // roles too for a weighted cache, which these unweighted caches -- exact and sink-window -- are not)
-    const double kv_bytes = (double)E * (double)rows * 2.0 * (double)kvc_row_bytes(t, d);
+    const double row_b = t == KVC_CUDA_DTYPE_I4_ROW ? d / 2.0 + 4.0 : (double)kvc_row_bytes(t, d);
+    const double kv_bytes = (double)E * (double)rows * 2.0 * row_b;
     const double moved =
         (double)n_pages * (c.unweighted ? (double)kvc_cuda::page_lw_offset((int)t, (uint32_t)d) : (double)PB);
     const double err = with_error ? reference_error(c, s, rows, ids, q, out) : NAN;
     std::printf("kvc,%s,%s,%zu,%zu,%zu,%zu,%.2f,%.0f,%.0f,%.4f,%.4f,%.1f,%.3g,%u,%u,%s\n", s.name.c_str(),
-                s.compressed ? "sink-window-int8-25pct" : kvc_dtype_name((kvc_dtype)t), s.B, s.n, s.Hq, s.Hkv, us,
-                kv_bytes, moved, moved / (us * 1e-6) / 1e12, moved / (us * 1e-6) / g_read_bw, plan_us, err,
-                plan.n_items, plan.pages_per_item, how);
+                s.compressed                 ? "sink-window-int8-25pct"
+                : t == KVC_CUDA_DTYPE_I4_ROW ? "int4-row"
+                                             : kvc_dtype_name((kvc_dtype)t),
+                s.B, s.n, s.Hq, s.Hkv, us, kv_bytes, moved, moved / (us * 1e-6) / 1e12, moved / (us * 1e-6) / g_read_bw,
+                plan_us, err, plan.n_items, plan.pages_per_item, how);
     std::fflush(stdout);
     CK(cudaFree(c.pool));
     CK(cudaFree(indptr_d));
@@ -226,7 +242,10 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceProperties(&prop, 0));
     flushed_timer timer;
     g_timer = &timer;
-    const unsigned types[3] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4};
+    // every page type the batch kernels have (int4 in groups of 32, and in one group per row: the 0.30x goal's)
+    std::vector<unsigned> types;
+    for (unsigned t = 0; t < 64; t++)
+        if (kvc_cuda_page_bytes(t, 128) > 0) types.push_back(t);
     if (g_ncu) { // one launch pair per type on one sequence of 1M rows, 8 query heads
         for (unsigned t : types) run(shape{"single", t, 1, (size_t)1 << 20, 8, 1, false}, false);
         return 0;
