@@ -9,8 +9,8 @@ tensors").
 
 The keys and values stay on the device: each step's rows are quantised there
 into the slots the host chose (``kvc_cuda_batch_append``), and each layer's
-queries are answered with one split launch and one merge launch
-(``kvc_cuda_batch_attend``). The host decides only slot numbers, so only the
+queries are answered with one split launch (and a merge launch when a long
+sequence is split over several blocks; ``kvc_cuda_batch_attend``). The host decides only slot numbers, so only the
 methods whose decisions are slot arithmetic run here: ``exact`` (every token
 in order; the pool grows) and ``sink-window`` (StreamingLLM: the first
 ``sink`` tokens and a ring over the rest of the budget, exactly the core's

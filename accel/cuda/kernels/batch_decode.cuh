@@ -220,15 +220,36 @@ template <uint32_t D> __device__ inline uint32_t f16_chunk_at(uint32_t r, uint32
     return 16u * (r * cpr + sw);
 }
 
-// Copies the first `chunks` 16-byte chunks of a page into shared memory
-// with cp.async copies spread over the block (all of it, or its rows only
-// for an unweighted cache); commits them as one group.
+// A page is read warp by warp: warp w reads only its rows 16w .. 16w + 15
+// (their keys, values, scales or headers, log-weights and roles), so each
+// warp copies exactly those into shared memory itself and no block barrier
+// is needed in the page loop: its lanes' cp.async waits and a __syncwarp
+// make the bytes visible to the warp. Two groups per page: the keys with
+// the rows' scales, headers, weights and roles first, then the values, so
+// that the score product starts while the values land (FlashInfer's K and
+// V stages). 16-byte chunks, spread over the lanes; each goes where
+// swizzled_chunk puts it (within the warp's rows). An unweighted cache
+// copies no log-weights or roles.
 template <int DT, uint32_t D>
-__device__ inline void issue_page(unsigned char *dst, const unsigned char *src, uint32_t chunks)
+__device__ inline void issue_warp_page(unsigned char *dst, const unsigned char *src, uint32_t warp, uint32_t lane,
+                                       bool weighted)
 {
-    for (uint32_t i = threadIdx.x; i < chunks; i += kBatchThreads) {
-        const uint32_t to = swizzled_chunk<DT, D>(i); // (a template-id's comma would split the macro)
+    constexpr uint32_t cpr = page_row_bytes(DT, D) / 16u, vo = page_v_offset(DT, D) / 16u;
+    constexpr uint32_t so = page_scale_offset(DT, D) / 16u, sb = page_scale_bytes(DT, D) / 16u;
+    auto copy = [&](uint32_t i) {
+        const uint32_t to = swizzled_chunk<DT, D>(i);
         kvc_cp_async(dst + 16u * to, src + 16u * i, 16);
+    };
+    for (uint32_t k = lane; k < 16u * cpr; k += 32u) copy(16u * warp * cpr + k); // key rows
+    for (uint32_t k = lane; k < sb / 4u; k += 32u) // the warp's eighth of each half (keys', values') of the scales
+        copy(so + (k / (sb / 8u)) * (sb / 2u) + warp * (sb / 8u) + k % (sb / 8u));
+    if (weighted && lane < 4u) copy(page_lw_offset(DT, D) / 16u + 4u * warp + lane);
+    if (weighted && lane == 4u) copy(page_role_offset(DT, D) / 16u + warp);
+    kvc_cp_async_commit();
+    if (DT == BT_F16) { // value rows
+        for (uint32_t k = lane; k < 16u * cpr; k += 32u) copy(vo + 16u * warp * cpr + k);
+    } else { // the warp's 16 bytes (chunk w) of every value column (int8) or column pair (int4)
+        for (uint32_t col = lane; col < (DT == BT_I8 ? D : D / 2u); col += 32u) copy(vo + 4u * col + warp);
     }
     kvc_cp_async_commit();
 }
@@ -286,9 +307,9 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #endif
     // first page in flight while q is prepared; the next page's id read one iteration ahead
     int32_t next_id = 0;
-    const uint32_t chunks = (a.unweighted ? page_lw_offset(DT, D) : PB) / 16u;
+    const bool weighted = !a.unweighted;
     if (it.n_pages > 0) {
-        issue_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB, chunks);
+        issue_warp_page<DT, D>(buf0, a.pool + (size_t)pages[0] * PB, warp, lane, weighted);
         if (it.n_pages > 1) next_id = pages[1];
     }
 
@@ -359,20 +380,22 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 
     for (int32_t pi = 0; pi < it.n_pages; pi++) {
         unsigned char *page = buf0 + (uint32_t)(pi & 1) * PB;
-        if (pi + 1 < it.n_pages) {
-            issue_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)next_id * PB, chunks);
+        const bool more = pi + 1 < it.n_pages;
+        if (more) { // the next page's two groups in flight; this page's keys (the oldest group but three) complete
+            issue_warp_page<DT, D>(buf0 + (uint32_t)((pi + 1) & 1) * PB, a.pool + (size_t)next_id * PB, warp, lane,
+                                   weighted);
             if (pi + 2 < it.n_pages) next_id = pages[pi + 2];
-#if KVC_BUG_MATRIX
-            if (kvc_injected_bug != 10) kvc_cp_async_wait(1); // 10: no wait before the page is read
-        } else if (kvc_injected_bug != 10) {
-            kvc_cp_async_wait(0);
-#else
-            kvc_cp_async_wait(1); // this page's group is complete, the next one in flight
-        } else {
-            kvc_cp_async_wait(0);
-#endif
         }
-        __syncthreads();
+#if KVC_BUG_MATRIX
+        if (kvc_injected_bug != 10) // 10: no wait before the page's keys are read
+#endif
+        {
+            if (more)
+                kvc_cp_async_wait(3);
+            else
+                kvc_cp_async_wait(1);
+        }
+        __syncwarp(); // the warp's rows, copied by its lanes
         const float *LW = reinterpret_cast<const float *>(page + page_lw_offset(DT, D));
         const float *KS = reinterpret_cast<const float *>(page + page_scale_offset(DT, D)), *VS = KS + kPageRows;
         const unsigned char *RO = page + page_role_offset(DT, D);
@@ -518,6 +541,12 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
         };
         uint32_t pa[4];
         if (!is_int4(DT)) p_frag(pa, vs);
+        // this page's values complete (the next page's two groups still in flight)
+        if (more)
+            kvc_cp_async_wait(2);
+        else
+            kvc_cp_async_wait(0);
+        __syncwarp();
         // O = O corr + P V over the warp's 16 rows (rows not in N contribute a zero, whatever their bytes)
         if (DT == BT_F16) {
             // the lane's value halves are its own four rows (vb[.][0]: rows 2t, 2t + 1; vb[.][1]: 2t + 8, 2t + 9)
@@ -584,8 +613,9 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 }
             }
         }
-        __syncthreads(); // the buffer is refilled by the next iteration's copies
+        __syncwarp(); // every lane is done with this buffer before the next iteration refills it
     }
+    __syncthreads(); // every warp is done with the page buffers, which the states reuse
 
     // the four warps' states -> the item's state, rows < G (the page buffers are free: every group was waited for)
     float *wm = reinterpret_cast<float *>(buf0); // [4][16]

@@ -5,11 +5,14 @@
  *        layer (docs/gpu.md has the design and a complete decoder example).
  *
  * The cache of one layer is a **pool of pages** in device memory. A page
- * holds KVC_CUDA_PAGE_ROWS rows of one storage type (the core's row layouts:
- * f16, int8 with one f32 scale per row, int4 in groups of 32) for the keys,
+ * holds KVC_CUDA_PAGE_ROWS rows of one storage type (f16; int8 with one f32
+ * scale per row; int4 in groups of 32, or one group per row) for the keys,
  * the same number of value rows, and per row a log-weight and a role:
  *
- *     page = [K rows][V rows][float log_weight[64]][uint8 role[64]]   (each part 16-byte aligned)
+ *     page = [K rows][V block][scales][float log_weight[64]][uint8 role[64]]   (each part 16-byte aligned)
+ *
+ * laid out for the kernel's loads (int8 values transposed, int4 values by
+ * column pairs, scales and group headers apart: docs/gpu.md has the table).
  *
  * Every (sequence b, kv head h) of the layer is one **entry**,
  * e = b * n_kv_heads + h, with its own page list (CSR: page_indptr[e] ..
@@ -26,16 +29,19 @@
  * Per step: kvc_cuda_batch_append (the step's K/V, quantised on the device),
  * kvc_cuda_batch_plan (host: split the ragged lengths into balanced work
  * items and copy them to the workspace), kvc_cuda_batch_attend (one split
- * launch and one merge launch for the whole layer; no allocation, no host
- * synchronisation, capturable in a CUDA graph when the plan asked for a fixed
- * grid). Query and output tensors are f32, f16 or bf16 with strides.
+ * launch for the whole layer, and a merge launch when an entry is split over
+ * several blocks; no allocation, no host synchronisation, capturable in a
+ * CUDA graph when the plan asked for a fixed grid). Query and output tensors
+ * are f32, f16 or bf16 with strides.
  *
  * Arithmetic: the query-head group's score and value products run on tensor
  * cores (m16n8k16, f16 inputs, f32 accumulation); queries are rounded to f16
- * after a per-row power-of-two scaling (no overflow for any finite input),
- * int8 rows are multiplied as their exact codes with the scale folded into
- * the score (keys) and into the probabilities (values), int4 rows are
- * dequantised to f16 in registers. The softmax and the merges are f32.
+ * after a per-row power-of-two scaling (no overflow for any finite input).
+ * int8 and int4 codes enter the products as exact f16 integers: the key
+ * scale (int4: the group's scale and minimum) is applied to the score, the
+ * value scale is folded into the probabilities and an int4 group's minimum
+ * summed apart. The softmax and the merges are f32. The page layouts are
+ * the kernel's (docs/gpu.md), not the core's rows.
  */
 #ifndef KVC_CUDA_BATCH_H
 #define KVC_CUDA_BATCH_H
