@@ -23,30 +23,26 @@
 #include "kvc_cuda_compat.h"
 
 #if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750)
-// The shuffle form: each lane reads its own row's four words, then every
-// lane takes the word (or the two halves) it is owed from the lane that
-// read that row. All 32 lanes take part in every shuffle.
+// The shuffle form: every lane takes the row addresses it needs from the
+// lanes that hold them (one shuffle per tile, two for .trans) and reads the
+// word (or the two halves) it is owed from shared memory. All 32 lanes take
+// part in every shuffle.
 template <bool Trans> __device__ inline void kvc_ldmatrix_x4_shfl(uint32_t r[4], const void *row)
 {
     const unsigned lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u;
-    uint32_t w[4];
-    memcpy(w, row, 16);
+    const unsigned long long mine = (unsigned long long)(uintptr_t)row;
     for (unsigned j = 0; j < 4u; j++) {
-        uint32_t got = 0;
-        for (unsigned q = 0; q < 4u; q++) {
-            if (!Trans) { // row g of tile j was read by lane 8j + g: its word t
-                const uint32_t v = __shfl_sync(0xffffffffu, w[q], (int)(8u * j + g));
-                if (q == t) got = v;
-            } else { // rows 2t and 2t + 1 of tile j, element g of each: word g / 2, half g % 2
-                const uint32_t lo = __shfl_sync(0xffffffffu, w[q], (int)(8u * j + 2u * t));
-                const uint32_t hi = __shfl_sync(0xffffffffu, w[q], (int)(8u * j + 2u * t + 1u));
-                if (q == g / 2u) {
-                    const unsigned sh = 16u * (g % 2u);
-                    got = ((lo >> sh) & 0xffffu) | (((hi >> sh) & 0xffffu) << 16);
-                }
-            }
+        if (!Trans) { // row g of tile j (given by lane 8j + g): its word t
+            const unsigned long long at = __shfl_sync(0xffffffffu, mine, (int)(8u * j + g));
+            memcpy(&r[j], reinterpret_cast<const unsigned char *>((uintptr_t)at) + 4u * t, 4);
+        } else { // rows 2t and 2t + 1 of tile j: element g of each
+            const unsigned long long lo = __shfl_sync(0xffffffffu, mine, (int)(8u * j + 2u * t));
+            const unsigned long long hi = __shfl_sync(0xffffffffu, mine, (int)(8u * j + 2u * t + 1u));
+            uint16_t e[2];
+            memcpy(&e[0], reinterpret_cast<const unsigned char *>((uintptr_t)lo) + 2u * g, 2);
+            memcpy(&e[1], reinterpret_cast<const unsigned char *>((uintptr_t)hi) + 2u * g, 2);
+            r[j] = (uint32_t)e[0] | ((uint32_t)e[1] << 16);
         }
-        r[j] = got;
     }
 }
 #endif
