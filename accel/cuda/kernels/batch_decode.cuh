@@ -241,8 +241,9 @@ __device__ inline void issue_warp_page(unsigned char *dst, const unsigned char *
         kvc_cp_async(dst + 16u * to, src + 16u * i, 16);
     };
     for (uint32_t k = lane; k < 16u * cpr; k += 32u) copy(16u * warp * cpr + k); // key rows
-    for (uint32_t k = lane; k < sb / 4u; k += 32u) // the warp's eighth of each half (keys', values') of the scales
-        copy(so + (k / (sb / 8u)) * (sb / 2u) + warp * (sb / 8u) + k % (sb / 8u));
+    if constexpr (sb > 0) // the warp's eighth of each half (keys', values') of the scales
+        for (uint32_t k = lane; k < sb / 4u; k += 32u)
+            copy(so + (k / (sb / 8u)) * (sb / 2u) + warp * (sb / 8u) + k % (sb / 8u));
     if (weighted && lane < 4u) copy(page_lw_offset(DT, D) / 16u + 4u * warp + lane);
     if (weighted && lane == 4u) copy(page_role_offset(DT, D) / 16u + warp);
     kvc_cp_async_commit();
