@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "args.h"
 #include "kvc/kvc_attend.h"
 #include "method_opts.h"
 

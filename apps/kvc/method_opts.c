@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "args.h"
 #include "method_opts.h"
 
 /* The first method that has parameter `name`, and its descriptor. */

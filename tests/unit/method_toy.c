@@ -113,28 +113,19 @@ static void toy_prefill_queries(void *st, const kvc_method_ctx *cx, const float 
     s->prefill_rows += n_rows;
 }
 
-const kvc_method_ops kvc_method_ops_toy = {KVC_METHOD_TOY,
-                                           0,
-                                           NULL,
-                                           toy_plan,
-                                           toy_arena_size,
-                                           toy_init,
-                                           NULL,
-                                           toy_update,
-                                           toy_view,
-                                           toy_elements,
-                                           NULL,
-                                           toy_check,
-                                           NULL,
-                                           0,
-                                           1,
-                                           toy_observe,
-                                           toy_prefill_queries,
-                                           NULL,
-                                           NULL,
-                                           NULL,
-                                           NULL,
-                                           NULL};
+const kvc_method_ops kvc_method_ops_toy = {
+    .id = KVC_METHOD_TOY,
+    .plan = toy_plan,
+    .arena_size = toy_arena_size,
+    .init = toy_init,
+    .update = toy_update,
+    .view = toy_view,
+    .elements = toy_elements,
+    .check = toy_check,
+    .choices_read_values = 1,
+    .observe = toy_observe,
+    .prefill_queries = toy_prefill_queries,
+};
 
 int toy_get(const kvc_stream *st, toy_info *out)
 {

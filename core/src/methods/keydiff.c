@@ -163,25 +163,14 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
     return keydiff_check_st((const keydiff_state *)st, p, method_in);
 }
 
-const kvc_method_ops kvc_method_ops_keydiff = {KVC_METHOD_KEYDIFF,
-                                               0,
-                                               NULL,
-                                               keydiff_plan,
-                                               keydiff_arena_size,
-                                               ops_init,
-                                               NULL,
-                                               ops_update,
-                                               ops_view,
-                                               ops_elements,
-                                               NULL,
-                                               ops_check,
-                                               NULL,
-                                               0,
-                                               1,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL};
+const kvc_method_ops kvc_method_ops_keydiff = {
+    .id = KVC_METHOD_KEYDIFF,
+    .plan = keydiff_plan,
+    .arena_size = keydiff_arena_size,
+    .init = ops_init,
+    .update = ops_update,
+    .view = ops_view,
+    .elements = ops_elements,
+    .check = ops_check,
+    .choices_read_values = 1,
+};

@@ -207,25 +207,14 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
     return knorm_check_st((const knorm_state *)st, p, method_in);
 }
 
-const kvc_method_ops kvc_method_ops_knorm = {KVC_METHOD_KNORM,
-                                             0,
-                                             NULL,
-                                             knorm_plan,
-                                             knorm_arena_size,
-                                             ops_init,
-                                             NULL,
-                                             ops_update,
-                                             ops_view,
-                                             ops_elements,
-                                             NULL,
-                                             ops_check,
-                                             NULL,
-                                             0,
-                                             1,
-                                             NULL,
-                                             NULL,
-                                             NULL,
-                                             NULL,
-                                             NULL,
-                                             NULL,
-                                             NULL};
+const kvc_method_ops kvc_method_ops_knorm = {
+    .id = KVC_METHOD_KNORM,
+    .plan = knorm_plan,
+    .arena_size = knorm_arena_size,
+    .init = ops_init,
+    .update = ops_update,
+    .view = ops_view,
+    .elements = ops_elements,
+    .check = ops_check,
+    .choices_read_values = 1,
+};

@@ -14,25 +14,8 @@ static int ops_check(const void *st, const kvc_stream_plan *p, uint64_t method_i
     return 1;
 }
 
-const kvc_method_ops kvc_method_ops_sink_window = {KVC_METHOD_SINK_WINDOW,
-                                                   1,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   ops_check,
-                                                   NULL,
-                                                   0,
-                                                   0,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL,
-                                                   NULL};
+const kvc_method_ops kvc_method_ops_sink_window = {
+    .id = KVC_METHOD_SINK_WINDOW,
+    .window_is_budget = 1,
+    .check = ops_check,
+};

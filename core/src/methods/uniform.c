@@ -267,25 +267,14 @@ static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *
     kvc_text_add(out, " capacity=%u", (unsigned)p->capacity);
 }
 
-const kvc_method_ops kvc_method_ops_uniform = {KVC_METHOD_UNIFORM,
-                                               0,
-                                               NULL,
-                                               uniform_plan,
-                                               uniform_arena_size,
-                                               uniform_init,
-                                               NULL,
-                                               uniform_update,
-                                               uniform_view,
-                                               uniform_elements,
-                                               NULL,
-                                               uniform_check,
-                                               NULL,
-                                               0,
-                                               0,
-                                               NULL,
-                                               NULL,
-                                               uniform_describe,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL};
+const kvc_method_ops kvc_method_ops_uniform = {
+    .id = KVC_METHOD_UNIFORM,
+    .plan = uniform_plan,
+    .arena_size = uniform_arena_size,
+    .init = uniform_init,
+    .update = uniform_update,
+    .view = uniform_view,
+    .elements = uniform_elements,
+    .check = uniform_check,
+    .describe = uniform_describe,
+};
