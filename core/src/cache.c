@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "plan.h"
+#include "stream_private.h"
 #include "kvc/kvc_attend.h"
 
 _Static_assert(sizeof(kvc_budget_policy) == 4, "enums stored in arenas are 4 bytes on every ABI");

@@ -381,7 +381,7 @@ uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p)
 
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay)
 {
-    uint64_t cur = KVC_ALIGN_UP((uint64_t)kvc_stream_header_bytes());
+    uint64_t cur = KVC_ALIGN_UP((uint64_t)KVC_SIZE_STREAM_HEADER); /* sizeof(struct kvc_stream), stream.c */
     lay->off_sink_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_sink, p->d));
     lay->off_sink_v = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_sink, p->dv));
     lay->off_win_k = kvc_carve(&cur, kvc_rows_bytes(p->dtype, p->n_window, p->d));

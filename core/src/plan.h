@@ -41,10 +41,6 @@ typedef struct kvc_stream_layout {
 */
 uint64_t kvc_stream_layout_make(const kvc_stream_plan *p, uint64_t method_bytes, kvc_stream_layout *lay);
 
-/*@ assigns \nothing;
-    ensures \result == 480;
-*/
-size_t kvc_stream_header_bytes(void);
 /* A KIVI4 plan's open block (32 f16 key rows, then 32 f16 value rows, each
  * part 64-aligned), the last bytes of the method's sub-arena; 0 otherwise.
  * trusted-by: size arithmetic on d, dv <= 256 (at most 2 * 16384 bytes). */
@@ -78,27 +74,5 @@ uint64_t kvc_stream_method_bytes(const kvc_stream_plan *p);
     ensures \old(kvc_plan_accepted(src)) ==> kvc_plan_accepted(dst);
 */
 void kvc_plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src);
-
-/* For the cache manager (cache.c): the per-call check once, then the entry
- * points and fields of a stream that has just passed it (no second check). */
-kvc_status kvc_stream_check(const kvc_stream *st);
-const kvc_stream_plan *kvc_stream_plan_of(const kvc_stream *st);
-const kvc_stream_config *kvc_stream_config_of(const kvc_stream *st);
-kvc_status kvc_stream_append_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *k, const float *v);
-/* Whether two byte ranges share a byte (a caller's scratch against the rows it must not write). */
-static inline int kvc_bytes_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
-{
-    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
-}
-/* kvc_stream_prefill after its input checks (handle, rows, n, strides,
- * finiteness, scratch overlap), and the tokens it appended (*appended, may be
- * NULL): it stops at the first token the stream refuses, as a loop of appends
- * would. */
-kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
-                                      const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes,
-                                      size_t *appended);
-kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
-                                        float *out);
 
 #endif

@@ -27,6 +27,7 @@
 #include "kvc/kvc_attend.h"
 #include "methods.h"
 #include "plan.h"
+#include "stream_private.h"
 #include "shared/rows.h"
 #include "internal/kvc_internal.h"
 

@@ -16,7 +16,7 @@
 #include "kvc_test.h"
 #include "kvc_testutil.h"
 #include "internal/kvc_internal.h"
-#include "plan.h" /* kvc_stream_header_bytes: the size of the stream header */
+#include "stream_private.h" /* kvc_stream_header_bytes: the size of the stream header */
 
 #define D 8u
 
