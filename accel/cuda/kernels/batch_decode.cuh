@@ -144,32 +144,20 @@ template <int DT, uint32_t D> __device__ inline uint32_t swizzled_chunk(uint32_t
         const uint32_t row = i / cpr;
         return row * cpr + ((i % cpr) ^ i8_key_sw<D>(row));
     }
-    if (DT == BT_I8 && i < 2u * kPageRows * cpr) {
+    if (is_int4(DT) && i < kPageRows * cpr) return i4_key_unit<D>(i);
+    if (DT != BT_F16 && i >= kPageRows * cpr && i < 2u * kPageRows * cpr) { // 64-byte value columns (int4: pairs)
         const uint32_t k = i - kPageRows * cpr, col = k / 4u;
         return kPageRows * cpr + col * 4u + ((k % 4u) ^ i8_col_sw(col));
-    }
-    if (is_int4(DT) && i < kPageRows * cpr) return i4_key_unit<D>(i);
-    if (is_int4(DT) && i < 2u * kPageRows * cpr) { // column pairs of 64 bytes, as int8's columns
-        const uint32_t k = i - kPageRows * cpr, pair = k / 4u;
-        return kPageRows * cpr + pair * 4u + ((k % 4u) ^ i8_col_sw(pair));
     }
     return i;
 }
 
-// int4: the eight nibbles at bytes 4t .. 4t + 3 of unit c of key row r (dims 32 c + 8t .. 32 c + 8t + 7),
-// and the four rows' bytes 16 c + 4t .. 16 c + 4t + 3 of value column pair p (rows 16 c + 4t ..)
+// int4: the eight nibbles at bytes 4t .. 4t + 3 of unit c of key row r (dims 32 c + 8t .. 32 c + 8t + 7).
 template <uint32_t D>
 __device__ inline uint32_t i4_key_word(const unsigned char *page, uint32_t r, uint32_t c, uint32_t t)
 {
     return *reinterpret_cast<const uint32_t *>(page + 16u * i4_key_unit<D>(r * (D / 32u) + c) + 4u * t);
 }
-template <uint32_t D>
-__device__ inline uint32_t i4_value_word(const unsigned char *page, uint32_t p, uint32_t c, uint32_t t)
-{
-    return *reinterpret_cast<const uint32_t *>(page + page_v_offset(BT_I4, D) + p * kPageRows +
-                                               16u * (c ^ i8_col_sw(p)) + 4u * t);
-}
-
 // The int4 conversion's subtrahend (the bug matrix's row 16 subtracts 1032, a symmetric int4's offset).
 __device__ inline float i4_magic()
 {
@@ -187,16 +175,18 @@ __device__ inline float2 i4_header(const unsigned char *h)
                        __half2float(__ushort_as_half((unsigned short)(w >> 16))));
 }
 
-// int8: the four codes at bytes 4t .. 4t + 3 of chunk c of key row r, and of value column col's chunk c.
+// int8: the four codes at bytes 4t .. 4t + 3 of chunk c of key row r.
 template <uint32_t D>
 __device__ inline uint32_t i8_key_word(const unsigned char *page, uint32_t r, uint32_t c, uint32_t t)
 {
     return *reinterpret_cast<const uint32_t *>(page + r * D + 16u * (c ^ i8_key_sw<D>(r)) + 4u * t);
 }
-template <uint32_t D>
-__device__ inline uint32_t i8_value_word(const unsigned char *page, uint32_t col, uint32_t c, uint32_t t)
+// int8 and int4: the four rows' bytes 16c + 4t .. 16c + 4t + 3 of 64-byte value column col (int8: one column
+// of codes; int4: a column pair), rows 16c + 4t ..
+template <int DT, uint32_t D>
+__device__ inline uint32_t value_column_word(const unsigned char *page, uint32_t col, uint32_t c, uint32_t t)
 {
-    return *reinterpret_cast<const uint32_t *>(page + page_v_offset(BT_I8, D) + col * kPageRows +
+    return *reinterpret_cast<const uint32_t *>(page + page_v_offset(DT, D) + col * kPageRows +
                                                16u * (c ^ i8_col_sw(col)) + 4u * t);
 }
 
@@ -572,7 +562,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
 #pragma unroll
             for (uint32_t nt = 0; nt < D / 8u; nt++) {
                 uint32_t vb[2];
-                kvc_i8x4_to_f16x2(i8_value_word<D>(page, 8u * nt + g, warp, t), vb[0], vb[1], magic);
+                kvc_i8x4_to_f16x2(value_column_word<DT, D>(page, 8u * nt + g, warp, t), vb[0], vb[1], magic);
                 if (rescale) acc[nt][0] *= corr[0], acc[nt][1] *= corr[0], acc[nt][2] *= corr[1], acc[nt][3] *= corr[1];
                 kvc_mma_m16n8k16(acc[nt], pa, vb, acc[nt]);
             }
@@ -601,7 +591,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 }
 #pragma unroll
                 for (uint32_t u = grp * (D / 16u / NG); u < (grp + 1u) * (D / 16u / NG); u++) {
-                    const uint32_t w = i4_value_word<D>(page, 8u * u + g, warp, t);
+                    const uint32_t w = value_column_word<DT, D>(page, 8u * u + g, warp, t);
                     const uint32_t x0 = kvc_spread_bytes(w, 0), x1 = kvc_spread_bytes(w, 2);
                     const uint32_t va[2] = {kvc_i4_pair(x0, 0, magic), kvc_i4_pair(x1, 0, magic)};
                     const uint32_t vb[2] = {kvc_i4_pair(x0, 4, magic), kvc_i4_pair(x1, 4, magic)};

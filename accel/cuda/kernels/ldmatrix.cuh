@@ -48,31 +48,26 @@ template <bool Trans> __device__ inline void kvc_ldmatrix_x4_shfl(uint32_t r[4],
 #endif
 
 // r[j] = lane's fragment of tile j; row: this lane's row address (see above).
-__device__ inline void kvc_ldmatrix_x4(uint32_t r[4], const void *row)
+// Trans: the transposed load, r[j] = {T_j[2t][g], T_j[2t+1][g]}.
+template <bool Trans> __device__ inline void kvc_ldmatrix_x4_t(uint32_t r[4], const void *row)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
     const unsigned s = (unsigned)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s)
-                 : "memory");
+    if (Trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s)
+                     : "memory");
 #else
-    kvc_ldmatrix_x4_shfl<false>(r, row);
+    kvc_ldmatrix_x4_shfl<Trans>(r, row);
 #endif
 }
-
-// The transposed load: r[j] = {T_j[2t][g], T_j[2t+1][g]}.
-__device__ inline void kvc_ldmatrix_x4_trans(uint32_t r[4], const void *row)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s)
-                 : "memory");
-#else
-    kvc_ldmatrix_x4_shfl<true>(r, row);
-#endif
-}
+__device__ inline void kvc_ldmatrix_x4(uint32_t r[4], const void *row) { kvc_ldmatrix_x4_t<false>(r, row); }
+__device__ inline void kvc_ldmatrix_x4_trans(uint32_t r[4], const void *row) { kvc_ldmatrix_x4_t<true>(r, row); }
 
 #endif // KVC_CUDA_LDMATRIX_CUH
