@@ -61,6 +61,11 @@ static int all_f32(const kvc_view *view)
 
 kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out)
 {
+    return kvc_attend_resolved(kvc_kernels_or_best(kern), view, q, n_q, out); /* NULL: the best table this CPU runs */
+}
+
+kvc_status kvc_attend_resolved(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out)
+{
     if (view == NULL || q == NULL || out == NULL) return KVC_E_ARG;
     if (n_q < 1 || n_q > KVC_MAX_QUERY_HEADS) return KVC_E_ARG;
     if (view->d < 1 || view->d > KVC_MAX_HEAD_DIM || view->dv < 1 || view->dv > KVC_MAX_HEAD_DIM) return KVC_E_ARG;
@@ -68,11 +73,10 @@ kvc_status kvc_attend(const kvc_kernels *kern, const kvc_view *view, const float
     if (view->n_seg > KVC_VIEW_MAX_SEGMENTS) return KVC_E_ARG;
     for (size_t i = 0; i < view->n_seg; i++)
         if (!segment_ok(&view->seg[i])) return KVC_E_ARG;
-    kern = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     if (kern->version != KVC_KERNELS_VERSION || kern->attend_f32 == NULL || kern->attend_batch == NULL)
         return KVC_E_BACKEND;
     for (size_t i = 0; i < view->n_seg; i++)
-        if (view->seg[i].n > 0 && !kvc_kernels_support(kern, view->seg[i].dtype)) return KVC_E_UNSUPPORTED;
+        if (view->seg[i].n > 0 && !kvc_table_supports(kern, view->seg[i].dtype)) return KVC_E_UNSUPPORTED;
     /* f32 views take the proved one-position kernel */
     const kvc_status rc = all_f32(view) ? kern->attend_f32(view, q, n_q, out) : attend_typed(kern, view, q, n_q, out);
     if (rc != KVC_OK) return rc;

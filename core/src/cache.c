@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "plan.h"
 #include "stream_private.h"
+#include "internal/kvc_internal.h"
 #include "kvc/kvc_attend.h"
 
 _Static_assert(sizeof(kvc_budget_policy) == 4, "enums stored in arenas are 4 bytes on every ABI");
@@ -477,8 +478,10 @@ kvc_status kvc_cache_prefill(kvc_cache *c, const kvc_kernels *kern, uint32_t lay
     return first;
 }
 
-/* Every kv head of a layer answers its query group; `observed`: through
- * kvc_stream_attend_observed (each stream also receives its entries' attention). */
+/* Every kv head of a layer answers its query group; `observed`: each stream
+ * also receives its entries' attention. The cache and every stream are
+ * checked and the table resolved once, here; the streams' entries below
+ * check and resolve nothing again. */
 static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *q, float *out,
                                int observed, void *work, size_t work_bytes)
 {
@@ -488,12 +491,13 @@ static kvc_status attend_heads(const kvc_cache *c, const kvc_kernels *kern, uint
     const size_t hd = c->cfg.head_dim, nkv = c->cfg.n_kv_heads, group = c->cfg.n_heads / nkv;
     for (uint32_t h = 0; h < nkv; h++)
         if (stream_at(c, layer, h) == NULL) return KVC_E_CORRUPT;
+    const kvc_kernels *table = kvc_kernels_or_best(kern); /* NULL: the best table this CPU runs */
     for (uint32_t h = 0; h < nkv; h++) {
         kvc_stream *st = stream_checked_at(c, layer, h);
         const float *qh = q + h * group * hd;
         float *oh = out + h * group * hd;
-        rc = observed ? kvc_stream_attend_observed(st, kern, qh, group, oh, work, work_bytes)
-                      : kvc_stream_attend_prechecked(st, kern, qh, group, oh);
+        rc = observed ? kvc_stream_attend_observed_prechecked(st, table, qh, group, oh, work, work_bytes)
+                      : kvc_stream_attend_prechecked(st, table, qh, group, oh);
         if (rc != KVC_OK) return rc;
     }
     return KVC_OK;

@@ -151,7 +151,11 @@ const kvc_kernels *kvc_kernels_best(void)
 
 int kvc_kernels_support(const kvc_kernels *kern, unsigned t)
 {
-    kern = kvc_kernels_or_best(kern);
+    return kvc_table_supports(kvc_kernels_or_best(kern), t);
+}
+
+int kvc_table_supports(const kvc_kernels *kern, unsigned t)
+{
     if (kern->version != KVC_KERNELS_VERSION || t >= KVC_DTYPE_COUNT) return 0;
     if (!((kern->caps >> t) & 1u)) return 0; /* bit t (a right shift: no unsigned wrap to prove) */
     /* KIVI4: the key blocks are read by the attend itself (KVC_CAP_KIVI4);

@@ -115,6 +115,8 @@ typedef struct kvc_method_ops {
     size_t (*prefill_work_bytes)(const void *st, const kvc_stream_plan *p, size_t n);
     void (*prefill_open)(void *st);
     void (*prefill_close)(void *st, const kvc_method_ctx *cx); /* cx->call: the call */
+    /* a score-and-evict method's score and hooks (shared/evict.h), NULL otherwise */
+    const struct kvc_evict_ops *evict;
 } kvc_method_ops;
 
 #define KVC_DECLARE_OPS(ident, NAME, value, name, kvpress, summary) extern const kvc_method_ops kvc_method_ops_##ident;

@@ -33,7 +33,15 @@ static inline int kvc_bytes_overlap(const void *a, size_t a_bytes, const void *b
 kvc_status kvc_stream_prefill_counted(kvc_stream *st, const kvc_kernels *kern, const float *keys, size_t key_stride,
                                       const float *values, size_t value_stride, size_t n, void *work, size_t work_bytes,
                                       size_t *appended);
+/* The read side after kvc_stream_check, on a resolved table (never NULL: a
+ * public entry resolves a NULL table once, kvc_kernels_or_best, and passes it
+ * down; the cache resolves it once for a whole layer). */
 kvc_status kvc_stream_attend_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
                                         float *out);
+kvc_status kvc_stream_attend_batch_prechecked(const kvc_stream *st, const kvc_kernels *kern, const float *q,
+                                              size_t n_pos, size_t n_q, float *out, double *mass, void *work,
+                                              size_t work_bytes);
+kvc_status kvc_stream_attend_observed_prechecked(kvc_stream *st, const kvc_kernels *kern, const float *q, size_t n_q,
+                                                 float *out, void *work, size_t work_bytes);
 
 #endif

@@ -1,5 +1,5 @@
 /* toy: a test-only query-aware method exercising the hooks the real H2O, TOVA
- * and SnapKV (core/src/methods/attention_score.c, snapkv.c) use. It keeps up to `capacity` tokens; observe() adds each
+ * and SnapKV (core/src/shared/evict_observed.c, core/src/methods/snapkv.c) use. It keeps up to `capacity` tokens; observe() adds each
  * entry's attention mass to its score; when full, a new token evicts the
  * lowest-score entry (ties: the lowest slot). prefill_queries() records how
  * many rows it got and their sum. Built only into tests/unit/test_hooks. */

@@ -30,6 +30,8 @@ static uint64_t macro_bytes(const kvc_stream_config *c)
     case KVC_METHOD_H2O: return KVC_H2O_ARENA_BYTES(t, c->d, c->dv, c->budget, c->n_sink, c->n_window);
     case KVC_METHOD_TOVA: return KVC_TOVA_ARENA_BYTES(t, c->d, c->dv, c->budget, c->n_sink, c->n_window);
     case KVC_METHOD_SNAPKV: return KVC_SNAPKV_ARENA_BYTES(t, c->d, c->dv, c->budget, c->n_sink, c->n_window);
+    case KVC_METHOD_EXPECTED_ATTENTION:
+        return KVC_EXPECTED_ATTENTION_ARENA_BYTES(t, c->d, c->dv, c->budget, c->n_sink, c->n_window);
     default: return 0;
     }
 }

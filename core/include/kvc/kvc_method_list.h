@@ -48,6 +48,8 @@
     X(tova, TOVA, 12, "tova", "tova", "TOVA: evict the lowest attention of the last observed query; weight 1")         \
     X(snapkv, SNAPKV, 13, "snapkv", "snapkv",                                                                          \
       "SnapKV: keep the tokens the prompt's last queries (given first) attend to most, pooled; weight 1")              \
+    X(expected_attention, EXPECTED_ATTENTION, 14, "expected-attention", "",                                            \
+      "keep the tokens coming queries are expected to attend to most (a Gaussian fit of the prompt's last queries)")   \
     KVC_EXTRA_METHODS(X)
 
 #endif

@@ -62,10 +62,7 @@
 #define KVC_SIZE_CACHE_HEADER  192u /**< struct kvc_cache */
 #define KVC_SIZE_EXACT_STATE   40u  /**< exact's state */
 #define KVC_SIZE_UNIFORM_STATE 64u  /**< uniform's state */
-#define KVC_SIZE_KNORM_STATE   64u  /**< knorm's state */
-#define KVC_SIZE_KEYDIFF_STATE 56u  /**< keydiff's state */
-#define KVC_SIZE_ATTN_STATE    88u  /**< h2o's and tova's state */
-#define KVC_SIZE_SNAPKV_STATE  112u /**< snapkv's state */
+#define KVC_SIZE_EVICT_STATE   72u  /**< the score-and-evict methods' state (knorm, keydiff, h2o, tova, snapkv) */
 #define KVC_SIZE_SNAPKV_ROWS   32u  /**< snapkv's observation rows */
 
 /** n rows of dim elements of type t, aligned. */
@@ -103,33 +100,38 @@
                     KVC_SIZE_METHOD_ROWS(KVC_SIZE_UNIFORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +   \
                         KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
 
-/** K-norm: rows, a float norm and a heap slot per held token. */
+/** The score-and-evict methods: rows, a score (8 bytes) and a token id (4)
+ *  per held token, then @p own bytes of the method's own region. */
+#define KVC_SIZE_EVICT(t, d, dv, cap, own)                                                                             \
+    (KVC_SIZE_METHOD_ROWS(KVC_SIZE_EVICT_STATE, t, d, dv, cap) + KVC_SIZE_ALIGN(8u * (uint64_t)(cap)) +                \
+     KVC_SIZE_ALIGN(4u * (uint64_t)(cap)) + KVC_SIZE_ALIGN(own))
+
+/** K-norm: the skeleton's arrays only. */
 #define KVC_KNORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                      \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KNORM_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +     \
-                        2u * KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window, KVC_SIZE_EVICT(t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window), 0u))
 
-/** KeyDiff: rows and a float inverse norm per held token. */
+/** KeyDiff: the skeleton's arrays only. */
 #define KVC_KEYDIFF_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                    \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_KEYDIFF_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +   \
-                        KVC_SIZE_ALIGN(4u * KVC_SIZE_CAP(budget, n_sink, n_window)))
+    KVC_KNORM_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)
 
-/** H2O and TOVA: rows, a token and a score per held token, and a ring of n_window + 1 of each. */
+/** H2O and TOVA: and a ring of n_window + 1 token tags and masses after a 64-byte header. */
 #define KVC_H2O_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                        \
-    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_ATTN_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +      \
-                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                             \
-                        2u * KVC_SIZE_ALIGN(8u * ((uint64_t)(n_window) + 1u)))
+    KVC_SIZE_STREAM(                                                                                                   \
+        t, d, dv, n_sink, n_window,                                                                                    \
+        KVC_SIZE_EVICT(t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window), 64u + 16u * ((uint64_t)(n_window) + 1u)))
 /** TOVA has H2O's layout. */
 #define KVC_TOVA_ARENA_BYTES(t, d, dv, budget, n_sink, n_window) KVC_H2O_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)
 
-/** SnapKV: rows, a token and a score per held token, and the observation rows. */
+/** SnapKV: and the observation rows after a 64-byte header. */
 #define KVC_SNAPKV_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                                     \
     KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
-                    KVC_SIZE_METHOD_ROWS(KVC_SIZE_SNAPKV_STATE, t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window)) +    \
-                        2u * KVC_SIZE_ALIGN(8u * KVC_SIZE_CAP(budget, n_sink, n_window)) +                             \
-                        KVC_SIZE_ALIGN(4u * KVC_SIZE_SNAPKV_ROWS * (uint64_t)(d)))
+                    KVC_SIZE_EVICT(t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window),                                   \
+                                   64u + 4u * KVC_SIZE_SNAPKV_ROWS * (uint64_t)(d)))
+
+/** expected-attention: and the prompt queries' mean and squared deviations (2 doubles a dimension) after a 64-byte header. */
+#define KVC_EXPECTED_ATTENTION_ARENA_BYTES(t, d, dv, budget, n_sink, n_window)                                         \
+    KVC_SIZE_STREAM(t, d, dv, n_sink, n_window,                                                                        \
+                    KVC_SIZE_EVICT(t, d, dv, KVC_SIZE_CAP(budget, n_sink, n_window), 64u + 16u * (uint64_t)(d)))
 
 /** A cache of n_layers x n_kv_heads streams of @p stream_bytes each (policy
  *  KVC_BUDGET_UNIFORM): the header, the table of offsets, then the streams. */

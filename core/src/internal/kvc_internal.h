@@ -91,6 +91,18 @@ const void *kvc_stream_method_state(const kvc_stream *st);
 */
 const kvc_kernels *kvc_kernels_or_best(const kvc_kernels *kern);
 
+/** kvc_kernels_support on a table already resolved (never NULL). */
+/*@ requires \valid_read(kern);
+    assigns \nothing;
+    ensures \result == 0 || \result == 1;
+    ensures \result == 1 ==> t < KVC_DTYPE_COUNT;
+*/
+int kvc_table_supports(const kvc_kernels *kern, unsigned t);
+
+/** kvc_attend on a table already resolved (never NULL): the library's own
+ *  callers resolve a NULL table once per public call and pass it down. */
+kvc_status kvc_attend_resolved(const kvc_kernels *kern, const kvc_view *view, const float *q, size_t n_q, float *out);
+
 #ifdef __cplusplus
 }
 #endif
