@@ -12,7 +12,12 @@ file under the root but build folders) ending in .md, .c, .h, .cu, .cuh, .cpp,
 - any token that starts with a top-level folder of the repository
   (core/, apps/, docs/, tests/, ...) or names a root file (README.md,
   CONTRIBUTING.md, ...) exists, or, with * or {a,b}, matches a file;
-- no file mentions ../shared (the project stands alone).
+- no file mentions ../shared (the project stands alone);
+- every `kvc <command>` in backquotes, and every kvc command line in a
+  fenced block of Markdown, names a command of the CLI's table
+  (apps/kvc/main.c), read from the source, not kept by hand here.
+Dotfiles (.clang-format, ...) are scanned too, but git's own (.gitignore,
+.gitattributes: patterns, not citations).
 Placeholders (<...>, $VARS, ...) are not paths and are skipped. Exit 1 with
 one line per broken citation (file:line: path)."""
 import glob
@@ -41,7 +46,15 @@ def tracked_files():
 
 
 files = tracked_files()
-scanned = [f for f in files if f.endswith(EXTS) or os.path.basename(f) == "CMakeLists.txt" or f.startswith(".ci/")]
+
+
+def dotfile(f):
+    b = os.path.basename(f)
+    return b.startswith(".") and not b.startswith(".git") and "/" not in f.rstrip("/")
+
+
+scanned = [f for f in files
+           if f.endswith(EXTS) or os.path.basename(f) == "CMakeLists.txt" or f.startswith(".ci/") or dotfile(f)]
 top = sorted({f.split("/")[0] for f in files if "/" in f} - {".github"})
 root_files = sorted({f for f in files if "/" not in f})
 path_re = re.compile(r"(?<![\w./$-])((?:%s)/[\w./*{},+-]*[\w*}])" % "|".join(re.escape(t) for t in top))
@@ -79,13 +92,37 @@ def exists(p, base=root, citing=None):
     return False
 
 
+def cli_commands():
+    """The command names of apps/kvc/main.c's table ({"name", "summary", fn})."""
+    try:
+        text = open(os.path.join(root, "apps/kvc/main.c"), encoding="utf-8").read()
+    except OSError:
+        return None
+    return set(re.findall(r'\{"([a-z][a-z0-9-]*)",\s*"[^"]*",\s*\w+\}', text))
+
+
+commands = cli_commands()
+kvc_code_re = re.compile(r"`(?:\./)?(?:[\w./-]*/)?kvc ([a-z][a-z0-9-]*)")
+kvc_line_re = re.compile(r"^\s*(?:\$ )?(?:[\w./-]*/)?kvc ([a-z][a-z0-9-]*)")
+
 problems = []
 for f in scanned:
     try:
         text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
     except OSError:
         continue
+    fenced = False
     for n, line in enumerate(text.splitlines(), 1):
+        if f.endswith(".md") and line.lstrip().startswith("```"):
+            fenced = not fenced
+        if commands:
+            names = [m.group(1) for m in kvc_code_re.finditer(line)]
+            if fenced and f.endswith(".md"):
+                m = kvc_line_re.match(line)
+                names += [m.group(1)] if m else []
+            for c in names:
+                if c not in commands:
+                    problems.append("%s:%d: kvc %s is not a command of apps/kvc/main.c" % (f, n, c))
         if "../shared" in line and f != "tests/docs/check_links.py":
             problems.append("%s:%d: reads ../shared (the project must stand alone)" % (f, n))
         if f.endswith(".md"):

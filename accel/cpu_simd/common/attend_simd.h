@@ -681,15 +681,16 @@ static double i8_dot(const void *row, const float *x, size_t dim) { return dot_r
 
 /* This ISA's entries of the kernel table (kernels.c assembles the table). */
 #define KVC_SIMD_ENTRIES(isa, needs_bits)                                                                              \
-    const kvc_simd_entries kvc_simd_entries_##isa = {#isa,                                                             \
-                                                     (needs_bits),                                                     \
-                                                     KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH |          \
-                                                         KVC_CAP_MASS,                                                 \
-                                                     attend_f32_simd,                                                  \
-                                                     attend_batch_simd,                                                \
-                                                     {f32_dot, f16_dot, i8_dot, NULL},                                 \
-                                                     {f32_dot_f64, f16_dot_f64, i8_dot_f64, NULL},                     \
-                                                     {f32_dot_rows, f16_dot_rows, i8_dot_rows, NULL},                  \
-                                                     {f32_sqdist, f16_sqdist, i8_sqdist, NULL}}
+    const kvc_simd_entries kvc_simd_entries_##isa = {                                                                  \
+        .name = #isa,                                                                                                  \
+        .needs = (needs_bits),                                                                                         \
+        .caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS,                                 \
+        .attend_f32 = attend_f32_simd,                                                                                 \
+        .attend_batch = attend_batch_simd,                                                                             \
+        .row_dot_f32 = {[KVC_DTYPE_F32] = f32_dot, [KVC_DTYPE_F16] = f16_dot, [KVC_DTYPE_I8] = i8_dot},                \
+        .row_dot_f64 = {[KVC_DTYPE_F32] = f32_dot_f64, [KVC_DTYPE_F16] = f16_dot_f64, [KVC_DTYPE_I8] = i8_dot_f64},    \
+        .row_dot_rows =                                                                                                \
+            {[KVC_DTYPE_F32] = f32_dot_rows, [KVC_DTYPE_F16] = f16_dot_rows, [KVC_DTYPE_I8] = i8_dot_rows},            \
+        .row_sqdist_f32 = {[KVC_DTYPE_F32] = f32_sqdist, [KVC_DTYPE_F16] = f16_sqdist, [KVC_DTYPE_I8] = i8_sqdist}}
 
 #endif /* KVC_ATTEND_SIMD_H */

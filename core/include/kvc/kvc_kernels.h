@@ -307,17 +307,20 @@ typedef struct kvc_row_kernels {
 
 /** Capability bits of a table: the storage types it has row kernels for, and what its attend does. */
 enum {
-    KVC_CAP_F32 = 1u << KVC_DTYPE_F32,
-    KVC_CAP_F16 = 1u << KVC_DTYPE_F16,
-    KVC_CAP_I8 = 1u << KVC_DTYPE_I8,
-    KVC_CAP_Q15 = 1u << KVC_DTYPE_Q15,
-    KVC_CAP_I4 = 1u << KVC_DTYPE_I4,
-    KVC_CAP_KIVI4 = 1u << KVC_DTYPE_KIVI4, /**< attend_batch reads KIVI4 segments (values: the int4 row kernels) */
-    KVC_CAP_BATCH = 1u << 16,              /**< attend_batch answers many positions per row read */
-    KVC_CAP_MASS = 1u << 17,               /**< attend_batch returns per-entry attention mass */
-    KVC_CAP_OPT_IN = 1u << 18              /**< less precise than the reference by design (the single-precision
+/** KVC_CAP_F32, KVC_CAP_F16, ...: one bit per storage type, the table implements it
+ *  (KVC_CAP_KIVI4: attend_batch reads KIVI4 segments, whose values are int4 rows). */
+#define KVC_CAP_OF_DTYPE(NAME, value, name, bits, impl, summary) KVC_CAP_##NAME = 1u << (value),
+    KVC_DTYPE_LIST(KVC_CAP_OF_DTYPE)
+#undef KVC_CAP_OF_DTYPE
+        KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
+    KVC_CAP_MASS = 1u << 17,      /**< attend_batch returns per-entry attention mass */
+    KVC_CAP_OPT_IN = 1u << 18     /**< less precise than the reference by design (the single-precision
                                    table): never picked by kvc_kernels_best, only by name */
 };
+
+/** The bits of every storage type kvc_dtype_list.h marks implemented. */
+#define KVC_CAP_OF_IMPLEMENTED(NAME, value, name, bits, impl, summary) | ((impl) ? 1u << (value) : 0u)
+#define KVC_CAP_TYPES                                                  (0u KVC_DTYPE_LIST(KVC_CAP_OF_IMPLEMENTED))
 
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */
 typedef struct kvc_kernels {

@@ -13,11 +13,12 @@
  * headers), so one constant serves a device and its host.
  *
  * Covered: the methods whose arena is rows and per-token arrays of the
- * budget (exact, sink-window, uniform, knorm, keydiff, h2o, tova, snapkv),
+ * budget (exact, sink-window, uniform, knorm, keydiff, h2o, tova, snapkv,
+ * expected-attention),
  * with no protected spans (n_protect = 0) and the cache's uniform policy.
  * SubGen, BalanceKV and Express derive cluster counts, tree levels and cache
  * sizes from the budget at run time: size them with kvc_stream_arena_bytes
- * (or `kvc plan`, which prints the bytes). Arguments must be valid (the
+ * (kvc_cache_arena_bytes for a cache). Arguments must be valid (the
  * size functions return 0 for an invalid configuration; these macros do
  * not check).
  */

@@ -123,44 +123,50 @@ static void q15_axpy(double *acc, double p, const void *row, size_t dim)
 }
 static double q15_absmax(const void *row, size_t dim) { return kvc_k_q15_absmax__ref(i8_scale(row), Q16(row), dim); }
 
-/* Every storage type's reference row kernels: both tables below use them. */
-#define KVC_REF_ROWS                                                                                                   \
+/* A row-kernel table of the functions <p>_store, <p>_load, ... */
+#define KVC_REF_ROW_KERNELS(p)                                                                                         \
     {                                                                                                                  \
-        [KVC_DTYPE_F32] = {f32_store,    f32_load,       f32_dot_f32, f32_dot_f64,                                     \
-                           f32_dot_rows, f32_sqdist_f32, f32_axpy,    f32_absmax},                                     \
-        [KVC_DTYPE_F16] = {f16_store,    f16_load,       f16_dot_f32, f16_dot_f64,                                     \
-                           f16_dot_rows, f16_sqdist_f32, f16_axpy,    f16_absmax},                                     \
-        [KVC_DTYPE_I8] = {i8_store, i8_load, i8_dot_f32, i8_dot_f64, i8_dot_rows, i8_sqdist_f32, i8_axpy, i8_absmax},  \
-        [KVC_DTYPE_Q15] = {q15_store,    q15_load,       q15_dot_f32, q15_dot_f64,                                     \
-                           q15_dot_rows, q15_sqdist_f32, q15_axpy,    q15_absmax},                                     \
-        [KVC_DTYPE_I4] = {kvc_k_i4_store__ref,   kvc_k_i4_load__ref,     kvc_k_i4_dot_f32__ref,                        \
-                          kvc_k_i4_dot_f64__ref, kvc_k_i4_dot_rows__ref, kvc_k_i4_sqdist_f32__ref,                     \
-                          kvc_k_i4_axpy__ref,    kvc_k_i4_absmax__ref},                                                \
+        .store = p##_store, .load = p##_load, .dot_f32 = p##_dot_f32, .dot_f64 = p##_dot_f64,                          \
+        .dot_rows = p##_dot_rows, .sqdist_f32 = p##_sqdist_f32, .axpy = p##_axpy, .absmax = p##_absmax                 \
     }
 
-/* The reference table (kernels.c lists it first among the built-in ones). */
+/* Every storage type's reference row kernels: both tables below use them
+ * (KIVI4's values are int4 rows; its key blocks are read by the attend). */
+#define KVC_REF_ROWS                                                                                                   \
+    {                                                                                                                  \
+        [KVC_DTYPE_F32] = KVC_REF_ROW_KERNELS(f32), [KVC_DTYPE_F16] = KVC_REF_ROW_KERNELS(f16),                        \
+        [KVC_DTYPE_I8] = KVC_REF_ROW_KERNELS(i8), [KVC_DTYPE_Q15] = KVC_REF_ROW_KERNELS(q15),                          \
+        [KVC_DTYPE_I4] = {.store = kvc_k_i4_store__ref,                                                                \
+                          .load = kvc_k_i4_load__ref,                                                                  \
+                          .dot_f32 = kvc_k_i4_dot_f32__ref,                                                            \
+                          .dot_f64 = kvc_k_i4_dot_f64__ref,                                                            \
+                          .dot_rows = kvc_k_i4_dot_rows__ref,                                                          \
+                          .sqdist_f32 = kvc_k_i4_sqdist_f32__ref,                                                      \
+                          .axpy = kvc_k_i4_axpy__ref,                                                                  \
+                          .absmax = kvc_k_i4_absmax__ref},                                                             \
+    }
+
+/* The reference table (kernels.c lists it first among the built-in ones):
+ * every implemented storage type (KVC_CAP_TYPES, from kvc_dtype_list.h). */
 const kvc_kernels kvc_kernels_ref_table = {
-    KVC_KERNELS_VERSION,
-    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_KIVI4 | KVC_CAP_BATCH | KVC_CAP_MASS,
-    0u,
-    "ref",
-    kvc_k_attend_f32__ref,
-    kvc_k_attend_batch__ref,
-    KVC_REF_ROWS,
-    kvc_k_dot_f32__ref,
-    kvc_k_sqdist_f32__ref,
+    .version = KVC_KERNELS_VERSION,
+    .caps = KVC_CAP_TYPES | KVC_CAP_BATCH | KVC_CAP_MASS,
+    .name = "ref",
+    .attend_f32 = kvc_k_attend_f32__ref,
+    .attend_batch = kvc_k_attend_batch__ref,
+    .rows = KVC_REF_ROWS,
+    .dot_f32 = kvc_k_dot_f32__ref,
+    .sqdist_f32 = kvc_k_sqdist_f32__ref,
 };
 
 /* The single-precision table: the same rows, the float attend (attend_single.c). */
 const kvc_kernels kvc_kernels_single_table = {
-    KVC_KERNELS_VERSION,
-    KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_Q15 | KVC_CAP_I4 | KVC_CAP_KIVI4 | KVC_CAP_BATCH | KVC_CAP_MASS |
-        KVC_CAP_OPT_IN,
-    0u,
-    "single",
-    kvc_k_attend_f32__single,
-    kvc_k_attend_batch__single,
-    KVC_REF_ROWS,
-    kvc_k_dot_f32__ref,
-    kvc_k_sqdist_f32__ref,
+    .version = KVC_KERNELS_VERSION,
+    .caps = KVC_CAP_TYPES | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_CAP_OPT_IN,
+    .name = "single",
+    .attend_f32 = kvc_k_attend_f32__single,
+    .attend_batch = kvc_k_attend_batch__single,
+    .rows = KVC_REF_ROWS,
+    .dot_f32 = kvc_k_dot_f32__ref,
+    .sqdist_f32 = kvc_k_sqdist_f32__ref,
 };
