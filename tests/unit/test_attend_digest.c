@@ -115,54 +115,37 @@ typedef struct line {
     uint64_t h;
 } line;
 
-/* Every configuration, in registry x type-list x choice order. */
+typedef struct digests {
+    line *lines;
+    size_t n, cap;
+    const float *K, *V, *Q;
+} digests;
+
+static int digest_one(kvc_cache_config *cc, const char *label, void *ctx)
+{
+    digests *d = ctx;
+    if (d->n >= d->cap || kvc_cache_config_problem(cc) != NULL) return 0;
+    snprintf(d->lines[d->n].label, sizeof d->lines[d->n].label, "%s", label);
+    d->lines[d->n++].h = run_one(cc, d->K, d->V, d->Q);
+    return 0;
+}
+
+/* Every configuration, in registry x type-list x choice order (tu_each_config). */
 static size_t all_digests(line *lines, size_t cap)
 {
     kvc_rng r;
     kvc_rng_seed(&r, 5100);
     float *K = tu_normal(&r, NTOK * NKV, HD, 1.0), *V = tu_normal(&r, NTOK * NKV, HD, 1.0),
           *Q = tu_normal(&r, 17 * NH, HD, 1.0);
-    static const kvc_dtype types[] = {
-#define KVC_DT(NAME, value, name, bits, impl, summary) KVC_DTYPE_##NAME,
-        KVC_DTYPE_LIST(KVC_DT)
-#undef KVC_DT
-    };
-    size_t n = 0;
-    for (size_t mi = 0; mi < kvc_method_count(); mi++) {
-        const kvc_method m = kvc_method_at(mi);
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            if (!kvc_dtype_implemented(types[ti])) continue;
-            kvc_cache_config cc;
-            memset(&cc, 0, sizeof cc);
-            cc.n_layers = NL, cc.n_heads = NH, cc.n_kv_heads = NKV, cc.head_dim = HD;
-            cc.policy = KVC_BUDGET_UNIFORM;
-            cc.stream = kvc_stream_config_default(m, HD, HD, 96, 51);
-            cc.stream.dtype = types[ti];
-            cc.stream.n_sink = 4, cc.stream.n_window = 32, cc.stream.prefix_len = 100;
-            const char *base = kvc_method_name(m), *tn = kvc_dtype_name(types[ti]);
-            if (n < cap && kvc_cache_config_problem(&cc) == NULL) {
-                snprintf(lines[n].label, sizeof lines[n].label, "%s/%s", base, tn);
-                lines[n++].h = run_one(&cc, K, V, Q);
-            }
-            for (size_t pi = 0; pi < kvc_method_param_count(m); pi++) {
-                const kvc_param_desc *pd = kvc_method_param_at(m, pi);
-                if (pd->type != KVC_PARAM_CHOICE || pd->choices == NULL) continue;
-                for (const char *c = pd->choices; *c;) {
-                    char word[64];
-                    const size_t len = strcspn(c, "|");
-                    snprintf(word, sizeof word, "%.*s", (int)len, c);
-                    c += len + (c[len] == '|');
-                    kvc_cache_config v = cc;
-                    if (kvc_stream_config_set(&v.stream, pd->name, word) != KVC_OK) continue;
-                    if (n >= cap || kvc_cache_config_problem(&v) != NULL) continue;
-                    snprintf(lines[n].label, sizeof lines[n].label, "%s/%s/%s=%s", base, tn, pd->name, word);
-                    lines[n++].h = run_one(&v, K, V, Q);
-                }
-            }
-        }
-    }
+    tu_shape shape;
+    memset(&shape, 0, sizeof shape);
+    shape.cache.n_layers = NL, shape.cache.n_heads = NH, shape.cache.n_kv_heads = NKV, shape.cache.head_dim = HD;
+    shape.cache.policy = KVC_BUDGET_UNIFORM;
+    shape.budget = 96, shape.n_sink = 4, shape.n_window = 32, shape.prefix_len = 100, shape.seed = 51;
+    digests d = {lines, 0, cap, K, V, Q};
+    tu_each_config(&shape, digest_one, &d);
     free(K), free(V), free(Q);
-    return n;
+    return d.n;
 }
 
 #define CAP 1024

@@ -144,6 +144,17 @@ static int one_config(kvc_cache_config *cc, const char *label, const float *K, c
     return 0;
 }
 
+typedef struct lockstep_ctx {
+    const float *K, *V, *q;
+    tally *tl;
+} lockstep_ctx;
+
+static int lockstep_one(kvc_cache_config *cc, const char *label, void *ctx)
+{
+    const lockstep_ctx *lc = ctx;
+    return one_config(cc, label, lc->K, lc->V, lc->q, lc->tl);
+}
+
 static int prefill_equals_appends_everywhere(void)
 {
     kvc_rng r;
@@ -151,44 +162,13 @@ static int prefill_equals_appends_everywhere(void)
     float *K = tu_normal(&r, NTOK * NKV, HD, 1.0), *V = tu_normal(&r, NTOK * NKV, HD, 1.0),
           *q = tu_normal(&r, NH, HD, 1.0);
     tally tl = {0};
-    static const kvc_dtype types[] = {
-#define KVC_DT(NAME, value, name, bits, impl, summary) KVC_DTYPE_##NAME,
-        KVC_DTYPE_LIST(KVC_DT)
-#undef KVC_DT
-    };
-    for (size_t mi = 0; mi < kvc_method_count(); mi++) {
-        const kvc_method m = kvc_method_at(mi);
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            if (!kvc_dtype_implemented(types[ti])) continue;
-            kvc_cache_config cc;
-            memset(&cc, 0, sizeof cc);
-            cc.n_layers = NL, cc.n_heads = NH, cc.n_kv_heads = NKV, cc.head_dim = HD;
-            cc.policy = KVC_BUDGET_UNIFORM;
-            cc.stream = kvc_stream_config_default(m, HD, HD, 96, 49);
-            cc.stream.dtype = types[ti];
-            cc.stream.n_sink = 4, cc.stream.n_window = 32, cc.stream.prefix_len = 100;
-            char label[160];
-            snprintf(label, sizeof label, "%s %s", kvc_method_name(m), kvc_dtype_name(types[ti]));
-            if (one_config(&cc, label, K, V, q, &tl)) return 1;
-            /* every value of every choice parameter, one at a time */
-            for (size_t pi = 0; pi < kvc_method_param_count(m); pi++) {
-                const kvc_param_desc *pd = kvc_method_param_at(m, pi);
-                if (pd->type != KVC_PARAM_CHOICE || pd->choices == NULL) continue;
-                const char *c = pd->choices;
-                while (*c) {
-                    char word[64];
-                    size_t len = strcspn(c, "|");
-                    snprintf(word, sizeof word, "%.*s", (int)len, c);
-                    c += len + (c[len] == '|');
-                    kvc_cache_config v = cc;
-                    if (kvc_stream_config_set(&v.stream, pd->name, word) != KVC_OK) continue;
-                    snprintf(label, sizeof label, "%s %s %s=%s", kvc_method_name(m), kvc_dtype_name(types[ti]),
-                             pd->name, word);
-                    if (one_config(&v, label, K, V, q, &tl)) return 1;
-                }
-            }
-        }
-    }
+    lockstep_ctx lc = {K, V, q, &tl};
+    tu_shape shape;
+    memset(&shape, 0, sizeof shape);
+    shape.cache.n_layers = NL, shape.cache.n_heads = NH, shape.cache.n_kv_heads = NKV, shape.cache.head_dim = HD;
+    shape.cache.policy = KVC_BUDGET_UNIFORM;
+    shape.budget = 96, shape.n_sink = 4, shape.n_window = 32, shape.prefix_len = 100, shape.seed = 49;
+    if (tu_each_config(&shape, lockstep_one, &lc)) return 1;
     printf("%u configurations (methods x types x choice values), %u runs, %u of them refused at capacity mid-"
            "prefill; %u configurations refused by kvc_cache_config_problem (data seed 4900, stream seed 49)\n",
            tl.configs, tl.runs, tl.capacity_edges, tl.refused_configs);

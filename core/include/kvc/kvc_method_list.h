@@ -52,4 +52,9 @@
       "keep the tokens coming queries are expected to attend to most (a Gaussian fit of the prompt's last queries)")   \
     KVC_EXTRA_METHODS(X)
 
+/* How many methods the list holds (a build's extra ones included): the bound
+ * the registry's contracts state, counted here rather than written by hand. */
+#define KVC_METHOD_LIST_ONE(ident, NAME, value, name, kvpress, summary) +1
+#define KVC_METHOD_LIST_COUNT                                           (0 KVC_METHOD_LIST(KVC_METHOD_LIST_ONE))
+
 #endif

@@ -178,7 +178,7 @@ typedef struct kvc_stream kvc_stream;
 
 /** Number of methods this build knows (iterate with kvc_method_at). */
 /*@ assigns \nothing;
-    ensures \result <= 13;
+    ensures \result <= KVC_METHOD_LIST_COUNT;
 */
 size_t kvc_method_count(void);
 
