@@ -119,6 +119,13 @@ typedef struct kvc_method_ops {
     const struct kvc_evict_ops *evict;
 } kvc_method_ops;
 
+/* The seven entries of a method's state machine, named by one prefix:
+ * <p>_plan, <p>_arena_size, <p>_init, <p>_update, <p>_view, <p>_elements and
+ * <p>_check (a table lists what else its method has after them). */
+#define KVC_METHOD_STATE_OPS(p)                                                                                        \
+    .plan = p##_plan, .arena_size = p##_arena_size, .init = p##_init, .update = p##_update, .view = p##_view,          \
+    .elements = p##_elements, .check = p##_check
+
 #define KVC_DECLARE_OPS(ident, NAME, value, name, kvpress, summary) extern const kvc_method_ops kvc_method_ops_##ident;
 KVC_METHOD_LIST(KVC_DECLARE_OPS)
 #undef KVC_DECLARE_OPS

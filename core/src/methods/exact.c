@@ -200,13 +200,7 @@ static void exact_describe(const kvc_stream_config *c, const kvc_stream_plan *p,
 
 const kvc_method_ops kvc_method_ops_exact = {
     .id = KVC_METHOD_EXACT,
-    .plan = exact_plan,
-    .arena_size = exact_arena_size,
-    .init = exact_init,
+    KVC_METHOD_STATE_OPS(exact),
     .can_accept = exact_can_accept,
-    .update = exact_update,
-    .view = exact_view,
-    .elements = exact_elements,
-    .check = exact_check,
     .describe = exact_describe,
 };

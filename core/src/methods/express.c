@@ -607,32 +607,25 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
 
 static const uint32_t center_values[] = {1, 2};
 static const kvc_method_param params[] = {
-    {{"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits", "cache size s (power of two)"},
-     offsetof(kvc_stream_config, express.s),
-     NULL,
-     NULL},
-    {{"express-c", KVC_PARAM_U32, 1, 1u << 22, NULL, "s", "inflation factor c (power of two dividing s)"},
-     offsetof(kvc_stream_config, express.c),
-     NULL,
-     NULL},
-    {{"express-L", KVC_PARAM_F32, 1e-6, 1e6, "theory", "1", "kernel-halving threshold scale: a constant or theory"},
-     offsetof(kvc_stream_config, express.L),
-     NULL,
-     set_L},
-    {{"express-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.5", "theory L: total failure probability"},
-     offsetof(kvc_stream_config, express.delta),
-     NULL,
-     NULL},
-    {{"express-center", KVC_PARAM_CHOICE, 0, 0, "on|off", "on", "centre keys on each halving call's mean"},
-     offsetof(kvc_stream_config, express.center),
-     center_values,
-     NULL},
+    {.desc = {"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits",
+              "cache size s (power of two)"},
+     .offset = offsetof(kvc_stream_config, express.s)},
+    {.desc = {"express-c", KVC_PARAM_U32, 1, 1u << 22, NULL, "s", "inflation factor c (power of two dividing s)"},
+     .offset = offsetof(kvc_stream_config, express.c)},
+    {.desc = {"express-L", KVC_PARAM_F32, 1e-6, 1e6, "theory", "1",
+              "kernel-halving threshold scale: a constant or theory"},
+     .offset = offsetof(kvc_stream_config, express.L),
+     .set = set_L},
+    {.desc = {"express-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.5", "theory L: total failure probability"},
+     .offset = offsetof(kvc_stream_config, express.delta)},
+    {.desc = {"express-center", KVC_PARAM_CHOICE, 0, 0, "on|off", "on", "centre keys on each halving call's mean"},
+     .offset = offsetof(kvc_stream_config, express.center),
+     .choice_values = center_values},
     /* prefill only: the streaming form lists the entries before this one */
-    {{"express-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
-      "prefill: what holds the tokens after the prompt (exact refuses when full)"},
-     offsetof(kvc_stream_config, balancekv.tail_method),
-     kvc_prefill_tail_values,
-     NULL},
+    {.desc = {"express-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
+              "prefill: what holds the tokens after the prompt (exact refuses when full)"},
+     .offset = offsetof(kvc_stream_config, balancekv.tail_method),
+     .choice_values = kvc_prefill_tail_values},
 };
 
 static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc_text *out)
@@ -646,37 +639,14 @@ static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc
                  (unsigned)p->xp.center == 1 ? "on" : "off");
 }
 
-const kvc_method_ops kvc_method_ops_express = {
-    .id = KVC_METHOD_EXPRESS,
-    .fields = ops_fields,
-    .plan = x_plan,
-    .arena_size = x_arena_size,
-    .init = x_init,
-    .can_accept = x_can_accept,
-    .update = x_update,
-    .view = x_view,
-    .elements = x_elements,
-    .fill_stats = x_fill_stats,
-    .check = x_check,
-    .params = params,
-    .n_params = sizeof params / sizeof params[0] - 1u, /* no express-tail */
-    .choices_read_values = 1,
-    .describe = x_describe,
-};
-const kvc_method_ops kvc_method_ops_express_prefill = {
-    .id = KVC_METHOD_EXPRESS_PREFILL,
-    .fields = ops_fields,
-    .plan = x_plan,
-    .arena_size = x_arena_size,
-    .init = x_init,
-    .can_accept = x_can_accept,
-    .update = x_update,
-    .view = x_view,
-    .elements = x_elements,
-    .fill_stats = x_fill_stats,
-    .check = x_check,
-    .params = params,
-    .n_params = sizeof params / sizeof params[0],
-    .choices_read_values = 1,
-    .describe = x_describe,
-};
+/* The two forms share every entry but their id and parameters (the
+ * streaming form has no tail: express-tail is the last parameter). */
+#define EXPRESS_OPS(ID, N_PARAMS)                                                                                      \
+    {                                                                                                                  \
+        .id = (ID), KVC_METHOD_STATE_OPS(x), .fields = ops_fields, .can_accept = x_can_accept,                         \
+        .fill_stats = x_fill_stats, .params = params, .n_params = (N_PARAMS), .choices_read_values = 1,                \
+        .describe = x_describe                                                                                         \
+    }
+const kvc_method_ops kvc_method_ops_express = EXPRESS_OPS(KVC_METHOD_EXPRESS, sizeof params / sizeof params[0] - 1u);
+const kvc_method_ops kvc_method_ops_express_prefill =
+    EXPRESS_OPS(KVC_METHOD_EXPRESS_PREFILL, sizeof params / sizeof params[0]);

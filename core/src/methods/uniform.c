@@ -269,12 +269,6 @@ static void uniform_describe(const kvc_stream_config *c, const kvc_stream_plan *
 
 const kvc_method_ops kvc_method_ops_uniform = {
     .id = KVC_METHOD_UNIFORM,
-    .plan = uniform_plan,
-    .arena_size = uniform_arena_size,
-    .init = uniform_init,
-    .update = uniform_update,
-    .view = uniform_view,
-    .elements = uniform_elements,
-    .check = uniform_check,
+    KVC_METHOD_STATE_OPS(uniform),
     .describe = uniform_describe,
 };

@@ -101,9 +101,7 @@ int kvc_evict_check(const void *st, const kvc_stream_plan *p, uint64_t method_in
 /* A score method's table: the skeleton's entries, its kvc_evict_ops, then
  * whatever else it has (observe, prefill_queries, parameters, printing). */
 #define KVC_EVICT_METHOD_OPS(ID, EVICT)                                                                                \
-    .id = (ID), .plan = kvc_evict_plan, .arena_size = kvc_evict_arena_size, .init = kvc_evict_init,                    \
-    .update = kvc_evict_update, .view = kvc_evict_view, .elements = kvc_evict_elements, .check = kvc_evict_check,      \
-    .choices_read_values = 1, .evict = (EVICT)
+    .id = (ID), KVC_METHOD_STATE_OPS(kvc_evict), .choices_read_values = 1, .evict = (EVICT)
 
 /* ---- attention collected while recent (H2O, TOVA: shared/evict_observed.c) ----
  * A token collects attention while it is in the window, so these methods
@@ -118,10 +116,25 @@ double kvc_evict_observed_score(kvc_evict_state *s, const kvc_method_ctx *cx, co
                                 uint64_t token);
 void kvc_evict_observed_init(kvc_evict_state *s, unsigned char *own, const kvc_stream_plan *p);
 int kvc_evict_observed_check(const kvc_evict_state *s, const unsigned char *own, const kvc_stream_plan *p);
-/* add (accumulate = 1: H2O) or set (0: TOVA) the masses of the held rows and of the recent ones */
-void kvc_evict_observe(void *st, const double *mass, size_t n, const double *recent, size_t n_recent,
-                       uint64_t first_recent, int accumulate);
+/* the observe hooks: add (H2O) or set (TOVA) the masses of the held rows and of the recent ones */
+void kvc_evict_observe_add(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                           size_t n_recent, uint64_t first_recent);
+void kvc_evict_observe_set(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                           size_t n_recent, uint64_t first_recent);
 void kvc_evict_observed_stats(const void *st, kvc_stream_stats *stats);
 void kvc_evict_observed_describe_stats(const kvc_stream_stats *s, kvc_text *out);
+
+/* An observing method's score and hooks (its kvc_evict_ops), and its table
+ * given its observe hook. */
+#define KVC_EVICT_OBSERVED(MAGIC)                                                                                      \
+    {                                                                                                                  \
+        .magic = (MAGIC), .own_fixed = KVC_EVICT_OBSERVED_FIXED, .own_per_window = KVC_EVICT_OBSERVED_PER_WINDOW,      \
+        .score = kvc_evict_observed_score, .own_init = kvc_evict_observed_init, .own_check = kvc_evict_observed_check  \
+    }
+#define KVC_EVICT_OBSERVED_METHOD_OPS(ID, EVICT, OBSERVE)                                                              \
+    {                                                                                                                  \
+        KVC_EVICT_METHOD_OPS(ID, EVICT), .observe = (OBSERVE), .fill_stats = kvc_evict_observed_stats,                 \
+                                         .describe_stats = kvc_evict_observed_describe_stats                           \
+    }
 
 #endif

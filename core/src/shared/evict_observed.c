@@ -49,8 +49,8 @@ double kvc_evict_observed_score(kvc_evict_state *s, const kvc_method_ctx *cx, co
     return mine;
 }
 
-void kvc_evict_observe(void *st, const double *mass, size_t n, const double *recent, size_t n_recent,
-                       uint64_t first_recent, int accumulate)
+static void observe_with(void *st, const double *mass, size_t n, const double *recent, size_t n_recent,
+                         uint64_t first_recent, int accumulate)
 {
     kvc_evict_state *s = (kvc_evict_state *)st;
     unsigned char *own = kvc_evict_own(s);
@@ -64,6 +64,20 @@ void kvc_evict_observe(void *st, const double *mass, size_t n, const double *rec
         r.mass[j] = accumulate ? r.mass[j] + recent[i] : recent[i];
     }
     r.h->observes++;
+}
+
+void kvc_evict_observe_add(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                           size_t n_recent, uint64_t first_recent)
+{
+    (void)cx;
+    observe_with(st, mass, n, recent, n_recent, first_recent, 1);
+}
+
+void kvc_evict_observe_set(void *st, const kvc_method_ctx *cx, const double *mass, size_t n, const double *recent,
+                           size_t n_recent, uint64_t first_recent)
+{
+    (void)cx;
+    observe_with(st, mass, n, recent, n_recent, first_recent, 0);
 }
 
 void kvc_evict_observed_stats(const void *st, kvc_stream_stats *stats)
