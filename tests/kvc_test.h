@@ -5,6 +5,7 @@
 #define KVC_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,6 +33,20 @@ typedef struct kvc_test_case {
             return 1;                                                                                                  \
         }                                                                                                              \
     } while (0)
+
+/* A float's bits and back (memcpy: no aliasing question). */
+static inline uint32_t kvc_test_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float kvc_test_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* Run the case named argv[1], or every case when no name is given. */
 static inline int kvc_test_main(int argc, char **argv, const kvc_test_case *cases, size_t n)

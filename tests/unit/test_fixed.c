@@ -26,20 +26,6 @@
 #include "kvc/kvc.h"
 #include "kvc_test.h"
 
-static float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
 /* n rows of dim int8 in the KVC_DTYPE_I8 layout, from normal floats times `spread` */
 static void make_rows(kvc_rng *r, unsigned char *rows, size_t n, size_t dim, double spread, float *deq)
 {
@@ -82,12 +68,12 @@ static int matches_double_attention(void)
         double *lw = malloc((n + 1) * sizeof(double));
         for (size_t j = 0; j < n; j++) {
             const float w = kvc_rng_below(&r, 8) == 0 ? 0.0f : (float)exp2(40.0 * kvc_rng_unit(&r) - 20.0);
-            wbits[j] = float_bits(w);
+            wbits[j] = kvc_test_f32_bits(w);
             lw[j] = weighted ? (w > 0.0f ? log2((double)w) : -INFINITY) : 0.0;
         }
         int32_t *scores = malloc(KVC_FX_WORK_BYTES(n) + 1); /* + 1: n may be 0 */
         CHECK(kvc_fx_attend_rows((const int8_t *)K, kb, (const int8_t *)V, vb, n, weighted ? wbits : NULL, d, dv,
-                                 (const int8_t *)(qrow + 4), qscale_bits, float_bits(beta), scores, out) == 0);
+                                 (const int8_t *)(qrow + 4), qscale_bits, kvc_test_f32_bits(beta), scores, out) == 0);
         free(scores);
         /* exact attention in double on the dequantised rows; dt_j bounds the
            kernel's error on row j's score (header above), plus 5 2^-16 for
@@ -123,7 +109,7 @@ static int matches_double_attention(void)
             const double bound = !(den > 0.0) ? 0.0
                                               : err_num / (den - a_sum > 0 ? den - a_sum : 1e-300) + 0x1p-14 * vmax +
                                                     0x1p-22 * fabs(want);
-            const double got = bits_float(out[c]), err = fabs(got - want);
+            const double got = kvc_test_bits_f32(out[c]), err = fabs(got - want);
             if (bound > 0 && err / bound > worst) worst = err / bound;
             CHECK_MSG(isfinite(got) && err <= bound, "trial %d d %zu dv %zu n %zu ch %zu: %.9g vs %.9g (bound %.3g)",
                       trial, d, dv, n, c, got, want, bound);
@@ -139,11 +125,11 @@ static int matches_double_attention(void)
 static int helpers_at_their_edges(void)
 {
     int32_t m, e;
-    kvc_fx_decode_scale(float_bits(1.0f), &m, &e);
+    kvc_fx_decode_scale(kvc_test_f32_bits(1.0f), &m, &e);
     CHECK(m == 32768 && e == -15);
-    kvc_fx_decode_scale(float_bits(-1.0f), &m, &e);
+    kvc_fx_decode_scale(kvc_test_f32_bits(-1.0f), &m, &e);
     CHECK(m == 0);
-    kvc_fx_decode_scale(float_bits(INFINITY), &m, &e);
+    kvc_fx_decode_scale(kvc_test_f32_bits(INFINITY), &m, &e);
     CHECK(m == 0);
     kvc_fx_decode_scale(0x00000001u, &m, &e); /* subnormal */
     CHECK(m == 0);
@@ -171,14 +157,15 @@ static int helpers_at_their_edges(void)
     CHECK(kvc_fx_score(4194304, 65535, 65535, 1000) == 1073741824);
     CHECK(kvc_fx_score(-4194304, 65535, 65535, 1000) == -1073741824);
     CHECK(kvc_fx_score(1, 1, 1, -1000) == 0);
-    CHECK(bits_float(kvc_fx_quotient_bits(3, 4, 0)) == 0.75f);
-    CHECK(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) == -(float)(4.0 / 3.0) ||
-          fabs(bits_float(kvc_fx_quotient_bits(-1, 3, 2)) + 4.0 / 3.0) <= 0x1p-22);
+    CHECK(kvc_test_bits_f32(kvc_fx_quotient_bits(3, 4, 0)) == 0.75f);
+    CHECK(kvc_test_bits_f32(kvc_fx_quotient_bits(-1, 3, 2)) == -(float)(4.0 / 3.0) ||
+          fabs(kvc_test_bits_f32(kvc_fx_quotient_bits(-1, 3, 2)) + 4.0 / 3.0) <= 0x1p-22);
     CHECK(kvc_fx_quotient_bits(1, 1, -1000) == 0u);         /* flushed */
     CHECK(kvc_fx_quotient_bits(1, 1, 1000) == 0x7F7FFFFFu); /* the largest finite */
     uint32_t out[4] = {1, 1, 1, 1};
     const int8_t q[4] = {1, 2, 3, 4};
-    CHECK(kvc_fx_attend_rows(NULL, 8, NULL, 8, 0, NULL, 4, 4, q, float_bits(1.0f), float_bits(0.5f), NULL, out) == 0);
+    CHECK(kvc_fx_attend_rows(NULL, 8, NULL, 8, 0, NULL, 4, 4, q, kvc_test_f32_bits(1.0f), kvc_test_f32_bits(0.5f), NULL,
+                             out) == 0);
     CHECK(out[0] == 0 && out[3] == 0); /* no rows: zeros */
     return 0;
 }

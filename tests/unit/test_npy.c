@@ -18,20 +18,6 @@
 /* helpers                                                            */
 /* ------------------------------------------------------------------ */
 
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static uint64_t rng_state;
 static uint32_t rng_next(void)
 {
@@ -130,7 +116,7 @@ static size_t mk(uint8_t *out, size_t cap, unsigned major, const char *text, int
 
 static void put_f32(uint8_t *p, float f, int big)
 {
-    uint32_t u = fbits(f);
+    uint32_t u = kvc_test_f32_bits(f);
     for (int k = 0; k < 4; k++) p[big ? 3 - k : k] = (uint8_t)(u >> (8 * k));
 }
 
@@ -143,8 +129,9 @@ static void put_f16(uint8_t *p, uint16_t h, int big)
 static int same_bits(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (fbits(a[i]) != fbits(b[i])) {
-            fprintf(stderr, "element %zu: %08x != %08x\n", i, (unsigned)fbits(a[i]), (unsigned)fbits(b[i]));
+        if (kvc_test_f32_bits(a[i]) != kvc_test_f32_bits(b[i])) {
+            fprintf(stderr, "element %zu: %08x != %08x\n", i, (unsigned)kvc_test_f32_bits(a[i]),
+                    (unsigned)kvc_test_f32_bits(b[i]));
             return 0;
         }
     return 1;
@@ -168,7 +155,7 @@ static int roundtrip_f32(size_t ndim, const size_t *shape)
     /* specials, bit-exact including NaN payload and -0 */
     src[0] = -0.0f;
     if (count > 4) {
-        src[1] = bitsf(0x7fc01234u);
+        src[1] = kvc_test_bits_f32(0x7fc01234u);
         src[2] = INFINITY;
         src[3] = -FLT_MIN / 8.0f;
         src[4] = FLT_MAX;
@@ -249,7 +236,7 @@ static int roundtrip_f16(void)
     int ok = a.stored == KVC_NPY_F16 && a.ndim == 2 && a.shape[0] == 4 && a.shape[1] == 50;
     for (int i = 0; ok && i < N; i++) {
         if (exact[i]) {
-            ok = fbits(a.data[i]) == fbits(src[i]);
+            ok = kvc_test_f32_bits(a.data[i]) == kvc_test_f32_bits(src[i]);
         } else {
             ok = fabsf(a.data[i] - src[i]) <= fabsf(src[i]) * 0x1p-11f;
         }
@@ -268,8 +255,8 @@ static int roundtrip_f16(void)
 static int half_special_values(void)
 {
     /* half -> float */
-    CHECK(fbits(kvc_half_to_float(0x0000)) == 0x00000000u);
-    CHECK(fbits(kvc_half_to_float(0x8000)) == 0x80000000u);
+    CHECK(kvc_test_f32_bits(kvc_half_to_float(0x0000)) == 0x00000000u);
+    CHECK(kvc_test_f32_bits(kvc_half_to_float(0x8000)) == 0x80000000u);
     CHECK(kvc_half_to_float(0x0001) == 0x1p-24f);
     CHECK(kvc_half_to_float(0x03ff) == 1023.0f * 0x1p-24f);
     CHECK(kvc_half_to_float(0x0400) == 0x1p-14f);
@@ -309,7 +296,7 @@ static int half_special_values(void)
     uint16_t qn = kvc_float_to_half(NAN);
     CHECK((qn & 0x7c00) == 0x7c00 && (qn & 0x03ff) != 0 && (qn & 0x0200) != 0);
     /* a signalling NaN whose payload lives only in the low bits stays a NaN */
-    uint16_t sn = kvc_float_to_half(bitsf(0xff800001u));
+    uint16_t sn = kvc_float_to_half(kvc_test_bits_f32(0xff800001u));
     CHECK((sn & 0x7c00) == 0x7c00 && (sn & 0x0200) != 0 && (sn & 0x8000) != 0);
     return 0;
 }
@@ -333,7 +320,7 @@ static int half_exhaustive(void)
     size_t checked = 0;
     for (uint64_t u = 0; u < 0x7f800000u; u += 997u) {
         for (int s = 0; s < 2; s++) {
-            float f = bitsf((uint32_t)u | (s ? 0x80000000u : 0u));
+            float f = kvc_test_bits_f32((uint32_t)u | (s ? 0x80000000u : 0u));
             uint16_t h = kvc_float_to_half(f);
             double x = fabs((double)f);
             uint16_t m = h & 0x7fffu;
