@@ -60,6 +60,21 @@ def acsl_text(text):
     return "\n".join(re.findall(r"/\*@(.*?)\*/", text, re.S) + re.findall(r"//@(.*)", text))
 
 
+# Function-name templates: a generic body written once, `NAME(op)` in place of
+# the function's name, instanced by `#define NAME(op) prefix##op##suffix` lines
+# elsewhere (ref/rows_scaled.h, rows_scaled_types.h). Filled by main().
+TEMPLATES = {}
+
+
+def instances(name, rest):
+    """The names a definition or prototype `name(op)(...)` stands for (just
+    name when it is no template)."""
+    if name not in TEMPLATES:
+        return [name]
+    m = re.match(r"\s*\(\s*(\w+)\s*\)", rest)
+    return [pre + m.group(1) + suf for pre, suf in TEMPLATES[name]] if m else [name]
+
+
 def definitions(text):
     """(name, line, start offset) of every function defined at file level."""
     code = strip_comments(text)
@@ -74,7 +89,8 @@ def definitions(text):
                 m = re.search(r"\b([A-Za-z_]\w*)\s*\(([^;{}]*)\)\s*$", head, re.S)
                 if m and not re.search(r"\b(struct|union|enum)\b\s*\w*\s*$", head[:m.start()]) \
                         and "=" not in head[:m.start()] and m.group(1) not in ("if", "for", "while", "switch"):
-                    found.append((m.group(1), text.count("\n", 0, last + m.start(1)) + 1, last))
+                    for fn in instances(m.group(1), "(" + m.group(2) + ")"):
+                        found.append((fn, text.count("\n", 0, last + m.start(1)) + 1, last))
             depth += 1
         elif ch == "}":
             depth -= 1
@@ -96,7 +112,7 @@ def contracted(text):
         f = re.match(r"\s*(?:(?:static|inline|const|unsigned|signed|struct|extern)\s+)*[\w]+[\s\*]+([A-Za-z_]\w*)\s*\(",
                      rest)
         if f:
-            names.add(f.group(1))
+            names.update(instances(f.group(1), rest[f.end() - 1:]))
     return names
 
 
@@ -140,6 +156,9 @@ def main():
     src = os.path.join(a.root, "core", "src")
     files = sorted(glob.glob(os.path.join(src, "**", "*.[ch]"), recursive=True))
     headers = sorted(glob.glob(os.path.join(a.root, "core", "include", "**", "*.h"), recursive=True))
+    for path in files:
+        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\(op\)\s+(\w*)##op##(\w*)\s*$", open(path, errors="replace").read(), re.M):
+            TEMPLATES.setdefault(m.group(1), []).append((m.group(2), m.group(3)))
     contracts, trusted, defined_in, header_contracts = set(), [], {}, set()
     for path in files + headers:
         text = open(path, errors="replace").read()
