@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "lmrun.h"
+#include "commands.h"
 
 const char kvc_bench_shared_usage[] =
     "  The shared options, model to budgets, are listed below; budgets (--budget) are shares of each\n"

@@ -11,9 +11,6 @@
 #include "head_profile.h"
 #include "method_opts.h"
 
-/** `kvc bench ...`: dispatch to recall, ppl, decode or kernels. */
-int kvc_cmd_bench(int argc, char **argv);
-
 /** `kvc bench kernels`: attention GB/s per kernel table and storage type, against the read bandwidth. */
 int kvc_bench_kernels(int argc, char **argv);
 /** kvc bench cost: update and query cost per method against exact attention (bench_cost.c). */

@@ -5,7 +5,6 @@
  * perplexity and mean relative attention error per method at 25% and 50%.
  * Without it (or with --synthetic): a clustered synthetic trace and a table
  * of every method at one budget. */
-#include "demo.h"
 #include "method_opts.h"
 
 #include <inttypes.h>
@@ -18,6 +17,7 @@
 #include "kvc/kvc.h"
 #include "ppl.h"
 #include "synth.h"
+#include "commands.h"
 
 /* every method of the library's registry */
 #define N_METHODS kvc_method_count()

@@ -3,7 +3,6 @@
  * DIR/L<l>/{q,k,v}.npy, shapes (n_heads, n, hd) for q and (n_kv_heads, n, hd)
  * for k and v (kvc eval maps query heads to their kv head). Works for
  * llama2.c checkpoints and Llama GGUF files alike. */
-#include "dump.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "kvc/kvc.h"
 #include "kvc_npy.h"
 #include "lmrun.h"
+#include "commands.h"
 
 typedef struct rec_ctx {
     kvc_cache *cache;

@@ -16,6 +16,7 @@
 
 #include "method_opts.h"
 #include "trace.h"
+#include "commands.h"
 
 static int cmp_double(const void *a, const void *b)
 {

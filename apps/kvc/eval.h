@@ -14,9 +14,6 @@ typedef struct kvc_eval_result {
     size_t arena_bytes;
 } kvc_eval_result;
 
-/** `kvc eval` command. Returns a process exit code. */
-int kvc_cmd_eval(int argc, char **argv);
-
 /** Run one evaluation; prints the plan, table and summary line when verbose.
  *  Returns 0, or 1 after printing why (exact refusing a too-small budget,
  *  invalid configuration, ...). */

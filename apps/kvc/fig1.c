@@ -9,7 +9,6 @@
  * Per round count the line gives both means over heads x seeds x queries
  * and their ratio (below 1: BalanceKV beats uniform). One CSV row per
  * (head, T, seed, method) is written as it finishes. */
-#include "fig1.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -24,6 +23,7 @@
 #include "cli.h"
 #include "method_opts.h"
 #include "trace.h"
+#include "commands.h"
 
 static void usage(FILE *f)
 {

@@ -5,7 +5,6 @@
  * blocks and the open block's tokens in f16, as an in-order cache region
  * would. One line per type: the mean relative error over the positions
  * from --from on, and the bytes per token against f16. */
-#include "floor.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 
 #include "cli.h"
 #include "trace.h"
+#include "commands.h"
 
 static void usage(FILE *f)
 {

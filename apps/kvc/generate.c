@@ -13,6 +13,7 @@
 #include "method_opts.h"
 #include "kvc/kvc.h"
 #include "llama2c.h"
+#include "commands.h"
 
 static double now_s(void)
 {

@@ -1,7 +1,5 @@
 #ifndef KVC_APP_GENERATE_H
 #define KVC_APP_GENERATE_H
-/** `kvc generate`: text from a llama2.c model on a compressed cache. */
-int kvc_cmd_generate(int argc, char **argv);
 
 #include <stdint.h>
 

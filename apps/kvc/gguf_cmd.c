@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gguf_cmd.h"
 #include "kvc_gguf.h"
 #include "kvc_npy.h"
 #include "kvc_err.h"
+#include "commands.h"
 
 static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen)
 {

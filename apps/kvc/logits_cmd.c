@@ -11,6 +11,7 @@
 #include "llama2c.h"
 #include "logits_cmd.h"
 #include "cli.h"
+#include "commands.h"
 
 static int ends_with(const char *s, const char *suf)
 {

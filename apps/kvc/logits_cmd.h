@@ -1,8 +1,6 @@
 #ifndef KVC_APP_LOGITS_H
 #define KVC_APP_LOGITS_H
 #include "llama2c.h"
-/** `kvc logits`: logits of a model over token ids (decoder check). */
-int kvc_cmd_logits(int argc, char **argv);
 /** Load a llama2.c checkpoint, or a Llama GGUF when the path ends in .gguf. */
 kvc_status kvc_model_load_any(const char *path, kvc_l2c_model *m, char *err, size_t errlen);
 #endif

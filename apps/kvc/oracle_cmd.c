@@ -15,8 +15,8 @@
 #if KVC_HAVE_ORACLE
 #include "kvc_oracle/kvc_suite.h"
 #endif
-#include "oracle_cmd.h"
 #include "trace.h"
+#include "commands.h"
 
 #if KVC_HAVE_ORACLE
 static void progress(void *ctx, size_t done, size_t total)

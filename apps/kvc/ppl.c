@@ -23,6 +23,7 @@
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
 #include "ppl.h"
+#include "commands.h"
 
 typedef struct measure_ctx {
     kvc_cache *cache;

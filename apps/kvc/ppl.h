@@ -25,8 +25,6 @@ enum {
         2 /**< skip the attention-error measurement (exact attention per position); the box check stays */
 };
 
-/** `kvc ppl` command. */
-int kvc_cmd_ppl(int argc, char **argv);
 /** One perplexity run; NULL model/tokenizer paths use the defaults. Returns 0 or 1. */
 int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_path, kvc_method method,
                 const kvc_budget *budget, uint32_t sink, uint32_t window, uint64_t seed, int pyramid, unsigned flags,

@@ -13,7 +13,6 @@
  * retrieval heads; they are parameters, and the file keeps the scores, so a
  * user can re-cut it. Output: one line per (layer, kv head), read by
  * `kvc bench ... --head-profile FILE` (apps/kvc/head_profile.c). */
-#include "profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "kvc/kvc.h"
 #include "lmrun.h"
 #include "passkey.h"
+#include "commands.h"
 
 #define TOP_K 8
 

@@ -87,6 +87,7 @@
 
 #include "kvc/kvc_rng.h"
 #include "kvc_npy.h"
+#include "commands.h"
 
 #if defined(__clang__)
 /* Keep a*b+c as two roundings so the traces do not depend on FMA contraction

@@ -17,20 +17,6 @@
 extern "C" {
 #endif
 
-/**
- * @brief Run `kvc synth`.
- *
- * Usage: kvc synth --kind clustered|gaussian|heavy-values|lowrank --n N --d D
- *        --seed S --out DIR [--dv DV] [--clusters C] [--rank R]
- *
- * @param argc  number of entries in @p argv (at least 1).
- * @param argv  argv[0] is "synth"; flags follow (`--flag value` or `--flag=value`).
- * @return 0 on success (also for --help, which prints usage to stdout),
- *         2 on a usage error (message on stderr naming the flag and its range),
- *         1 on an I/O or memory error.
- */
-int kvc_cmd_synth(int argc, char **argv);
-
 #include <stdint.h>
 
 /** What `kvc synth` writes: 0 in dv, clusters, rank means the default (dv = d,
