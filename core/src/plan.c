@@ -217,13 +217,13 @@ static float default_beta(uint32_t d) { return (float)(1.0 / sqrt((double)d)); }
  * it makes the budget theorem at plan time hold for every method, by proof
  * and check, with nothing assumed of a method's arithmetic. */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
+    requires kvc_dtype_implemented_l(c->dtype);
     requires \valid(p) && \valid(method_worst) && \separated(c, p, method_worst);
     assigns *p, *method_worst;
     ensures \result == \null ==> 1 <= p->d <= 256 && 1 <= p->dv <= 256 && p->protect_radius <= 4096;
     ensures \result == \null ==> p->n_sink <= 16777216 && p->n_window <= 16777216 && p->n_protect <= 16777216;
     ensures \result == \null ==> p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216;
-    ensures \result == \null ==> p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6;
+    ensures \result == \null ==> kvc_dtype_rows_l(p->dtype);
     ensures \result == \null ==>
               p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
     ensures \result == \null ==> 0 <= *method_worst <= p->method_tokens * (p->d + p->dv);
@@ -272,7 +272,7 @@ static const char *plan_fill(const kvc_stream_config *c, const kvc_method_ops *o
 /*@ requires \valid(p) && 1 <= p->d <= 256 && 1 <= p->dv <= 256 && p->protect_radius <= 4096;
     requires p->n_sink <= 16777216 && p->n_window <= 16777216 && p->n_protect <= 16777216;
     requires p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216;
-    requires p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6;
+    requires kvc_dtype_rows_l(p->dtype);
     requires p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv);
     requires 0 <= method_worst <= p->method_tokens * (p->d + p->dv);
     requires p->metadata_bytes <= 4503599627370496;
@@ -297,7 +297,7 @@ static const char *plan_finish(kvc_stream_plan *p, uint64_t method_worst)
 
 /* The sizes of a plan whose fields field_problem accepted. */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
+    requires kvc_dtype_implemented_l(c->dtype);
     requires \valid(p) && \separated(c, p);
     assigns *p;
     ensures \result == \null ==> kvc_plan_accepted(p);
@@ -314,7 +314,7 @@ void kvc_plan_copy(kvc_stream_plan *dst, const kvc_stream_plan *src) { *dst = *s
 /* plan_sizes into a local plan, copied out when accepted (a local, so
  * that a refusal leaves *plan as it was). */
 /*@ requires kvc_config_fields_ok(c, o);
-    requires c->dtype == 0 || c->dtype == 1 || c->dtype == 2 || c->dtype == 3 || c->dtype == 4 || c->dtype == 6;
+    requires kvc_dtype_implemented_l(c->dtype);
     requires \valid(plan) && \separated(c, plan);
     assigns *plan;
     ensures \result == \null ==> kvc_plan_accepted(plan);

@@ -52,7 +52,7 @@ _Static_assert(sizeof(struct kvc_stream) == KVC_SIZE_STREAM_HEADER, "the stream 
  * the exact regions' worst case inside the plan's (the budget theorem's
  * wrapper part). stream_check establishes both; an append preserves them. */
 /*@ // a storage type stored row by row (KIVI's types have no rows yet)
-    predicate kvc_stream_dtype_ok(integer t) = t == 0 || t == 1 || t == 2 || t == 3 || t == 6;
+    predicate kvc_stream_dtype_ok(integer t) = kvc_dtype_rows_l(t);
     logic integer stream_exact_capacity(kvc_stream_plan *p) = p->n_sink + p->n_window + p->n_protect + 1;
     logic integer stream_exact_tokens(struct kvc_stream *st) =
       st->sink_used + st->win_count + st->has_pending + st->prot_count;

@@ -265,7 +265,7 @@ kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t d
     predicate kvc_plan_accepted(kvc_stream_plan *p) =
       1 <= p->d <= 256 && 1 <= p->dv <= 256 &&
       p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens <= 16777216 &&
-      (p->dtype == 0 || p->dtype == 1 || p->dtype == 2 || p->dtype == 3 || p->dtype == 6) &&
+      kvc_dtype_rows_l(p->dtype) &&
       p->protect_radius <= 4096 &&
       p->budget_elements == (p->n_sink + p->n_window + p->n_protect + 1 + p->method_tokens) * (p->d + p->dv) &&
       (p->n_sink + p->n_window + p->n_protect + 1) * (p->d + p->dv) <= p->worst_elements <= p->budget_elements &&
