@@ -285,7 +285,7 @@ int kvc_ppl_run(const char *model_path, const char *tok_path, const char *text_p
         }
         goto done;
     }
-    if (method == KVC_METHOD_BALANCEKV_PREFILL && sc.balancekv.mode == KVC_BALANCE_OFFLINE &&
+    if (method == KVC_METHOD_BALANCEKV_PREFILL && sc.params.balancekv.mode == KVC_BALANCE_OFFLINE &&
         (uint64_t)n > (uint64_t)sc.n_sink + sc.n_window + 1u) {
         /* issue 49: this failed with a bare "capacity exhausted" at the first method token */
         fprintf(stderr,

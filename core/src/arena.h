@@ -17,9 +17,11 @@
 
 /* Magics carry the arena format version in their last byte (format 2 =
  * fixed-width headers with validation digests; the stream's format 3 adds
- * the estimator fields of SubGen and BalanceKV to the configuration). A snapshot written by
+ * the estimator fields of SubGen and BalanceKV to the configuration; format 4
+ * gathers the methods' parameters in one block with room to grow, Express's
+ * own tail among them). A snapshot written by
  * another format version is refused with KVC_E_CORRUPT, never reinterpreted. */
-#define KVC_MAGIC_STREAM  0x4B565333u /* "KVS3" */
+#define KVC_MAGIC_STREAM  0x4B565334u /* "KVS4" */
 #define KVC_MAGIC_EXACT   0x4B564532u /* "KVE2" */
 #define KVC_MAGIC_UNIFORM 0x4B565532u /* "KVU2" */
 #define KVC_MAGIC_SUBGEN  0x4B564732u /* "KVG2" */

@@ -16,7 +16,7 @@
 
 _Static_assert(sizeof(kvc_budget_policy) == 4, "enums stored in arenas are 4 bytes on every ABI");
 
-#define KVC_MAGIC_CACHE 0x4B564333u /* "KVC3": format 3 (the stream configuration grew), see arena.h */
+#define KVC_MAGIC_CACHE 0x4B564334u /* "KVC4": format 4 (the stream configuration's parameters by name), see arena.h */
 
 struct kvc_cache {
     uint32_t magic;
@@ -26,7 +26,7 @@ struct kvc_cache {
     uint64_t digest;      /* of cfg, off_table and total_bytes (fixed at init) */
     kvc_cache_config cfg;
 };
-_Static_assert(sizeof(kvc_cache_config) == 160, "kvc_cache_config must be the same on every ABI");
+_Static_assert(sizeof(kvc_cache_config) == 176, "kvc_cache_config must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_cache) == KVC_SIZE_CACHE_HEADER, "the cache header must be the same on every ABI");
 
 /* The largest cache arena: what the platform can address, and at most 2^61
@@ -50,12 +50,12 @@ static uint64_t n_streams(const kvc_cache_config *c)
     return (uint64_t)c->n_layers * c->n_kv_heads;
 }
 /*@ assigns \nothing;
-    ensures \result == 192;
+    ensures \result == 256;
 */
 static uint64_t table_off(void) { return KVC_ALIGN_UP((uint64_t)sizeof(struct kvc_cache)); }
 /*@ requires kvc_cache_dims_ok(c);
     assigns \nothing;
-    ensures \result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= 192 + 8 * 65536 + 63;
+    ensures \result % 64 == 0 && 256 + 8 * kvc_cache_streams_l(c) <= \result <= 256 + 8 * 65536 + 63;
 */
 static uint64_t heads_off(const kvc_cache_config *c)
 {
@@ -72,7 +72,7 @@ static uint64_t heads_bytes(const kvc_cache_config *c)
 }
 /*@ requires kvc_cache_dims_ok(c);
     assigns \nothing;
-    ensures \result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= 2097152;
+    ensures \result % 64 == 0 && 256 + 8 * kvc_cache_streams_l(c) <= \result <= 2097152;
 */
 static uint64_t tables_end(const kvc_cache_config *c) { return KVC_ALIGN_UP(heads_off(c) + heads_bytes(c)); }
 
@@ -210,10 +210,10 @@ uint32_t kvc_cache_get_layer_budget(const kvc_cache_config *c, uint32_t layer)
     requires table == \null || (\valid(table + (0 .. kvc_cache_streams_l(c) - 1)) &&
                                 \separated(table + (0 .. kvc_cache_streams_l(c) - 1), c));
     assigns table[0 .. kvc_cache_streams_l(c) - 1];
-    ensures \result == 0 || (\result % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= \result <= KVC_CACHE_BYTES_MAX);
+    ensures \result == 0 || (\result % 64 == 0 && 256 + 8 * kvc_cache_streams_l(c) <= \result <= KVC_CACHE_BYTES_MAX);
     ensures \result != 0 && table != \null ==>
       (\forall integer i; 0 <= i < kvc_cache_streams_l(c) ==>
-         table[i] % 64 == 0 && 192 + 8 * kvc_cache_streams_l(c) <= table[i] <= \result) &&
+         table[i] % 64 == 0 && 256 + 8 * kvc_cache_streams_l(c) <= table[i] <= \result) &&
       (\forall integer i; 0 <= i < kvc_cache_streams_l(c) - 1 ==> table[i] <= table[i + 1]);
 */
 static uint64_t cache_layout(const kvc_cache_config *c, const kvc_cache_head *heads, uint64_t *table)

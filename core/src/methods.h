@@ -18,9 +18,10 @@
  * kvc_stream_config (or a setter for parameters that span fields). */
 typedef struct kvc_method_param {
     kvc_param_desc desc;
-    size_t offset;                                             /* of a uint32_t or float field */
-    const uint32_t *choice_values;                             /* CHOICE: value of each word */
-    kvc_status (*set)(kvc_stream_config *c, const char *text); /* NULL: generic by type and offset */
+    size_t offset;                                                        /* of a uint32_t or float field */
+    const uint32_t *choice_values;                                        /* CHOICE: value of each word */
+    kvc_status (*set)(kvc_stream_config *c, const char *text);            /* NULL: generic by type and offset */
+    kvc_status (*get)(const kvc_stream_config *c, char *buf, size_t cap); /* NULL: generic; with set */
 } kvc_method_param;
 
 /* A bounded text buffer for describe(): appends never overflow, the text is
@@ -132,6 +133,8 @@ KVC_METHOD_LIST(KVC_DECLARE_OPS)
 
 /* Set a U32 / F32 parameter from text by its descriptor (range-checked; 0 = derive). */
 kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text);
+/* A U32 or F32 field as the text kvc_param_set_number reads back to it (buf: cap >= 1). */
+kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_param *p, char *buf, size_t cap);
 
 /* BalanceKV's parameters, shared by its streaming and prefill forms. */
 #define KVC_BALANCEKV_N_PARAMS 10
@@ -211,8 +214,8 @@ const kvc_method_ops *kvc_method_ops_of(kvc_method m);
 */
 uint64_t kvc_balancekv_scratch_bytes(const kvc_stream_plan *p);
 
-/* ---- the prefill methods' tail after the prompt (kvc_balancekv_params::tail_method,
- * one knob for balancekv-prefill and express-prefill) ---- */
+/* ---- the prefill methods' tail after the prompt (kvc_balancekv_params::tail_method
+ * and kvc_express_params::tail_method: one rule, a knob each) ---- */
 /** The choice values of the bkv-tail and express-tail parameters (balancekv.c). */
 extern const uint32_t kvc_prefill_tail_values[2];
 /** 1 when @p t is 0 (default), KVC_METHOD_EXACT or KVC_METHOD_UNIFORM. */

@@ -97,6 +97,9 @@ static void plan_zero(kvc_stream_plan *p) { memset(p, 0, sizeof *p); }
 #define KIVI4_PROTECT_WINDOW                                                                                           \
     "kivi4: protected spans need a window of at least 32 tokens (its window holds whole key blocks of 32)"
 
+_Static_assert(sizeof(((kvc_stream_config *)0)->params.reserved_) == 2 * sizeof(uint32_t),
+               "field_problem checks every reserved word of the parameters");
+
 /* The first field rule a configuration breaks, or NULL. o is the method's
  * table (NULL for a method this build does not know). */
 /*@ requires c == \null || \valid_read(c);
@@ -116,6 +119,9 @@ static const char *field_problem(const kvc_stream_config *c, const kvc_method_op
     if (!(c->beta >= 0.0f) || !isfinite(c->beta)) return "beta must be finite and >= 0 (0 = 1/sqrt(d))";
     if (c->n_protect > KVC_MAX_BUDGET || c->protect_radius > 4096u)
         return "n_protect must be <= 16777216 and protect_radius <= 4096 (0 = 25)";
+    /* the room left for parameters to come: a 0 there is what they will read as "default" */
+    if (c->reserved_ != 0u || (c->params.reserved_[0] | c->params.reserved_[1]) != 0u)
+        return "reserved fields of the configuration must be 0 (start from kvc_stream_config_default)";
     if (o->window_is_budget) {
         if ((uint64_t)c->n_sink + c->n_protect + 1u > c->budget)
             return "budget must be at least n_sink + n_protect + 1 (the current token) for sink-window";

@@ -222,12 +222,98 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
         if (strcmp(p->desc.name, name) != 0) continue;
         if (p->set) return p->set(cfg, text);
         if (p->desc.type == KVC_PARAM_CHOICE) {
+            static const uint32_t unset = 0; /* "0": the default, as for numbers */
             const int k = choice_index(p->desc.choices, text);
-            if (k < 0) return KVC_E_ARG;
-            memcpy((unsigned char *)cfg + p->offset, &p->choice_values[k], sizeof(uint32_t));
+            if (k < 0 && strcmp(text, "0") != 0) return KVC_E_ARG;
+            memcpy((unsigned char *)cfg + p->offset, k < 0 ? &unset : &p->choice_values[k], sizeof(uint32_t));
             return KVC_OK;
         }
         return kvc_param_set_number(cfg, p, text);
+    }
+    return KVC_E_ARG;
+}
+
+/* Copy `text` (length len) into buf; KVC_E_ARG (buf "") when it does not fit. */
+static kvc_status put_text(char *buf, size_t cap, const char *text, size_t len)
+{
+    if (len >= cap) {
+        buf[0] = '\0';
+        return KVC_E_ARG;
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    return KVC_OK;
+}
+
+/* The i-th word of a "|"-separated list into buf. */
+static kvc_status put_choice(char *buf, size_t cap, const char *list, uint32_t i)
+{
+    const char *p = list;
+    for (; i > 0; i--) p = strchr(p, '|') + 1; /* the caller counted the words */
+    const char *bar = strchr(p, '|');
+    return put_text(buf, cap, p, bar ? (size_t)(bar - p) : strlen(p));
+}
+
+/* A decimal integer into buf. */
+static kvc_status put_u32(char *buf, size_t cap, uint32_t u)
+{
+    char text[10];
+    size_t n = 0;
+    do text[sizeof text - 1 - n++] = (char)('0' + u % 10u);
+    while ((u /= 10u) != 0u);
+    return put_text(buf, cap, text + sizeof text - n, n);
+}
+
+kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_param *p, char *buf, size_t cap)
+{
+    const unsigned char *field = (const unsigned char *)c + p->offset;
+    if (p->desc.type != KVC_PARAM_F32) {
+        uint32_t u;
+        memcpy(&u, field, sizeof u);
+        return put_u32(buf, cap, u);
+    }
+    char text[32];
+    float f;
+    memcpy(&f, field, sizeof f);
+    if (f == 0.0f) return put_text(buf, cap, "0", 1);
+#if defined(KVC_NO_DESCRIBE)
+    buf[0] = '\0';
+    return KVC_E_UNSUPPORTED;
+#else
+    /* the shortest of 6 .. 9 significant digits that reads back as the same
+       float (9 always does), so what a user typed comes back as typed */
+    for (int digits = 6; digits <= 9; digits++) {
+        const int n = snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        if (n > 0 && (size_t)n < sizeof text && (strtof(text, NULL) == f || digits == 9))
+            return put_text(buf, cap, text, (size_t)n);
+    }
+    buf[0] = '\0';
+    return KVC_E_ARG;
+#endif
+}
+
+kvc_status kvc_stream_config_get(const kvc_stream_config *cfg, const char *name, char *buf, size_t cap)
+{
+    if (buf == NULL || cap == 0) return KVC_E_ARG;
+    buf[0] = '\0';
+    if (cfg == NULL || name == NULL) return KVC_E_ARG;
+    const kvc_method_ops *o = kvc_method_ops_of(cfg->method);
+    if (o == NULL) return KVC_E_ARG;
+    for (size_t i = 0; i < o->n_params; i++) {
+        const kvc_method_param *p = &o->params[i];
+        if (strcmp(p->desc.name, name) != 0) continue;
+        if (p->get) return p->get(cfg, buf, cap);
+        if (p->desc.type == KVC_PARAM_CHOICE) {
+            uint32_t v;
+            memcpy(&v, (const unsigned char *)cfg + p->offset, sizeof v);
+            if (v == 0u) return put_text(buf, cap, "0", 1);
+            uint32_t words = 1;
+            for (const char *w = p->desc.choices; (w = strchr(w, '|')) != NULL; w++) words++;
+            for (uint32_t k = 0; k < words; k++)
+                if (p->choice_values[k] == v) return put_choice(buf, cap, p->desc.choices, k);
+            return put_u32(buf, cap, v); /* a value set by field that no word names: as a number */
+        }
+        return kvc_param_get_number(cfg, p, buf, cap);
     }
     return KVC_E_ARG;
 }

@@ -155,7 +155,7 @@ static int header_ok(const kvc_stream *st)
         p->dtype >= KVC_DTYPE_COUNT || kvc_row_bytes(p->dtype, 1) == 0)
         return 0;
     /* KIVI4 plans: int4 rows, a window of whole blocks */
-    if (p->key_blocks > 1u || p->reserved_ != 0u ||
+    if (p->key_blocks > 1u ||
         (p->key_blocks && (p->dtype != (uint32_t)KVC_DTYPE_I4 || p->n_window % KVC_KIVI_BLOCK != 0u)))
         return 0;
     //@ assert kvc_stream_dtype_ok(p->dtype);

@@ -12,7 +12,7 @@
 #include "kvc/kvc_stream.h"
 
 /*@ assigns \nothing;
-    ensures \result == 480;
+    ensures \result == 496;
 */
 size_t kvc_stream_header_bytes(void);
 

@@ -96,14 +96,14 @@ int kvc_suite_run(kvc_method m, const kvc_suite_settings *s, FILE *log, kvc_suit
     /* BalanceKV's claims are about t (error ~ 1/t at fixed structure): hold the
        structure fixed across budgets so memory buys batch size / rounds, not
        more buckets. The stream's value norms span exponents 0..2. */
-    cfg.balancekv.b_max = m == KVC_METHOD_BALANCEKV ? 3u : 0u;
+    cfg.params.balancekv.b_max = m == KVC_METHOD_BALANCEKV ? 3u : 0u;
     /* The claims are the papers' theorems about the papers' estimators
        (separate numerator and denominator). The self-normalised default is
        bounded by the values' hull instead (tests/unit, tests/model's
        divergence test); README gives its suite figures. */
-    cfg.subgen.estimator = KVC_ESTIMATOR_PAPER;
-    if (m == KVC_METHOD_BALANCEKV) cfg.balancekv.estimator = KVC_ESTIMATOR_PAPER;
-    cfg.balancekv.t = m == KVC_METHOD_BALANCEKV_PREFILL ? 16u : 0u;
+    cfg.params.subgen.estimator = KVC_ESTIMATOR_PAPER;
+    if (m == KVC_METHOD_BALANCEKV) cfg.params.balancekv.estimator = KVC_ESTIMATOR_PAPER;
+    cfg.params.balancekv.t = m == KVC_METHOD_BALANCEKV_PREFILL ? 16u : 0u;
     uint32_t exact_budget[1] = {(uint32_t)s->n};
     kvc_oracle_opts o = {is_exact ? exact_budget : s->budgets,
                          is_exact ? 1 : s->n_budgets,

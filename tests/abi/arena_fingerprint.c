@@ -29,7 +29,7 @@ int main(void)
         const int m = (int)kvc_method_at(mi);
         kvc_stream_config c = kvc_stream_config_default((kvc_method)m, d, d, 128, 7);
         c.n_sink = 4, c.n_window = 8, c.prefix_len = 400;
-        if (m == KVC_METHOD_BALANCEKV) c.balancekv.rho = 0.01f; /* exercises the erase threshold */
+        if (m == KVC_METHOD_BALANCEKV) c.params.balancekv.rho = 0.01f; /* exercises the erase threshold */
         const size_t bytes = kvc_stream_arena_bytes(&c);
         void *a = aligned_alloc(KVC_ARENA_ALIGN, (bytes + 63) / 64 * 64);
         kvc_stream *st;

@@ -135,30 +135,31 @@ static kvc_stream_config read_config(reader *r)
     c.prefix_len = u16(r) % 700;
     const uint8_t which = u8(r);
     if (which & 1) {
-        c.subgen.t = u8(r) % 20;
-        c.subgen.s = u8(r) % 80;
-        c.subgen.m_max = u8(r) % 40;
-        c.subgen.delta0 = small_float(r, fparams, 11);
+        c.params.subgen.t = u8(r) % 20;
+        c.params.subgen.s = u8(r) % 80;
+        c.params.subgen.m_max = u8(r) % 40;
+        c.params.subgen.delta0 = small_float(r, fparams, 11);
     }
     if (which & 2) {
-        c.balancekv.t = u8(r) % 70;
-        c.balancekv.levels = u8(r) % 20;
-        c.balancekv.b_max = u8(r) % 70;
-        c.balancekv.mode = u8(r) % 5;
-        c.balancekv.gamma = small_float(r, fparams, 11);
-        c.balancekv.delta = small_float(r, fparams, 11);
-        c.balancekv.rho = small_float(r, fparams, 11);
-        c.balancekv.kappa = small_float(r, fparams, 11);
-        c.balancekv.tail_method = u8(r) % 5;
+        c.params.balancekv.t = u8(r) % 70;
+        c.params.balancekv.levels = u8(r) % 20;
+        c.params.balancekv.b_max = u8(r) % 70;
+        c.params.balancekv.mode = u8(r) % 5;
+        c.params.balancekv.gamma = small_float(r, fparams, 11);
+        c.params.balancekv.delta = small_float(r, fparams, 11);
+        c.params.balancekv.rho = small_float(r, fparams, 11);
+        c.params.balancekv.kappa = small_float(r, fparams, 11);
+        c.params.balancekv.tail_method = u8(r) % 5;
     }
     if (which & 4) {
-        c.express.s = (uint32_t)1 << (u8(r) % 10);
-        if (u8(r) % 8 == 0) c.express.s = u8(r);
-        c.express.c = (uint32_t)1 << (u8(r) % 8);
-        c.express.l_mode = u8(r) % 4;
-        c.express.L = small_float(r, fparams, 11);
-        c.express.delta = small_float(r, fparams, 11);
-        c.express.center = u8(r) % 4;
+        c.params.express.s = (uint32_t)1 << (u8(r) % 10);
+        if (u8(r) % 8 == 0) c.params.express.s = u8(r);
+        c.params.express.c = (uint32_t)1 << (u8(r) % 8);
+        c.params.express.l_mode = u8(r) % 4;
+        c.params.express.L = small_float(r, fparams, 11);
+        c.params.express.delta = small_float(r, fparams, 11);
+        c.params.express.center = u8(r) % 4;
+        c.params.express.tail_method = u8(r) % 5;
     }
     return c;
 }

@@ -23,10 +23,10 @@ static kvc_stream_config bkv_cfg(uint32_t d, uint32_t t, uint32_t levels, uint32
 {
     kvc_stream_config c = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 1, seed);
     c.n_sink = 0, c.n_window = 0;
-    c.balancekv.t = t, c.balancekv.levels = levels, c.balancekv.b_max = b_max;
+    c.params.balancekv.t = t, c.params.balancekv.levels = levels, c.params.balancekv.b_max = b_max;
     /* these cases test the paper's trees (value-norm buckets + a key-only
        tree); the self-normalised reading has its own cases */
-    c.balancekv.estimator = KVC_ESTIMATOR_PAPER;
+    c.params.balancekv.estimator = KVC_ESTIMATOR_PAPER;
     /* the smallest budget that holds these parameters */
     uint64_t slots = t + (uint64_t)levels * (t / 2) + 1, elems = slots * ((uint64_t)b_max * 2 * d + d);
     c.budget = (uint32_t)((elems + 2 * d - 1) / (2 * d)) + 1;
@@ -73,7 +73,7 @@ static int tree_invariants_every_step(void)
     kvc_balancekv_tree_info den;
     kvc_balancekv_tree(st, -1, &den);
     printf("after 30000 tokens: %llu halvings, denominator unit weight 2^%d, top weight 2^%d\n",
-           (unsigned long long)s.halvings, den.unit_exp, den.top_exp);
+           (unsigned long long)s.counters.halvings, den.unit_exp, den.top_exp);
     CHECK(den.unit_exp > 0);
     free(st);
     return 0;
@@ -89,7 +89,7 @@ static int bounded_million_tokens(void)
     kvc_rng_seed(&r, 502);
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV, d, d, 200, 3);
     cfg.n_sink = 4, cfg.n_window = 4;
-    cfg.balancekv.estimator = KVC_ESTIMATOR_PAPER; /* it reads the key-only tree */
+    cfg.params.balancekv.estimator = KVC_ESTIMATOR_PAPER; /* it reads the key-only tree */
     size_t bytes = kvc_stream_arena_bytes(&cfg);
     unsigned char *a = tu_arena(bytes + 256);
     memset(a + bytes, 0x77, 256);
@@ -250,7 +250,7 @@ static int window_slides_merge_unbiased(void)
         }
         kvc_stream_stats s;
         kvc_stream_get_stats(st, &s);
-        slid_buckets = s.buckets;
+        slid_buckets = s.counters.buckets;
         sum += w, sum2 += w * w;
         free(st);
     }
@@ -276,8 +276,8 @@ static int error_vs_memory_slopes(void)
     for (int i = 0; i < 3; i++) {
         kvc_stream_config cfg = kvc_stream_config_default(ms[i], 16, 16, 160, 0);
         cfg.n_sink = 16, cfg.n_window = 16, cfg.prefix_len = 2048;
-        if (ms[i] == KVC_METHOD_BALANCEKV) cfg.balancekv.b_max = 3;
-        if (ms[i] == KVC_METHOD_BALANCEKV_PREFILL) cfg.balancekv.t = 16;
+        if (ms[i] == KVC_METHOD_BALANCEKV) cfg.params.balancekv.b_max = 3;
+        if (ms[i] == KVC_METHOD_BALANCEKV_PREFILL) cfg.params.balancekv.t = 16;
         double lo, hi;
         CHECK(tu_slope_line(&s.tr, &cfg, budgets, &lo, &hi) == 0);
         CHECK(hi < 0.0);
@@ -299,7 +299,7 @@ static int prefill_then_stream_tail(void)
     for (int tail = 0; tail < 2; tail++) {
         kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_BALANCEKV_PREFILL, d, d, 160, 3);
         cfg.n_sink = 4, cfg.n_window = 4, cfg.prefix_len = 1000;
-        cfg.balancekv.tail_method = tail ? KVC_METHOD_UNIFORM : KVC_METHOD_EXACT;
+        cfg.params.balancekv.tail_method = tail ? KVC_METHOD_UNIFORM : KVC_METHOD_EXACT;
         size_t bytes = kvc_stream_arena_bytes(&cfg);
         kvc_stream *st = tu_stream(&cfg);
         CHECK(st != NULL);

@@ -147,7 +147,7 @@ static kvc_stream_config bare(uint32_t d, uint32_t s, uint32_t c, uint64_t seed)
 {
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_EXPRESS, d, d, 1, seed);
     cfg.n_sink = 0, cfg.n_window = 0;
-    cfg.express.s = s, cfg.express.c = c;
+    cfg.params.express.s = s, cfg.params.express.c = c;
     cfg.budget = 6 * s + 1;
     return cfg;
 }
@@ -210,7 +210,7 @@ static int express_first_queries_exact(void)
     float *q = tu_normal(&r, n + 20, d, 1.0), *k = tu_normal(&r, n + 20, d, 1.0), *v = tu_normal(&r, n + 20, d, 1.0);
     for (uint32_t i = 0; i < (n + 20) * d; i++) v[i] += 0.5f;
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_EXPRESS, d, d, 200, 3);
-    cfg.n_sink = sink, cfg.n_window = window, cfg.express.s = s;
+    cfg.n_sink = sink, cfg.n_window = window, cfg.params.express.s = s;
     kvc_stream *st = tu_stream(&cfg);
     CHECK(st != NULL);
     float z[8];
@@ -391,7 +391,7 @@ static int express_prefill_sizes_and_tail(void)
            pp.tail_capacity);
     CHECK(pp.xp.s >= sp.xp.s);
     /* same s: identical caches over the prompt */
-    sc.express.s = pp.xp.s;
+    sc.params.express.s = pp.xp.s;
     sc.budget = 6 * pp.xp.s + 10;
     kvc_stream *a = tu_stream(&pc), *b = tu_stream(&sc);
     CHECK(a != NULL && b != NULL);

@@ -102,7 +102,7 @@ static int one_config(kvc_cache_config *cc, const char *label, const float *K, c
     }
     tl->configs++;
     const int offline =
-        cc->stream.method == KVC_METHOD_BALANCEKV_PREFILL && cc->stream.balancekv.mode == KVC_BALANCE_OFFLINE;
+        cc->stream.method == KVC_METHOD_BALANCEKV_PREFILL && cc->stream.params.balancekv.mode == KVC_BALANCE_OFFLINE;
     const size_t befores[3] = {0, 5, (size_t)cc->stream.n_sink + cc->stream.n_window + 1};
     for (size_t i = 0; i < 3; i++) {
         const size_t a = befores[i];

@@ -261,7 +261,7 @@ static int init_checks_arena_and_config(void)
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
     bad = cfg, bad.beta = NAN;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
-    bad = cfg, bad.subgen.t = 5000;
+    bad = cfg, bad.params.subgen.t = 5000;
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_ARG);
     bad = cfg, bad.dtype = KVC_DTYPE_KIVI2; /* described, not implemented */
     CHECK(kvc_stream_init(a, bytes, &bad, &st) == KVC_E_UNSUPPORTED);
@@ -343,7 +343,7 @@ static int worst_case_reached_never_exceeded(void)
             CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * dv) == KVC_OK);
             CHECK(kvc_stream_get_stats(st, &stats) == KVC_OK);
             CHECK(stats.elements <= plan.worst_elements);
-            if (stats.clusters > max_clusters) max_clusters = stats.clusters;
+            if (stats.counters.clusters > max_clusters) max_clusters = stats.counters.clusters;
         }
         printf("%-12s worst %8llu  reached %8llu  budget %8llu elements  arena %llu B\n",
                kvc_method_name(all_methods_at(m)), (unsigned long long)plan.worst_elements,
@@ -364,7 +364,7 @@ static int worst_case_reached_never_exceeded(void)
         if (all_methods_at(m) != KVC_METHOD_SUBGEN && all_methods_at(m) != KVC_METHOD_BALANCEKV &&
             all_methods_at(m) != KVC_METHOD_EXPRESS)
             CHECK(plan.worst_elements == plan.budget_elements);
-        if (all_methods_at(m) == KVC_METHOD_SUBGEN) CHECK(max_clusters == plan.m_max && stats.doublings > 0);
+        if (all_methods_at(m) == KVC_METHOD_SUBGEN) CHECK(max_clusters == plan.m_max && stats.counters.doublings > 0);
         free(st);
     }
     free(k), free(v);
@@ -446,10 +446,10 @@ static int plan_derivation_formulas(void)
           p.subgen_estimator == KVC_ESTIMATOR_SELF);
     CHECK(p.worst_elements == (32u + 32u + 1u) * 128u + 26u * 1088u + 223u * 128u);
     /* the paper's estimator: keys only in the clusters, floor(28672 / 576) = 49 */
-    cfg.subgen.estimator = KVC_ESTIMATOR_PAPER;
+    cfg.params.subgen.estimator = KVC_ESTIMATOR_PAPER;
     CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
     CHECK(p.m_max == 49 && p.worst_elements == (32u + 32u + 1u) * 128u + 49u * 9u * 64u + 223u * 128u);
-    cfg.subgen.estimator = 0;
+    cfg.params.subgen.estimator = 0;
     cfg.method = KVC_METHOD_SINK_WINDOW;
     CHECK(kvc_stream_plan_make(&cfg, &p) == KVC_OK);
     CHECK(p.n_window == 512 - 32 - 1 && p.worst_elements == 512u * 128u);
@@ -463,9 +463,26 @@ static int plan_derivation_formulas(void)
     return 0;
 }
 
+/* kvc_stream_config_get of parameter `name` reads back what set wrote: set
+ * with its text leaves every byte of the configuration as it was, and a
+ * buffer one byte short is refused with "" in it. */
+static int get_round_trips(const kvc_stream_config *c, const char *name, const char *expect)
+{
+    char got[64], small[64];
+    CHECK_MSG(kvc_stream_config_get(c, name, got, sizeof got) == KVC_OK, "%s", name);
+    if (expect) CHECK_MSG(strcmp(got, expect) == 0, "%s: get %s, set %s", name, got, expect);
+    kvc_stream_config back = *c;
+    CHECK_MSG(kvc_stream_config_set(&back, name, got) == KVC_OK && memcmp(&back, c, sizeof back) == 0, "%s = %s", name,
+              got);
+    memset(small, 'x', sizeof small);
+    CHECK(kvc_stream_config_get(c, name, small, strlen(got)) == KVC_E_ARG && small[0] == '\0');
+    return 0;
+}
+
 /* Every parameter descriptor of every registered method: its bounds are
  * accepted, values outside them and unknown words are refused with the
- * configuration unchanged, and an accepted value reaches the plan. */
+ * configuration unchanged, an accepted value reaches the plan, and get
+ * reads every value back (a default as "0"). */
 static int param_descriptors_set_and_bound(void)
 {
     size_t total = 0;
@@ -484,6 +501,7 @@ static int param_descriptors_set_and_bound(void)
                     const size_t len = bar ? (size_t)(bar - p) : strlen(p);
                     snprintf(text, sizeof text, "%.*s", (int)len, p);
                     CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s %s", d->name, text);
+                    if (get_round_trips(&c, d->name, strcmp(d->name, "express-L") ? text : NULL)) return 1;
                     p = bar ? bar + 1 : NULL;
                 }
                 before = c;
@@ -492,8 +510,10 @@ static int param_descriptors_set_and_bound(void)
             } else {
                 snprintf(text, sizeof text, "%.17g", d->min);
                 CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s min %s", d->name, text);
+                if (get_round_trips(&c, d->name, NULL)) return 1;
                 snprintf(text, sizeof text, "%.17g", d->max);
                 CHECK_MSG(kvc_stream_config_set(&c, d->name, text) == KVC_OK, "%s max %s", d->name, text);
+                if (get_round_trips(&c, d->name, NULL)) return 1;
                 before = c;
                 snprintf(text, sizeof text, "%.17g", d->max * 2 + 1);
                 CHECK(kvc_stream_config_set(&c, d->name, text) == KVC_E_ARG);
@@ -501,11 +521,23 @@ static int param_descriptors_set_and_bound(void)
                 CHECK(kvc_stream_config_set(&c, d->name, "12abc") == KVC_E_ARG);
                 CHECK(memcmp(&before, &c, sizeof c) == 0);
             }
+            /* "0" puts it back to its default, which get reads as "0" */
+            CHECK_MSG(kvc_stream_config_set(&c, d->name, "0") == KVC_OK, "%s 0", d->name);
+            const kvc_stream_config fresh = cfg_of(method, 8, 8, 4000, 1);
+            CHECK_MSG(memcmp(&fresh, &c, sizeof c) == 0, "%s: 0 is not the default", d->name);
+            if (get_round_trips(&c, d->name, "0")) return 1;
             total++;
         }
         kvc_stream_config c = cfg_of(method, 8, 8, 4000, 1);
+        char text[16];
         CHECK(kvc_stream_config_set(&c, "no-such-parameter", "1") == KVC_E_ARG);
+        CHECK(kvc_stream_config_get(&c, "no-such-parameter", text, sizeof text) == KVC_E_ARG && text[0] == '\0');
+        CHECK(kvc_stream_config_get(NULL, "subgen-t", text, sizeof text) == KVC_E_ARG);
     }
+    /* a value in between comes back as typed */
+    kvc_stream_config g = cfg_of(KVC_METHOD_BALANCEKV, 8, 8, 4000, 1);
+    CHECK(kvc_stream_config_set(&g, "bkv-gamma", "0.3") == KVC_OK && get_round_trips(&g, "bkv-gamma", "0.3") == 0);
+    CHECK(kvc_stream_config_set(&g, "bkv-delta", "1e-3") == KVC_OK && get_round_trips(&g, "bkv-delta", "0.001") == 0);
     /* a value reaches the plan */
     kvc_stream_config c = cfg_of(KVC_METHOD_SUBGEN, 8, 8, 400, 1);
     kvc_stream_plan p;
@@ -587,7 +619,7 @@ static int outputs_stay_in_value_box(void)
                        worst);
             if (v != 0) bad = 1;
             if (seed == 1 && (m == KVC_METHOD_SUBGEN || m == KVC_METHOD_BALANCEKV)) {
-                c.subgen.estimator = c.balancekv.estimator = KVC_ESTIMATOR_PAPER;
+                c.params.subgen.estimator = c.params.balancekv.estimator = KVC_ESTIMATOR_PAPER;
                 const int vp = box_violations(&c, &s, &worst);
                 printf("  %-18s estimator paper: %d coordinates outside (worst distance / width %.2e)\n",
                        kvc_method_name(m), vp, worst);

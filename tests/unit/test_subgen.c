@@ -15,10 +15,11 @@ static kvc_stream_config bare_cfg(uint32_t d, uint32_t t, uint32_t s, uint32_t m
 {
     kvc_stream_config cfg = kvc_stream_config_default(KVC_METHOD_SUBGEN, d, d, 1, seed);
     cfg.n_sink = 0, cfg.n_window = 0;
-    cfg.subgen.t = t, cfg.subgen.s = s, cfg.subgen.m_max = m_max, cfg.subgen.delta0 = delta0;
+    cfg.params.subgen.t = t, cfg.params.subgen.s = s, cfg.params.subgen.m_max = m_max,
+    cfg.params.subgen.delta0 = delta0;
     /* these cases test the paper's mechanics (reservoir, clusters, Lemma 2) and
        its two estimators; the self-normalised reading has its own cases */
-    cfg.subgen.estimator = KVC_ESTIMATOR_PAPER;
+    cfg.params.subgen.estimator = KVC_ESTIMATOR_PAPER;
     /* smallest budget that holds the explicit parameters */
     uint64_t elems = (uint64_t)m_max * (t + 1) * d + (uint64_t)s * 2 * d;
     cfg.budget = (uint32_t)((elems + 2 * d - 1) / (2 * d)) + 1;
@@ -216,11 +217,12 @@ static int lemma2_invariants_every_update(void)
         shadow_add(&sh, entered);
         kvc_stream_stats stats;
         kvc_stream_get_stats(st, &stats);
-        CHECK_MSG(stats.clusters == sh.m, "step %zu: %u clusters, shadow %zu", j, stats.clusters, sh.m);
-        CHECK(stats.delta == sh.delta);
+        CHECK_MSG(stats.counters.clusters == sh.m, "step %zu: %u clusters, shadow %zu", j, stats.counters.clusters,
+                  sh.m);
+        CHECK(stats.counters.delta == sh.delta);
         const double radius = sh.merged ? 2.0 * sh.delta : sh.delta;
         uint64_t total = 0;
-        for (uint32_t i = 0; i < stats.clusters; i++) {
+        for (uint32_t i = 0; i < stats.counters.clusters; i++) {
             kvc_subgen_cluster_info ci;
             CHECK(kvc_subgen_cluster(st, i, &ci) == KVC_OK);
             CHECK(ci.rep_token == sh.rep[i]);
@@ -239,20 +241,20 @@ static int lemma2_invariants_every_update(void)
                 CHECK(sh.owner[ci.sample_tokens[s]] == (int)ci.rep_token); /* (5) */
                 CHECK(memcmp(ci.samples + (size_t)s * d, k + (size_t)ci.sample_tokens[s] * d, d * sizeof(float)) == 0);
             }
-            for (uint32_t i2 = i + 1; i2 < stats.clusters; i2++) {
+            for (uint32_t i2 = i + 1; i2 < stats.counters.clusters; i2++) {
                 kvc_subgen_cluster_info cj;
                 kvc_subgen_cluster(st, i2, &cj);
                 CHECK(sqrt(dist2(&sh, ci.rep_token, cj.rep_token)) > sh.delta); /* (4) */
             }
         }
         CHECK(total == (uint64_t)entered + 1);
-        CHECK(stats.clusters <= m_max);
+        CHECK(stats.counters.clusters <= m_max);
     }
     kvc_stream_stats stats;
     kvc_stream_get_stats(st, &stats);
-    printf("after %zu tokens: clusters=%u doublings=%u merges=%u delta=%.3f\n", n, stats.clusters, stats.doublings,
-           stats.merges, stats.delta);
-    CHECK(stats.doublings > 0 && stats.merges > 0);
+    printf("after %zu tokens: clusters=%u doublings=%u merges=%u delta=%.3f\n", n, stats.counters.clusters,
+           stats.counters.doublings, stats.counters.merges, stats.counters.delta);
+    CHECK(stats.counters.doublings > 0 && stats.counters.merges > 0);
     free(sh.owner), free(st), free(k), free(v);
     return 0;
 }
@@ -327,7 +329,7 @@ static int zero_values_never_sampled(void)
     for (int c = 0; c < 4; c++) CHECK(z[c] == 0.0f && isfinite(z[c]));
     kvc_stream_stats stats;
     kvc_stream_get_stats(st, &stats);
-    CHECK(stats.clusters == 3); /* keys still cluster */
+    CHECK(stats.counters.clusters == 3); /* keys still cluster */
     free(st);
     return 0;
 }
@@ -353,15 +355,15 @@ static int doubling_keeps_arena_bound(void)
         CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
         kvc_stream_stats s;
         kvc_stream_get_stats(st, &s);
-        CHECK(s.clusters <= p->m_max);
+        CHECK(s.counters.clusters <= p->m_max);
         CHECK(s.elements <= p->worst_elements && p->worst_elements <= p->budget_elements);
     }
     for (size_t i = 0; i < 256; i++) CHECK(a[bytes + i] == 0x5C);
     kvc_stream_stats s;
     kvc_stream_get_stats(st, &s);
-    printf("200 true clusters, m_max=%u: clusters=%u doublings=%u merges=%u delta=%.2f\n", p->m_max, s.clusters,
-           s.doublings, s.merges, s.delta);
-    CHECK(s.doublings > 0);
+    printf("200 true clusters, m_max=%u: clusters=%u doublings=%u merges=%u delta=%.2f\n", p->m_max,
+           s.counters.clusters, s.counters.doublings, s.counters.merges, s.counters.delta);
+    CHECK(s.counters.doublings > 0);
     free(a), free(k), free(v);
     return 0;
 }

@@ -59,8 +59,8 @@
 #define KVC_SIZE_ALIGN(x) (((uint64_t)(x) + (KVC_ARENA_ALIGN - 1u)) / KVC_ARENA_ALIGN * KVC_ARENA_ALIGN)
 
 /* The fixed-width headers (each checked by a _Static_assert where it is defined). */
-#define KVC_SIZE_STREAM_HEADER 480u /**< struct kvc_stream */
-#define KVC_SIZE_CACHE_HEADER  192u /**< struct kvc_cache */
+#define KVC_SIZE_STREAM_HEADER 496u /**< struct kvc_stream */
+#define KVC_SIZE_CACHE_HEADER  208u /**< struct kvc_cache */
 #define KVC_SIZE_EXACT_STATE   40u  /**< exact's state */
 #define KVC_SIZE_UNIFORM_STATE 64u  /**< uniform's state */
 #define KVC_SIZE_EVICT_STATE   72u  /**< the score-and-evict methods' state (knorm, keydiff, h2o, tova, snapkv) */

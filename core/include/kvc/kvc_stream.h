@@ -36,6 +36,16 @@ extern "C" {
 typedef enum kvc_method { KVC_METHOD_LIST(KVC_METHOD_ENUM_ENTRY) KVC_METHOD_ENUM_32BIT = 0x7fffffff } kvc_method;
 #undef KVC_METHOD_ENUM_ENTRY
 
+/** Words of a configuration's method parameters (kvc_method_params): the
+ *  same in both tiers, with room for parameters to come, so that a method
+ *  gaining a parameter changes no stable structure. */
+#define KVC_METHOD_PARAMS_WORDS 24
+
+#if defined(KVC_ADVANCED)
+/* ---- advanced tier: the methods' parameters by field. The stable tier sets
+ * and reads them by name (kvc_stream_config_set, kvc_stream_config_get,
+ * kvc_method_param_at for names, ranges and defaults). ---- */
+
 /** How SubGen and streaming BalanceKV turn what they hold into an output
  *  (README "Why SubGen and BalanceKV diverged, and the fix"). */
 typedef enum kvc_estimator {
@@ -86,8 +96,7 @@ typedef struct kvc_balancekv_params {
     float delta;          /**< theory-mode failure probability in (0, 1); 0 -> 0.01 */
     float rho;            /**< erase buckets with 2^i <= rho * v_max; 0 = never (default) */
     float kappa;          /**< combined-kernel constant (<v,v'> + kappa); 0 in streaming mode */
-    uint32_t tail_method; /**< both prefill methods (balancekv-prefill and express-prefill): what
-                               holds tokens after the prompt: 0 or KVC_METHOD_UNIFORM (a uniform
+    uint32_t tail_method; /**< balancekv-prefill: what holds tokens after the prompt: 0 or KVC_METHOD_UNIFORM (a uniform
                                reservoir of the rest of the budget: never full) or
                                KVC_METHOD_EXACT (exact, refuses with KVC_E_CAPACITY when full) */
     uint32_t estimator;   /**< streaming: kvc_estimator; 0 -> KVC_ESTIMATOR_SELF (no key-only tree:
@@ -103,33 +112,45 @@ enum {
 
 /** Thinformer Express parameters; 0 means "default / derive from the budget". */
 typedef struct kvc_express_params {
-    uint32_t s;      /**< cache size: a power of two >= 2; 0 -> largest whose worst case fits */
-    uint32_t c;      /**< inflation factor: a power of two dividing s; 0 -> s */
-    uint32_t l_mode; /**< KVC_EXPRESS_L_THEORY or KVC_EXPRESS_L_CONST; 0 -> the measured default */
-    float L;         /**< the constant of KVC_EXPRESS_L_CONST, > 0; 0 -> 1 */
-    float delta;     /**< theory mode: total failure probability in (0, 1); 0 -> 0.5 */
-    uint32_t center; /**< 1: keys centred on each Halve call's mean; 2: not; 0 -> the measured default */
-    /* express-prefill's tail after the prompt: kvc_balancekv_params::tail_method,
-       one knob for both prefill methods (a field here would grow every header) */
+    uint32_t s;           /**< cache size: a power of two >= 2; 0 -> largest whose worst case fits */
+    uint32_t c;           /**< inflation factor: a power of two dividing s; 0 -> s */
+    uint32_t l_mode;      /**< KVC_EXPRESS_L_THEORY or KVC_EXPRESS_L_CONST; 0 -> the measured default */
+    float L;              /**< the constant of KVC_EXPRESS_L_CONST, > 0; 0 -> 1 */
+    float delta;          /**< theory mode: total failure probability in (0, 1); 0 -> 0.5 */
+    uint32_t center;      /**< 1: keys centred on each Halve call's mean; 2: not; 0 -> the measured default */
+    uint32_t tail_method; /**< express-prefill: what holds tokens after the prompt, as
+                               kvc_balancekv_params::tail_method (0 or KVC_METHOD_UNIFORM, KVC_METHOD_EXACT) */
 } kvc_express_params;
+
+/** Every method's parameters; only the configured method's are read. */
+typedef struct kvc_method_params {
+    kvc_subgen_params subgen;
+    kvc_balancekv_params balancekv;                   /**< also balancekv-prefill: t = block size b (0 -> 256),
+                                         levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
+    kvc_express_params express;                       /**< Thinformer Express and express-prefill */
+    uint32_t reserved_[KVC_METHOD_PARAMS_WORDS - 22]; /**< 0: room for parameters to come */
+} kvc_method_params;
+#else
+/** The methods' parameters, opaque here: set and read them by name
+ *  (kvc_stream_config_set, kvc_stream_config_get). */
+typedef struct kvc_method_params {
+    uint32_t opaque_[KVC_METHOD_PARAMS_WORDS];
+} kvc_method_params;
+#endif
 
 /** Everything needed to size and initialise a stream. Plain data: copyable. */
 typedef struct kvc_stream_config {
     kvc_method method;
-    kvc_dtype dtype;   /**< storage type: any for which kvc_dtype_implemented() is true */
-    uint32_t d;        /**< key dim, 1 .. KVC_MAX_HEAD_DIM */
-    uint32_t dv;       /**< value dim, 1 .. KVC_MAX_HEAD_DIM */
-    uint32_t budget;   /**< tokens, 1 .. KVC_MAX_BUDGET (see file comment) */
-    uint32_t n_sink;   /**< exact first tokens (default 32; may be 0) */
-    uint32_t n_window; /**< exact recent tokens before the current one (default 32; may be 0);
+    kvc_dtype dtype;     /**< storage type: any for which kvc_dtype_implemented() is true */
+    uint32_t d;          /**< key dim, 1 .. KVC_MAX_HEAD_DIM */
+    uint32_t dv;         /**< value dim, 1 .. KVC_MAX_HEAD_DIM */
+    uint32_t budget;     /**< tokens, 1 .. KVC_MAX_BUDGET (see file comment) */
+    uint32_t n_sink;     /**< exact first tokens (default 32; may be 0) */
+    uint32_t n_window;   /**< exact recent tokens before the current one (default 32; may be 0);
                             ignored by sink-window, whose window is the whole rest of the budget */
-    float beta;        /**< score scale > 0; 0 -> 1/sqrt(d) */
-    uint64_t seed;     /**< any value; same seed + same stream -> same arena bytes */
-    kvc_subgen_params subgen;
-    kvc_balancekv_params balancekv; /**< also balancekv-prefill: t = block size b (0 -> 256),
-                                         levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
-    uint32_t prefix_len;            /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
-    kvc_express_params express;
+    float beta;          /**< score scale > 0; 0 -> 1/sqrt(d) */
+    uint64_t seed;       /**< any value; same seed + same stream -> same arena bytes */
+    uint32_t prefix_len; /**< prefill methods: length of the prompt they compress (tokens, >= 1) */
     /** Needle-preserving spans (README "Protected spans"): tokens of the budget
      *  that keep, exactly and with weight 1, the tokens near a key outlier when
      *  they leave the window, instead of handing them to the method. A token
@@ -141,35 +162,11 @@ typedef struct kvc_stream_config {
      *  the method. 0 = off (default); needs n_window >= 1. */
     uint32_t n_protect;
     uint32_t protect_radius; /**< positions either side, 1 .. 4096; 0 -> 25 (the paper's dilation) */
+    uint32_t reserved_;      /**< 0 (keeps params 8-aligned) */
+    /** The method's own parameters (SubGen's t, BalanceKV's mode, ...): set
+     *  them by name with kvc_stream_config_set; 0 = derive from the budget. */
+    kvc_method_params params;
 } kvc_stream_config;
-
-/** What a configuration turns into (all derived from the budget). */
-typedef struct kvc_stream_plan {
-    kvc_method method;
-    uint32_t d, dv;
-    float beta;
-    uint32_t n_sink, n_window;          /**< exact regions actually used */
-    uint32_t n_protect, protect_radius; /**< protected spans (0, 0 when off) */
-    uint32_t method_tokens;             /**< budget left to the method (tokens) */
-    uint32_t capacity;                  /**< exact / uniform: token slots of the method */
-    uint32_t t, s, m_max;               /**< SubGen */
-    float delta0;                       /**< SubGen */
-    uint32_t subgen_estimator;          /**< SubGen: kvc_estimator, resolved */
-    kvc_balancekv_params bkv;           /**< BalanceKV / prefill, every field resolved (express-prefill:
-                                             tail_method only) */
-    uint32_t prefix_method_tokens;      /**< prefill: prompt tokens that reach the method */
-    uint32_t tail_capacity;             /**< prefill: token slots after the prompt (exact or reservoir) */
-    kvc_express_params xp;              /**< Express, every field resolved */
-    uint32_t dtype;                     /**< kvc_dtype of every cached row: int4 for a KIVI4 configuration */
-    uint32_t key_blocks;                /**< 1: KIVI4, the sinks' and window's keys in blocks of 32 tokens
-                                             quantised per channel (the open block in f16 after the method's
-                                             bytes; docs/architecture.md); 0: every key a row of dtype */
-    uint32_t reserved_;                 /**< 0 (keeps the 64-bit fields 8-aligned) */
-    uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */
-    uint64_t budget_elements;           /**< budget * (d + dv) */
-    uint64_t metadata_bytes;            /**< per-entry weights / counters / ids, worst case */
-    uint64_t arena_bytes;               /**< what kvc_stream_arena_bytes returns (always <= SIZE_MAX) */
-} kvc_stream_plan;
 
 /** Opaque stream state; it lives at the start of its arena. */
 typedef struct kvc_stream kvc_stream;
@@ -252,12 +249,51 @@ const kvc_param_desc *kvc_method_param_at(kvc_method m, size_t i);
 kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const char *text);
 
 /**
+ * @brief Read parameter @p name of @p cfg (for cfg->method) as the text
+ *        kvc_stream_config_set accepts: a decimal integer, a real ("%.9g",
+ *        which gives the same float back), a word of the choices, or "0" for
+ *        a parameter left to its default. get then set leaves cfg unchanged.
+ * @param buf  receives the text, NUL-terminated; @p cap its size (16 is always enough).
+ * @return KVC_OK; KVC_E_ARG when the method has no such parameter, an argument
+ *         is NULL or @p cap is too small (buf then holds "" when cap > 0);
+ *         KVC_E_UNSUPPORTED for a real in a build without printf (KVC_DESCRIBE=OFF).
+ */
+kvc_status kvc_stream_config_get(const kvc_stream_config *cfg, const char *name, char *buf, size_t cap);
+
+/**
  * @brief A configuration with the documented defaults (sink 32, window 32,
  *        beta 1/sqrt(d), f32 storage, SubGen parameters derived).
  */
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget, uint64_t seed);
 
 #if defined(KVC_ADVANCED)
+/** What a configuration turns into (all derived from the budget). */
+typedef struct kvc_stream_plan {
+    kvc_method method;
+    uint32_t d, dv;
+    float beta;
+    uint32_t n_sink, n_window;          /**< exact regions actually used */
+    uint32_t n_protect, protect_radius; /**< protected spans (0, 0 when off) */
+    uint32_t method_tokens;             /**< budget left to the method (tokens) */
+    uint32_t capacity;                  /**< exact / uniform: token slots of the method */
+    uint32_t t, s, m_max;               /**< SubGen */
+    float delta0;                       /**< SubGen */
+    uint32_t subgen_estimator;          /**< SubGen: kvc_estimator, resolved */
+    kvc_balancekv_params bkv;           /**< BalanceKV / prefill, every field resolved (express-prefill:
+                                             tail_method only) */
+    uint32_t prefix_method_tokens;      /**< prefill: prompt tokens that reach the method */
+    uint32_t tail_capacity;             /**< prefill: token slots after the prompt (exact or reservoir) */
+    kvc_express_params xp;              /**< Express, every field resolved */
+    uint32_t dtype;                     /**< kvc_dtype of every cached row: int4 for a KIVI4 configuration */
+    uint32_t key_blocks;                /**< 1: KIVI4, the sinks' and window's keys in blocks of 32 tokens
+                                             quantised per channel (the open block in f16 after the method's
+                                             bytes; docs/architecture.md); 0: every key a row of dtype */
+    uint64_t worst_elements;            /**< peak cache elements (floats of k/v vectors), worst case */
+    uint64_t budget_elements;           /**< budget * (d + dv) */
+    uint64_t metadata_bytes;            /**< per-entry weights / counters / ids, worst case */
+    uint64_t arena_bytes;               /**< what kvc_stream_arena_bytes returns (always <= SIZE_MAX) */
+} kvc_stream_plan;
+
 /*@ // what every plan kvc_stream_plan_make accepts satisfies (proved by
     // verify wp_plan, docs/proofs.md): dimensions and regions in range, a
     // storage type with rows, the worst case within the budget, the arena
@@ -538,34 +574,12 @@ uint64_t kvc_stream_checksum(const kvc_stream *st);
 /** @brief The configuration the stream was built from (NULL for a handle that does not check out). */
 const kvc_stream_config *kvc_stream_get_config(const kvc_stream *st);
 
+/** Words of a stream's method counters (kvc_method_counters), the same in both tiers. */
+#define KVC_METHOD_COUNTERS_WORDS 8
+
+#if defined(KVC_ADVANCED)
 /** @brief The plan the stream was built from (NULL for a handle that does not check out). */
 const kvc_stream_plan *kvc_stream_get_plan(const kvc_stream *st);
-
-/** Live counters of a stream. */
-typedef struct kvc_stream_stats {
-    uint64_t tokens_seen;      /**< appends accepted */
-    uint64_t elements;         /**< cache elements held now */
-    uint64_t peak_elements;    /**< max of elements over the stream's life */
-    uint64_t method_tokens_in; /**< tokens handed to the method so far */
-    /* SubGen only */
-    uint32_t clusters;  /**< live clusters */
-    uint32_t doublings; /**< radius doublings (bounded-memory rule) */
-    uint32_t merges;    /**< clusters absorbed by merges */
-    double delta;       /**< current radius */
-    /* BalanceKV only */
-    uint64_t clip_events; /**< walk steps whose probability was clipped */
-    uint64_t halvings;    /**< SoftmaxBalance calls */
-    uint64_t dropped;     /**< tokens dropped by erased buckets (rho > 0) */
-    uint32_t buckets;     /**< live numerator buckets */
-    /* Express only */
-    uint32_t round;            /**< r: thinning factor t = 4^r */
-    uint32_t protected_tokens; /**< tokens held in the protected spans (n_protect) */
-    /* H2O / TOVA: kvc_stream_observe calls the method received; SnapKV: observation rows it holds */
-    uint64_t observes;
-} kvc_stream_stats;
-
-/** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
-kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
 
 /**
  * @brief The method's derived parameters as " name=value" pairs (e.g. SubGen's
@@ -574,6 +588,46 @@ kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
  *         is NUL-terminated, "" for a method with nothing to add.
  */
 size_t kvc_stream_plan_describe(const kvc_stream_config *cfg, const kvc_stream_plan *plan, char *buf, size_t cap);
+
+/** The counters of the method a stream runs (only that method's are written; the rest are 0). */
+typedef struct kvc_method_counters {
+    /* SubGen */
+    uint32_t clusters;  /**< live clusters */
+    uint32_t doublings; /**< radius doublings (bounded-memory rule) */
+    uint32_t merges;    /**< clusters absorbed by merges */
+    /* BalanceKV */
+    uint32_t buckets;     /**< live numerator buckets */
+    uint64_t clip_events; /**< walk steps whose probability was clipped */
+    uint64_t halvings;    /**< SoftmaxBalance calls */
+    uint64_t dropped;     /**< tokens dropped by erased buckets (rho > 0) */
+    double delta;         /**< SubGen: current radius */
+    /* Express */
+    uint32_t round;                                     /**< r: thinning factor t = 4^r */
+    uint32_t reserved_;                                 /**< 0 */
+    uint64_t reserved2_[KVC_METHOD_COUNTERS_WORDS - 7]; /**< 0: room for counters to come */
+} kvc_method_counters;
+#else
+/** The method's counters, opaque here: kvc_stream_stats_describe prints them. */
+typedef struct kvc_method_counters {
+    uint64_t opaque_[KVC_METHOD_COUNTERS_WORDS];
+} kvc_method_counters;
+#endif
+
+/** Live counters of a stream. */
+typedef struct kvc_stream_stats {
+    uint64_t tokens_seen;      /**< appends accepted */
+    uint64_t elements;         /**< cache elements held now */
+    uint64_t peak_elements;    /**< max of elements over the stream's life */
+    uint64_t method_tokens_in; /**< tokens handed to the method so far */
+    uint64_t
+        observes; /**< H2O / TOVA: kvc_stream_observe calls the method received; SnapKV: observation rows it holds */
+    uint32_t protected_tokens;    /**< tokens held in the protected spans (n_protect) */
+    uint32_t reserved_;           /**< 0 */
+    kvc_method_counters counters; /**< the method's own (SubGen's clusters, BalanceKV's halvings, ...) */
+} kvc_stream_stats;
+
+/** @brief Current counters (KVC_E_STATE / KVC_E_CORRUPT for a bad handle). */
+kvc_status kvc_stream_get_stats(const kvc_stream *st, kvc_stream_stats *stats);
 
 /** @brief One line of the method's live counters ("subgen: clusters=..."), "" when it has none; returns as above. */
 size_t kvc_stream_stats_describe(kvc_method m, const kvc_stream_stats *stats, char *buf, size_t cap);

@@ -339,12 +339,12 @@ static uint64_t bkv_elements(const void *st)
 static void bkv_fill_stats(const void *st, kvc_stream_stats *s)
 {
     bkv_state *g = (bkv_state *)(uintptr_t)st;
-    s->clip_events = g->clips;
-    s->halvings = g->halvings;
-    s->dropped = g->dropped;
+    s->counters.clip_events = g->clips;
+    s->counters.halvings = g->halvings;
+    s->counters.dropped = g->dropped;
     uint32_t live = 0;
     for (uint32_t r = 0; r < g->b_max; r++) live += bexp(g)[r] != NO_BUCKET;
-    s->buckets = live;
+    s->counters.buckets = live;
 }
 
 /* ---- introspection (kvc_balancekv.h) ---- */
@@ -399,7 +399,7 @@ kvc_status kvc_balancekv_tree(const kvc_stream *st, int which, kvc_balancekv_tre
 
 const char *kvc_balancekv_fields(const kvc_stream_config *c)
 {
-    const kvc_balancekv_params *b = &c->balancekv;
+    const kvc_balancekv_params *b = &c->params.balancekv;
     if (b->t % 2 != 0 || b->t > KVC_MAX_BUDGET) return "balancekv t must be even (0 = derive)";
     if (b->levels > 16) return "balancekv levels must be in 1..16 (0 = 3)";
     if (b->b_max > 64) return "balancekv b_max must be in 1..64 (0 = 8)";
@@ -426,7 +426,7 @@ const char *kvc_balancekv_fields(const kvc_stream_config *c)
 static const char *bkv_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     const uint64_t tok = (uint64_t)c->d + c->dv;
-    kvc_balancekv_params b = c->balancekv;
+    kvc_balancekv_params b = c->params.balancekv;
     b.levels = b.levels ? b.levels : KVC_BKV_DEFAULT_LEVELS;
     const int self = b.estimator != KVC_ESTIMATOR_PAPER;
     if (b.b_max == 0 && self) b.b_max = 1; /* one joint tree: the largest batches */
@@ -497,36 +497,36 @@ static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PA
 const kvc_method_param kvc_balancekv_param_table[KVC_BALANCEKV_N_PARAMS] = {
     {.desc = {"bkv-t", KVC_PARAM_U32, 2, KVC_MAX_BUDGET, NULL, "largest that fits (prefill: block 256, halved to fit)",
               "batch size (prefill: block size), even"},
-     .offset = offsetof(kvc_stream_config, balancekv.t)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.t)},
     {.desc = {"bkv-levels", KVC_PARAM_U32, 1, 16, NULL, "3 (prefill: fewest rounds that fit)",
               "tree levels / rounds T"},
-     .offset = offsetof(kvc_stream_config, balancekv.levels)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.levels)},
     {.desc = {"bkv-bmax", KVC_PARAM_U32, 1, 64, NULL, "1 (estimator paper: 8, fewer if batches fall below 64)",
               "value-norm buckets (streaming)"},
-     .offset = offsetof(kvc_stream_config, balancekv.b_max)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.b_max)},
     {.desc =
          {"bkv-mode", KVC_PARAM_CHOICE, 0, 0, "practical|theory|smaller-class|split|offline", "practical",
           "halving walk: pairs (practical, theory), one sign per token (smaller-class, split); offline "
           "(balancekv-prefill): the prompt through kvc_stream_prefill, compressed at once as the authors' code does"},
-     .offset = offsetof(kvc_stream_config, balancekv.mode),
+     .offset = offsetof(kvc_stream_config, params.balancekv.mode),
      .choice_values = mode_values},
     {.desc = {"bkv-gamma", KVC_PARAM_F32, 1e-9, 1e9, NULL, "4", "practical-mode step"},
-     .offset = offsetof(kvc_stream_config, balancekv.gamma)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.gamma)},
     {.desc = {"bkv-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.01", "theory-mode failure probability"},
-     .offset = offsetof(kvc_stream_config, balancekv.delta)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.delta)},
     {.desc = {"bkv-rho", KVC_PARAM_F32, 0, 0.999, NULL, "0 (never erase)", "erase buckets below rho * max norm"},
-     .offset = offsetof(kvc_stream_config, balancekv.rho)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.rho)},
     {.desc = {"bkv-kappa", KVC_PARAM_F32, 0, 1e6, NULL, "0.025 (streaming estimator paper: 0)",
               "value-kernel constant"},
-     .offset = offsetof(kvc_stream_config, balancekv.kappa)},
+     .offset = offsetof(kvc_stream_config, params.balancekv.kappa)},
     {.desc = {"bkv-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
               "prefill: what holds the tokens after the prompt (exact refuses when full)"},
-     .offset = offsetof(kvc_stream_config, balancekv.tail_method),
+     .offset = offsetof(kvc_stream_config, params.balancekv.tail_method),
      .choice_values = kvc_prefill_tail_values},
     /* streaming only: the prefill form lists the entries before this one */
     {.desc = {"bkv-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
               "self: joint trees read self-normalised (bounded); paper: separate key-only tree (may diverge)"},
-     .offset = offsetof(kvc_stream_config, balancekv.estimator),
+     .offset = offsetof(kvc_stream_config, params.balancekv.estimator),
      .choice_values = estimator_values},
 };
 _Static_assert(sizeof kvc_balancekv_param_table / sizeof kvc_balancekv_param_table[0] == KVC_BALANCEKV_N_PARAMS,
@@ -548,8 +548,9 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
 }
 void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
-    kvc_text_add(out, "balancekv: buckets=%u halvings=%llu clip_events=%llu dropped=%llu", (unsigned)s->buckets,
-                 (unsigned long long)s->halvings, (unsigned long long)s->clip_events, (unsigned long long)s->dropped);
+    kvc_text_add(out, "balancekv: buckets=%u halvings=%llu clip_events=%llu dropped=%llu",
+                 (unsigned)s->counters.buckets, (unsigned long long)s->counters.halvings,
+                 (unsigned long long)s->counters.clip_events, (unsigned long long)s->counters.dropped);
 }
 
 const kvc_method_ops kvc_method_ops_balancekv = {

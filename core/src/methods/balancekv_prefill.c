@@ -461,8 +461,8 @@ static uint64_t bkvp_elements(const void *st)
 static void bkvp_fill_stats(const void *st, kvc_stream_stats *s)
 {
     const bkvp_state *g = (const bkvp_state *)st;
-    s->clip_events = g->clips;
-    s->halvings = g->halvings;
+    s->counters.clip_events = g->clips;
+    s->counters.halvings = g->halvings;
 }
 
 /* ---- registry entry ---- */
@@ -534,7 +534,7 @@ static const char *ops_fields(const kvc_stream_config *c)
 static const char *bkvp_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
     const uint64_t tok = (uint64_t)c->d + c->dv;
-    kvc_balancekv_params b = c->balancekv;
+    kvc_balancekv_params b = c->params.balancekv;
     const int auto_block = b.t == 0;
     b.t = b.t ? b.t : KVC_BKV_PREFILL_DEFAULT_BLOCK;
     b.b_max = 1;

@@ -171,7 +171,7 @@ static int x_check(const void *st, const kvc_stream_plan *p, uint64_t method_in)
         g->l_mode != p->xp.l_mode || g->center != (p->xp.center == 1) ||
         g->prefix_tokens != (prefill ? p->prefix_method_tokens : 0u) || g->is_prefill != (uint32_t)prefill ||
         g->tail_cap != (prefill ? p->tail_capacity : 0u) ||
-        g->tail_uniform != (uint32_t)(prefill && p->bkv.tail_method == KVC_METHOD_UNIFORM) || g->c_cap != w.c_cap ||
+        g->tail_uniform != (uint32_t)(prefill && p->xp.tail_method == KVC_METHOD_UNIFORM) || g->c_cap != w.c_cap ||
         g->l_cap != w.l_cap || g->off_ck != w.off_ck || g->off_cv != w.off_cv || g->off_ct != w.off_ct ||
         g->off_lk != w.off_lk || g->off_lv != w.off_lv || g->off_lw != w.off_lw || g->off_lt != w.off_lt ||
         g->off_scratch != w.off_scratch || g->off_keep != w.off_keep || g->off_tk != w.off_tk || g->off_tv != w.off_tv)
@@ -233,7 +233,7 @@ static void x_init(void *arena, const kvc_stream_plan *p, uint64_t seed)
         g->is_prefill = 1;
         g->prefix_tokens = p->prefix_method_tokens;
         g->tail_cap = p->tail_capacity;
-        g->tail_uniform = p->bkv.tail_method == KVC_METHOD_UNIFORM;
+        g->tail_uniform = p->xp.tail_method == KVC_METHOD_UNIFORM;
     }
     start_block(g);
 }
@@ -412,8 +412,8 @@ static uint64_t x_elements(const void *st)
 static void x_fill_stats(const void *st, kvc_stream_stats *s)
 {
     const express_state *g = (const express_state *)st;
-    s->halvings = g->halvings;
-    s->round = g->round;
+    s->counters.halvings = g->halvings;
+    s->counters.round = g->round;
 }
 
 static const express_state *x_of(const kvc_stream *st)
@@ -502,7 +502,7 @@ static const char *ops_fields(const kvc_stream_config *c)
 {
     if (c->method == KVC_METHOD_EXPRESS_PREFILL && (c->prefix_len < 1 || c->prefix_len > KVC_MAX_BUDGET * 16u))
         return "express-prefill needs prefix_len, the prompt length it compresses (1 .. 2^28)";
-    const kvc_express_params *x = &c->express;
+    const kvc_express_params *x = &c->params.express;
     if (x->s != 0 && (x->s < 2 || (x->s & (x->s - 1)) != 0 || x->s > (1u << 22)))
         return "express s must be a power of two in 2..2^22 (0 = derive)";
     if (x->c != 0 && ((x->c & (x->c - 1)) != 0 || (x->s != 0 && x->c > x->s)))
@@ -511,19 +511,19 @@ static const char *ops_fields(const kvc_stream_config *c)
     if (!(x->L >= 0.0f) || !isfinite(x->L)) return "express L must be finite and > 0 (0 = 1)";
     if (!(x->delta >= 0.0f && x->delta < 1.0f)) return "express delta must be in (0, 1) (0 = 0.5)";
     if (x->center > 2) return "express center must be 1 (on) or 2 (off)";
-    if (c->method == KVC_METHOD_EXPRESS_PREFILL && !kvc_prefill_tail_ok(c->balancekv.tail_method))
+    if (c->method == KVC_METHOD_EXPRESS_PREFILL && !kvc_prefill_tail_ok(x->tail_method))
         return "express-prefill tail_method must be exact or uniform (0 = uniform)";
     return NULL;
 }
 
 /* The plan's search (s, c, the prefill simulation of kvc_express_prefix_worst).
  * trusted-by: writes the fields in its assigns clause only (read it: every
- * write is to x, p->xp, p->bkv.tail_method, p->prefix_method_tokens, p->tail_capacity,
+ * write is to x, p->xp, p->prefix_method_tokens, p->tail_capacity,
  * p->metadata_bytes or *method_worst); plan_build re-checks the worst case
  * and the metadata bytes at run time, x_plan the ranges its layout needs;
  * tests/unit/test_express.c checks the plans' s, c and worst cases. */
 /*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
-    assigns p->prefix_method_tokens, p->xp, p->bkv.tail_method, p->tail_capacity, p->metadata_bytes, *method_worst;
+    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
 */
 static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
 {
@@ -532,12 +532,13 @@ static const char *x_plan_search(const kvc_stream_config *c, kvc_stream_plan *p,
     const uint64_t exact_regions = (uint64_t)c->n_sink + c->n_window + 1u;
     const uint64_t m = prefill && c->prefix_len > exact_regions ? c->prefix_len - exact_regions : 0;
     if (prefill) p->prefix_method_tokens = (uint32_t)m;
-    kvc_express_params x = c->express;
+    kvc_express_params x = c->params.express;
     x.l_mode = x.l_mode ? x.l_mode : KVC_EXPRESS_DEFAULT_L_MODE;
     x.L = x.L > 0.0f ? x.L : 1.0f;
     x.delta = x.delta > 0.0f ? x.delta : 0.5f;
-    if (prefill) /* a reservoir by default: a decoder never stops */
-        p->bkv.tail_method = kvc_prefill_tail_resolved(c->balancekv.tail_method);
+    /* a reservoir by default after a prompt: a decoder never stops; the
+       streaming form has no tail (0) */
+    x.tail_method = prefill ? kvc_prefill_tail_resolved(x.tail_method) : 0u;
     x.center = x.center ? x.center : KVC_EXPRESS_DEFAULT_CENTER;
     if (x.s == 0) {
         for (uint64_t s = 2; s <= (1u << 22); s *= 2) {
@@ -579,7 +580,7 @@ static int x_sizes_in_range(const kvc_stream_plan *p)
 /* The search, then the ranges the layout assumes, checked: a search that
  * left them (none does: the 227 tests) is refused, never carved. */
 /*@ requires kvc_method_plan_pre(c, p) && \valid(method_worst) && \separated(method_worst, c, p);
-    assigns p->prefix_method_tokens, p->xp, p->bkv.tail_method, p->tail_capacity, p->metadata_bytes, *method_worst;
+    assigns p->prefix_method_tokens, p->xp, p->tail_capacity, p->metadata_bytes, *method_worst;
     ensures \result == \null ==> express_sizes_ok(p);
 */
 static const char *x_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64_t *method_worst)
@@ -589,19 +590,32 @@ static const char *x_plan(const kvc_stream_config *c, kvc_stream_plan *p, uint64
     return why;
 }
 
-/* "theory" or a constant L: two fields, one flag */
+/* "theory" or a constant L: two fields, one flag ("0": both to their default) */
+static const kvc_method_param L_number = {.desc = {"express-L", KVC_PARAM_F32, 1e-6, 1e6, NULL, NULL, NULL},
+                                          .offset = offsetof(kvc_stream_config, params.express.L)};
+
 static kvc_status set_L(kvc_stream_config *c, const char *text)
 {
     if (strcmp(text, "theory") == 0) {
-        c->express.l_mode = KVC_EXPRESS_L_THEORY;
+        c->params.express.l_mode = KVC_EXPRESS_L_THEORY;
         return KVC_OK;
     }
-    static const kvc_method_param num = {
-        {"express-L", KVC_PARAM_F32, 1e-6, 1e6, NULL, NULL, NULL}, offsetof(kvc_stream_config, express.L), NULL, NULL};
+    if (strcmp(text, "0") == 0) {
+        c->params.express.l_mode = 0u, c->params.express.L = 0.0f;
+        return KVC_OK;
+    }
     kvc_stream_config tmp = *c;
-    if (kvc_param_set_number(&tmp, &num, text) != KVC_OK || tmp.express.L == 0.0f) return KVC_E_ARG;
-    tmp.express.l_mode = KVC_EXPRESS_L_CONST;
+    if (kvc_param_set_number(&tmp, &L_number, text) != KVC_OK || tmp.params.express.L == 0.0f) return KVC_E_ARG;
+    tmp.params.express.l_mode = KVC_EXPRESS_L_CONST;
     *c = tmp;
+    return KVC_OK;
+}
+
+static kvc_status get_L(const kvc_stream_config *c, char *buf, size_t cap)
+{
+    if (c->params.express.l_mode != KVC_EXPRESS_L_THEORY) return kvc_param_get_number(c, &L_number, buf, cap);
+    if (cap < sizeof "theory") return buf[0] = '\0', KVC_E_ARG;
+    memcpy(buf, "theory", sizeof "theory");
     return KVC_OK;
 }
 
@@ -609,22 +623,23 @@ static const uint32_t center_values[] = {1, 2};
 static const kvc_method_param params[] = {
     {.desc = {"express-s", KVC_PARAM_U32, 2, 1u << 22, NULL, "largest whose worst case fits",
               "cache size s (power of two)"},
-     .offset = offsetof(kvc_stream_config, express.s)},
+     .offset = offsetof(kvc_stream_config, params.express.s)},
     {.desc = {"express-c", KVC_PARAM_U32, 1, 1u << 22, NULL, "s", "inflation factor c (power of two dividing s)"},
-     .offset = offsetof(kvc_stream_config, express.c)},
+     .offset = offsetof(kvc_stream_config, params.express.c)},
     {.desc = {"express-L", KVC_PARAM_F32, 1e-6, 1e6, "theory", "1",
               "kernel-halving threshold scale: a constant or theory"},
-     .offset = offsetof(kvc_stream_config, express.L),
-     .set = set_L},
+     .offset = offsetof(kvc_stream_config, params.express.L),
+     .set = set_L,
+     .get = get_L},
     {.desc = {"express-delta", KVC_PARAM_F32, 1e-12, 0.999999, NULL, "0.5", "theory L: total failure probability"},
-     .offset = offsetof(kvc_stream_config, express.delta)},
+     .offset = offsetof(kvc_stream_config, params.express.delta)},
     {.desc = {"express-center", KVC_PARAM_CHOICE, 0, 0, "on|off", "on", "centre keys on each halving call's mean"},
-     .offset = offsetof(kvc_stream_config, express.center),
+     .offset = offsetof(kvc_stream_config, params.express.center),
      .choice_values = center_values},
     /* prefill only: the streaming form lists the entries before this one */
     {.desc = {"express-tail", KVC_PARAM_CHOICE, 0, 0, "exact|uniform", "uniform",
               "prefill: what holds the tokens after the prompt (exact refuses when full)"},
-     .offset = offsetof(kvc_stream_config, balancekv.tail_method),
+     .offset = offsetof(kvc_stream_config, params.express.tail_method),
      .choice_values = kvc_prefill_tail_values},
 };
 
@@ -632,7 +647,7 @@ static void x_describe(const kvc_stream_config *c, const kvc_stream_plan *p, kvc
 {
     if (p->method == KVC_METHOD_EXPRESS_PREFILL)
         kvc_text_add(out, " prefix=%u tail=%u (%s)", (unsigned)c->prefix_len, (unsigned)p->tail_capacity,
-                     p->bkv.tail_method == KVC_METHOD_EXACT ? "exact" : "reservoir");
+                     p->xp.tail_method == KVC_METHOD_EXACT ? "exact" : "reservoir");
     const int theory = p->xp.l_mode == KVC_EXPRESS_L_THEORY;
     kvc_text_add(out, " s=%u c=%u L=%s%g center=%s", (unsigned)p->xp.s, (unsigned)p->xp.c,
                  theory ? "theory,delta=" : "", theory ? (double)p->xp.delta : (double)p->xp.L,

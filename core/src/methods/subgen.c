@@ -432,10 +432,10 @@ static uint64_t subgen_elements(const void *st)
 static void subgen_fill_stats(const void *st, kvc_stream_stats *stats)
 {
     const subgen_state *g = (const subgen_state *)st;
-    stats->clusters = g->m;
-    stats->doublings = g->doublings;
-    stats->merges = g->merges;
-    stats->delta = g->delta;
+    stats->counters.clusters = g->m;
+    stats->counters.doublings = g->doublings;
+    stats->counters.merges = g->merges;
+    stats->counters.delta = g->delta;
 }
 
 static const subgen_state *subgen_of(const kvc_stream *st)
@@ -489,7 +489,7 @@ kvc_status kvc_subgen_reservoir(const kvc_stream *st, kvc_subgen_reservoir_info 
 
 static const char *ops_fields(const kvc_stream_config *c)
 {
-    const kvc_subgen_params *p = &c->subgen;
+    const kvc_subgen_params *p = &c->params.subgen;
     if (p->t > KVC_SUBGEN_MAX_T) return "subgen t must be in 1..4096 (0 = 8)";
     if (p->estimator != 0 && p->estimator != KVC_ESTIMATOR_SELF && p->estimator != KVC_ESTIMATOR_PAPER)
         return "subgen estimator must be self or paper";
@@ -570,7 +570,7 @@ static const char *subgen_plan(const kvc_stream_config *c, kvc_stream_plan *p, u
 {
     const uint32_t tokens = p->method_tokens, d = c->d, dv = c->dv;
     subgen_fit f;
-    switch (subgen_fit_of(&c->subgen, tokens, d, dv, &f)) {
+    switch (subgen_fit_of(&c->params.subgen, tokens, d, dv, &f)) {
     case SG_FITS: break;
     case SG_T_RANGE: return "subgen t must be in 1..4096 (0 = 8)";
     case SG_S_BUDGET: return "subgen s does not fit the method budget";
@@ -581,7 +581,7 @@ static const char *subgen_plan(const kvc_stream_config *c, kvc_stream_plan *p, u
     p->s = f.s;
     p->subgen_estimator = f.estimator;
     p->m_max = f.m_max;
-    p->delta0 = c->subgen.delta0;
+    p->delta0 = c->params.subgen.delta0;
     *method_worst = f.worst;
     p->metadata_bytes = f.metadata;
     return NULL;
@@ -590,17 +590,17 @@ static const char *subgen_plan(const kvc_stream_config *c, kvc_stream_plan *p, u
 static const uint32_t estimator_values[] = {KVC_ESTIMATOR_SELF, KVC_ESTIMATOR_PAPER};
 static const kvc_method_param params[] = {
     {.desc = {"subgen-t", KVC_PARAM_U32, 1, KVC_SUBGEN_MAX_T, NULL, "8", "key samples per cluster"},
-     .offset = offsetof(kvc_stream_config, subgen.t)},
+     .offset = offsetof(kvc_stream_config, params.subgen.t)},
     {.desc = {"subgen-s", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "half the method budget", "value-reservoir slots"},
-     .offset = offsetof(kvc_stream_config, subgen.s)},
+     .offset = offsetof(kvc_stream_config, params.subgen.s)},
     {.desc = {"subgen-mmax", KVC_PARAM_U32, 1, KVC_MAX_BUDGET, NULL, "what the rest of the budget holds",
               "cluster capacity"},
-     .offset = offsetof(kvc_stream_config, subgen.m_max)},
+     .offset = offsetof(kvc_stream_config, params.subgen.m_max)},
     {.desc = {"subgen-delta0", KVC_PARAM_F32, 0, 1e30, NULL, "set at the first overflow", "starting cluster radius"},
-     .offset = offsetof(kvc_stream_config, subgen.delta0)},
+     .offset = offsetof(kvc_stream_config, params.subgen.delta0)},
     {.desc = {"subgen-estimator", KVC_PARAM_CHOICE, 0, 0, "self|paper", "self",
               "self: one self-normalised mixture (bounded); paper: separate N and D (may diverge)"},
-     .offset = offsetof(kvc_stream_config, subgen.estimator),
+     .offset = offsetof(kvc_stream_config, params.subgen.estimator),
      .choice_values = estimator_values},
 };
 
@@ -612,8 +612,8 @@ static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p
 }
 static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
-    kvc_text_add(out, "subgen: clusters=%u doublings=%u merges=%u delta=%.4g", (unsigned)s->clusters,
-                 (unsigned)s->doublings, (unsigned)s->merges, s->delta);
+    kvc_text_add(out, "subgen: clusters=%u doublings=%u merges=%u delta=%.4g", (unsigned)s->counters.clusters,
+                 (unsigned)s->counters.doublings, (unsigned)s->counters.merges, s->counters.delta);
 }
 
 const kvc_method_ops kvc_method_ops_subgen = {
