@@ -57,7 +57,7 @@ typedef int (*tu_config_fn)(kvc_cache_config *cc, const char *label, void *ctx);
 static int tu_each_config(const tu_shape *shape, tu_config_fn fn, void *ctx)
 {
     static const kvc_dtype types[] = {
-#define KVC_DT(NAME, value, name, bits, impl, summary) KVC_DTYPE_##NAME,
+#define KVC_DT(NAME, value, name, bits, impl, ...) KVC_DTYPE_##NAME,
         KVC_DTYPE_LIST(KVC_DT)
 #undef KVC_DT
     };

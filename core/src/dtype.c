@@ -3,15 +3,20 @@
 
 #include "kvc/kvc_kernels.h"
 
-#define NAME_ENTRY(NAME, value, name, bits, implemented, doc) [value] = name,
+#define NAME_ENTRY(NAME, value, name, bits, implemented, ...) [value] = name,
 static const char *const g_names[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(NAME_ENTRY)};
 #undef NAME_ENTRY
-#define IMPL_ENTRY(NAME, value, name, bits, implemented, doc) [value] = implemented,
+#define IMPL_ENTRY(NAME, value, name, bits, implemented, ...) [value] = implemented,
 static const unsigned char g_implemented[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(IMPL_ENTRY)};
 #undef IMPL_ENTRY
-#define BITS_ENTRY(NAME, value, name, bits, implemented, doc) [value] = bits,
-static const unsigned char g_bits[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(BITS_ENTRY)};
-#undef BITS_ENTRY
+/* the layout columns: bits, rows, scale bytes per group, group, has a minimum */
+typedef struct dtype_layout {
+    unsigned char bits, rows, scale_bytes, group, has_min;
+} dtype_layout;
+#define LAYOUT_ENTRY(NAME, value, name, bits, implemented, rows, scale_bytes, group, has_min, doc)                     \
+    [value] = {bits, rows, scale_bytes, group, has_min},
+static const dtype_layout g_layout[KVC_DTYPE_COUNT] = {KVC_DTYPE_LIST(LAYOUT_ENTRY)};
+#undef LAYOUT_ENTRY
 
 const char *kvc_dtype_name(kvc_dtype t) { return (unsigned)t < KVC_DTYPE_COUNT ? g_names[t] : NULL; }
 
@@ -33,24 +38,19 @@ kvc_status kvc_storage_describe(kvc_dtype t, uint32_t dim, int is_key, kvc_stora
     memset(&s, 0, sizeof s);
     s.dtype = t;
     s.row_bytes = kvc_row_bytes(t, dim);
-    s.bits = g_bits[t], s.implemented = g_implemented[t];
-    switch (t) {
-    case KVC_DTYPE_F32: break;
-    case KVC_DTYPE_F16: break;
-    case KVC_DTYPE_I8: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
-    case KVC_DTYPE_Q15: s.axis = KVC_GROUP_ROW, s.has_scale = 1; break;
-    case KVC_DTYPE_I4: s.axis = KVC_GROUP_ROW, s.group = 32, s.has_scale = s.has_min = 1; break;
-    case KVC_DTYPE_KIVI4:
-    case KVC_DTYPE_KIVI2:
+    const dtype_layout *l = &g_layout[t];
+    s.bits = l->bits, s.implemented = g_implemented[t];
+    s.has_scale = l->scale_bytes != 0, s.has_min = l->has_min;
+    if (l->rows) { /* every vector one row: groups along it, or none */
+        s.axis = s.has_scale ? KVC_GROUP_ROW : KVC_GROUP_NONE;
+        s.group = l->group;
+    } else {
         /* KIVI (Liu et al. 2024): keys per channel over blocks of 32 tokens,
            values per token in groups of 32, asymmetric; the open block of
            the most recent tokens stays in f16 until it fills */
         s.axis = is_key ? KVC_GROUP_CHANNEL : KVC_GROUP_ROW;
-        s.group = is_key ? 0u : 32u;
-        s.block = is_key ? 32u : 0u;
-        s.has_scale = s.has_min = 1;
-        break;
-    case KVC_DTYPE_ENUM_32BIT: /* not a type; refused above (t >= KVC_DTYPE_COUNT) */ return KVC_E_ARG;
+        s.group = is_key ? 0u : l->group;
+        s.block = is_key ? KVC_KIVI_BLOCK : 0u;
     }
     *out = s;
     return KVC_OK;

@@ -13,7 +13,7 @@
 /* " f32 f16 ..." from kvc_dtype_list.h: the implemented column picks the names */
 #define IMPLEMENTED_IF_1(name) " " name
 #define IMPLEMENTED_IF_0(name)
-#define IMPLEMENTED_NAME(NAME, value, name, bits, implemented, doc) IMPLEMENTED_IF_##implemented(name)
+#define IMPLEMENTED_NAME(NAME, value, name, bits, implemented, ...) IMPLEMENTED_IF_##implemented(name)
 
 kvc_stream_config kvc_stream_config_default(kvc_method m, uint32_t d, uint32_t dv, uint32_t budget, uint64_t seed)
 {

@@ -214,6 +214,9 @@ static int validate_and_checksum(void)
         memcpy(a, f.arena, f.bytes);
         a[0] = 0x31; /* the format-1 magic "KVS1": another version, refused */
         CHECK(kvc_stream_validate(a, f.bytes) == KVC_E_CORRUPT);
+        a[0] = 0x33; /* "KVS3", the format before the parameters moved to their own block */
+        CHECK(kvc_stream_validate(a, f.bytes) == KVC_E_CORRUPT);
+        CHECK(kvc_stream_append((kvc_stream *)a, NULL, (const float[D]){0}, (const float[D]){0}) == KVC_E_CORRUPT);
         memset(a, 0x5A, f.bytes); /* never initialised */
         CHECK(kvc_stream_validate(a, f.bytes) == KVC_E_STATE);
         free(a);
@@ -241,7 +244,7 @@ static int validate_and_checksum(void)
     /* swap two streams' table entries: both are valid streams, but of another
        (layer, head); every call on that layer is refused and changes nothing */
     memcpy(b, a, bytes);
-    uint64_t *table = (uint64_t *)(b + KVC_ALIGN_UP((size_t)176));
+    uint64_t *table = (uint64_t *)(b + KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER)); /* right after the header */
     const uint64_t t0 = table[0];
     table[0] = table[1], table[1] = t0;
     CHECK(kvc_cache_validate(b, bytes) == KVC_E_CORRUPT);

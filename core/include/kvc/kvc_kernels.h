@@ -309,7 +309,7 @@ typedef struct kvc_row_kernels {
 enum {
 /** KVC_CAP_F32, KVC_CAP_F16, ...: one bit per storage type, the table implements it
  *  (KVC_CAP_KIVI4: attend_batch reads KIVI4 segments, whose values are int4 rows). */
-#define KVC_CAP_OF_DTYPE(NAME, value, name, bits, impl, summary) KVC_CAP_##NAME = 1u << (value),
+#define KVC_CAP_OF_DTYPE(NAME, value, name, bits, impl, ...) KVC_CAP_##NAME = 1u << (value),
     KVC_DTYPE_LIST(KVC_CAP_OF_DTYPE)
 #undef KVC_CAP_OF_DTYPE
         KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
@@ -319,7 +319,7 @@ enum {
 };
 
 /** The bits of every storage type kvc_dtype_list.h marks implemented. */
-#define KVC_CAP_OF_IMPLEMENTED(NAME, value, name, bits, impl, summary) | ((impl) ? 1u << (value) : 0u)
+#define KVC_CAP_OF_IMPLEMENTED(NAME, value, name, bits, impl, ...) | ((impl) ? 1u << (value) : 0u)
 #define KVC_CAP_TYPES                                                  (0u KVC_DTYPE_LIST(KVC_CAP_OF_IMPLEMENTED))
 
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */

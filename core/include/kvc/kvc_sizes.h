@@ -30,19 +30,22 @@
 #include "kvc_types.h"
 
 /** Bytes of one stored row of @p dim elements of type @p t, 0 for a type not stored row by
- *  row (kvc_row_bytes is this; int4: per group of 32 an f16 scale and minimum, then the
- *  nibbles, 2 per byte). */
-#define KVC_ROW_BYTES(t, dim)                                                                                          \
-    ((uint64_t)((t) == KVC_DTYPE_F32   ? 4u * (uint64_t)(dim)                                                          \
-                : (t) == KVC_DTYPE_F16 ? (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                         \
-                : (t) == KVC_DTYPE_I8  ? 4u + ((uint64_t)(dim) + 3u) / 4u * 4u                                         \
-                : (t) == KVC_DTYPE_Q15 ? 4u + (2u * (uint64_t)(dim) + 3u) / 4u * 4u                                    \
-                : (t) == KVC_DTYPE_I4                                                                                  \
-                    ? 4u * (((uint64_t)(dim) + 31u) / 32u) + (((uint64_t)(dim) + 1u) / 2u + 3u) / 4u * 4u              \
-                    : 0u))
+ *  row: the groups' scale bytes, then the elements packed and padded to 4 bytes, from the
+ *  columns of kvc_dtype_list.h (kvc_row_bytes is this; int4: per group of 32 an f16 scale
+ *  and minimum, then the nibbles, 2 per byte). */
+#define KVC_ROW_BYTES_CASE_(t, dim, NAME, value, name, bits, implemented, rows, scale_bytes, group, ...)               \
+    (t) == (value) && (rows)                                                                                           \
+        ? (uint64_t)(scale_bytes) * ((group) ? ((uint64_t)(dim) + (group)-1u) / ((group) + !(group)) : 1u) +           \
+              ((bits) * (uint64_t)(dim) + 31u) / 32u * 4u                                                              \
+        :
+#define KVC_ROW_BYTES(t, dim) ((uint64_t)(KVC_DTYPE_LIST_WITH(KVC_ROW_BYTES_CASE_, t, dim) 0u))
 
-/* The same formulas in ACSL, for the proofs of the size arithmetic
- * (verify/: wp_sizes on LP64 and ILP32). Types 4 and 5 (KIVI) have no rows. */
+/* The same sizes in ACSL, for the proofs of the size arithmetic (verify/:
+ * wp_sizes on LP64 and ILP32), written out per type in the simplest form the
+ * provers read; types 4 and 5 (KIVI) have no rows. Not a second list: WP
+ * proves kvc_row_bytes (kvc_kernels.h), which is KVC_ROW_BYTES, equal to it
+ * for every type, so a column changed in kvc_dtype_list.h without this
+ * fails the verify label. */
 /*@ logic integer kvc_row_bytes_l(integer t, integer dim) =
       t == 0 ? 4 * dim :
       t == 1 ? (2 * dim + 3) / 4 * 4 :

@@ -57,7 +57,7 @@ const char *kvc_status_str(kvc_status s);
  *  described by ::kvc_storage_desc so that a later backend can implement them
  *  without a format change; a configuration naming an unimplemented type is
  *  refused with ::KVC_E_UNSUPPORTED (kvc_dtype_implemented). */
-#define KVC_DTYPE_ENUM_ENTRY(NAME, value, name, bits, implemented, doc) KVC_DTYPE_##NAME = value,
+#define KVC_DTYPE_ENUM_ENTRY(NAME, value, name, bits, implemented, ...) KVC_DTYPE_##NAME = value,
 typedef enum kvc_dtype {
     KVC_DTYPE_LIST(KVC_DTYPE_ENUM_ENTRY) KVC_DTYPE_ENUM_32BIT =
         0x7fffffff /**< not a type: keeps the enum 4 bytes under -fshort-enums
@@ -66,13 +66,13 @@ typedef enum kvc_dtype {
 #undef KVC_DTYPE_ENUM_ENTRY
 
 /** Number of ::kvc_dtype values (the size of per-type tables). */
-#define KVC_DTYPE_COUNT_ENTRY(NAME, value, name, bits, implemented, doc) +1u
+#define KVC_DTYPE_COUNT_ENTRY(NAME, value, name, bits, implemented, ...) +1u
 #define KVC_DTYPE_COUNT                                                  (0u KVC_DTYPE_LIST(KVC_DTYPE_COUNT_ENTRY))
 
 /* The implemented types, for the contracts: a disjunction generated from the
  * implemented column of kvc_dtype_list.h (Frama-C preprocesses ACSL). The
  * types stored row by row are those but KIVI4, whose keys are blocks. */
-#define KVC_DTYPE_IMPLEMENTED_L(NAME, value, name, bits, implemented, doc) || ((implemented) != 0 && t == (value))
+#define KVC_DTYPE_IMPLEMENTED_L(NAME, value, name, bits, implemented, ...) || ((implemented) != 0 && t == (value))
 /*@ predicate kvc_dtype_implemented_l(integer t) = \false KVC_DTYPE_LIST(KVC_DTYPE_IMPLEMENTED_L);
     predicate kvc_dtype_rows_l(integer t) = kvc_dtype_implemented_l(t) && t != KVC_DTYPE_KIVI4;
 */
