@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kvc/kvc_attend.h"
+#include "kvc/kvc_budget.h" /* kvc_decimal_prefix */
 
 int kvc_cli_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {

@@ -2,14 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "budget.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
-#include "kvc/kvc_attend.h"
 #include "method_opts.h"
 
 static int refuse(const char *flag, const char *text, const char *why)
@@ -18,38 +15,10 @@ static int refuse(const char *flag, const char *text, const char *why)
     return 1;
 }
 
-int kvc_budget_parse(const char *flag, const char *text, kvc_budget *out)
+int kvc_cli_budget_parse(const char *flag, const char *text, kvc_budget *out)
 {
-    if (!text || !*text) return refuse(flag, text, "is empty");
-    char *end = NULL;
-    errno = 0;
-    const double v = strtod(text, &end);
-    if (end == text || errno || !isfinite(v) || v <= 0 || text[0] == '-' || text[0] == '+' ||
-        (size_t)(end - text) != kvc_decimal_prefix(text, 0))
-        return refuse(flag, text, "does not start with a positive decimal number");
-    kvc_budget b = {KVC_BUDGET_TOKENS, v};
-    if (*end == '\0') {
-        if (v != floor(v) || v < 1 || v > KVC_MAX_BUDGET)
-            return refuse(flag, text, "is not a whole number of tokens in range");
-    } else if (!strcmp(end, "%")) {
-        b.kind = KVC_BUDGET_CONTEXT;
-        if (v > 100) return refuse(flag, text, "is more than the whole context");
-    } else if (!strcmp(end, "%f16")) {
-        b.kind = KVC_BUDGET_F16;
-        if (v > 1000) return refuse(flag, text, "is more than 10 times an f16 exact cache");
-    } else {
-        static const struct {
-            const char *unit;
-            double scale;
-        } units[] = {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
-        size_t u = 0;
-        while (u < sizeof units / sizeof units[0] && strcmp(end, units[u].unit) != 0) u++;
-        if (u == sizeof units / sizeof units[0]) return refuse(flag, text, "has an unknown unit");
-        b.kind = KVC_BUDGET_BYTES, b.value = v * units[u].scale;
-        if (b.value < 1 || b.value > 1.0e15) return refuse(flag, text, "is out of range");
-    }
-    *out = b;
-    return 0;
+    const char *why = kvc_budget_parse(text, out);
+    return why ? refuse(flag, text, why) : 0;
 }
 
 int kvc_budget_list(const char *flag, const char *text, kvc_budget *out, int cap)
@@ -70,7 +39,7 @@ int kvc_budget_list(const char *flag, const char *text, kvc_budget *out, int cap
             fprintf(stderr, "kvc: %s: at most %d budgets\n", flag, cap);
             return -1;
         }
-        if (kvc_budget_parse(flag, tok, &out[n])) return -1;
+        if (kvc_cli_budget_parse(flag, tok, &out[n])) return -1;
         n++;
     }
     if (n == 0) {
@@ -109,20 +78,15 @@ int kvc_budget_resolve(const char *cmd, const kvc_budget *b, uint64_t context, u
     if (context < 1) context = 1;
     if (n_streams < 1) n_streams = 1;
     const uint32_t max_tokens = context > KVC_MAX_BUDGET ? KVC_MAX_BUDGET : (uint32_t)context;
-    if (b->kind == KVC_BUDGET_TOKENS || b->kind == KVC_BUDGET_CONTEXT) {
-        double t = b->kind == KVC_BUDGET_TOKENS ? b->value : ceil(b->value / 100.0 * (double)context);
-        if (t < 1) t = 1;
-        if (t > KVC_MAX_BUDGET) t = KVC_MAX_BUDGET;
-        cfg->budget = (uint32_t)t;
+    uint32_t tokens = 0;
+    uint64_t bytes = 0;
+    (void)kvc_budget_per_stream(b, cfg->d, cfg->dv, context, n_streams, &tokens, &bytes); /* context, n_streams >= 1 */
+    if (tokens) {
+        cfg->budget = tokens;
         if (usable) cfg->budget = kvc_cli_clamp_budget(cmd, cfg->budget, usable, usable_what);
         if (mo) kvc_method_opts_protect(mo, cfg);
         return 0;
     }
-    /* bytes per stream: a share of the f16 exact cache of the context, or the whole cache's bytes split */
-    const double per_stream = b->kind == KVC_BUDGET_F16
-                                  ? b->value / 100.0 * (double)context * (double)(cfg->d + cfg->dv) * 2.0
-                                  : b->value / (double)n_streams;
-    const uint64_t bytes = (uint64_t)per_stream;
     kvc_method_opts none;
     memset(&none, 0, sizeof none);
     const uint32_t got = kvc_method_opts_fit_bytes(mo ? mo : &none, cfg, bytes, max_tokens);

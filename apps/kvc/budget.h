@@ -1,38 +1,20 @@
 #ifndef KVC_APP_BUDGET_H
 #define KVC_APP_BUDGET_H
-/* One budget vocabulary for every command (docs/cli.md, "Budgets"):
- *   512        tokens per (layer, kv head) stream
- *   25%        a share of the context the run appends (tokens)
- *   25%f16     a share of the bytes an f16 exact cache of that context takes
- *   96KiB, 1.5MiB, 2GiB, 4096B
- *              bytes of the whole cache the command builds (split evenly over
- *              its streams), everything in the arena counted
- * and kvpress's --compression-ratio r (the share of the context removed):
- * the same as --budget (1-r)*100%. The byte forms keep, per stream, the most
- * tokens whose arena fits (kvc_stream_budget_for_bytes, with --protect). */
+/* One budget vocabulary for every command (docs/cli.md, "Budgets"): the
+ * core's grammar (kvc_budget.h: tokens, P% of the context the run appends,
+ * P%f16 of an f16 exact cache's bytes, bytes of the whole cache the command
+ * builds), which Python parses with too, and kvpress's --compression-ratio r
+ * (the share of the context removed): the same as --budget (1-r)*100%. The
+ * byte forms keep, per stream, the most tokens whose arena fits
+ * (kvc_stream_budget_for_bytes, with --protect). */
 #include <stdint.h>
 
 #include "kvc/kvc.h"
 
 struct kvc_method_opts;
 
-typedef enum kvc_budget_kind {
-    KVC_BUDGET_TOKENS = 0, /**< value: tokens per stream, 1 .. KVC_MAX_BUDGET */
-    KVC_BUDGET_CONTEXT,    /**< value: percent of the context, (0, 100] */
-    KVC_BUDGET_F16,        /**< value: percent of an f16 exact cache's bytes, (0, 1000] */
-    KVC_BUDGET_BYTES       /**< value: bytes of the whole cache, >= 1 */
-} kvc_budget_kind;
-
-typedef struct kvc_budget {
-    kvc_budget_kind kind;
-    double value;
-} kvc_budget;
-
-/** The syntax, for help texts. */
-#define KVC_BUDGET_SYNTAX "N tokens | P% of the context | P%f16 of an f16 exact cache's bytes | N{B,KiB,MiB,GiB}"
-
 /** Parse one budget; prints "kvc: FLAG: ..." and returns 1 when @p text is not one. */
-int kvc_budget_parse(const char *flag, const char *text, kvc_budget *out);
+int kvc_cli_budget_parse(const char *flag, const char *text, kvc_budget *out);
 
 /** Parse a comma-separated list of at most @p cap budgets; returns the count, or -1 (message printed). */
 int kvc_budget_list(const char *flag, const char *text, kvc_budget *out, int cap);

@@ -100,7 +100,7 @@ int kvc_common_flags_finish(const char *cmd, kvc_common_flags *c)
         return 1;
     }
     if (c->budget_text) {
-        if (kvc_budget_parse("--budget", c->budget_text, &c->budget)) return 1;
+        if (kvc_cli_budget_parse("--budget", c->budget_text, &c->budget)) return 1;
         c->have_budget = 1;
     } else if (c->have_ratio) {
         c->budget = kvc_budget_from_compression_ratio(c->compression_ratio);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kvc/kvc_attend.h"
+#include "kvc/kvc_budget.h"
 #include "methods.h"
 
 /* Which methods this build holds. By default all of them. A small build

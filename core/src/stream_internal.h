@@ -41,11 +41,13 @@ struct kvc_stream {
 };
 /* Same bytes on 32- and 64-bit targets: a snapshot moves between a device and a host. */
 _Static_assert(sizeof(kvc_method) == 4 && sizeof(kvc_dtype) == 4, "enums stored in arenas are 4 bytes on every ABI");
+#if !defined(__FRAMAC__) /* Frama-C does not parse _Alignof; the compilers check it */
 _Static_assert(sizeof(kvc_method_params) == 4 * KVC_METHOD_PARAMS_WORDS && _Alignof(kvc_method_params) == 4,
                "the methods' parameters have the stable tier's opaque layout");
 _Static_assert(sizeof(kvc_method_counters) == 8 * KVC_METHOD_COUNTERS_WORDS &&
                    _Alignof(kvc_method_counters) == _Alignof(uint64_t),
                "the methods' counters have the stable tier's opaque layout");
+#endif
 _Static_assert(sizeof(kvc_stream_config) == 152, "kvc_stream_config must be the same on every ABI");
 _Static_assert(sizeof(kvc_stream_plan) == 176, "kvc_stream_plan must be the same on every ABI");
 _Static_assert(sizeof(struct kvc_stream) == KVC_SIZE_STREAM_HEADER, "the stream header must be the same on every ABI");

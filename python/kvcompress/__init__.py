@@ -12,8 +12,6 @@ budget spelling of the command line is accepted.
 """
 from __future__ import annotations
 
-import math
-import re
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -62,11 +60,6 @@ def dtypes() -> list[str]:
     return _core.dtypes()
 
 
-# ASCII digits only: str.isdigit() and \d also take other scripts' digits
-_BYTES = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB)$")
-_UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-
-
 def _param_list(params: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for name, value in params.items():
@@ -83,25 +76,11 @@ def _budget_tokens(budget: Union[int, str], *, method: str, dtype: str, head_dim
         return int(budget)
     if not isinstance(budget, str):
         raise TypeError(f"budget: want an int or a string, got {type(budget).__name__}")
-    text = budget.strip()
-    if re.fullmatch(r"[0-9]+", text):
-        return int(text)
-    m = _BYTES.match(text)
-    if m:
-        total = float(m.group(1)) * _UNIT[m.group(2)]
-        return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(total // n_streams), params))
-    m = re.match(r"^([0-9]+(?:\.[0-9]+)?)%(f16)?$", text)
-    if not m:
-        raise ValueError(f"budget {budget!r}: want N tokens, P% of the context, P%f16 of an f16 exact cache's "
-                         "bytes, or N{B,KiB,MiB,GiB}")
-    if context is None or context < 1:
-        raise ValueError(f"budget {budget!r} is a share of the context: give context=<tokens>")
-    share = float(m.group(1)) / 100.0
-    if m.group(2) is None:
-        return max(1, math.ceil(share * context))
-    # the f16 exact cache of the context: every token (no sink or window split)
-    f16_bytes = _core.stream_arena_bytes("exact", "f16", head_dim, context, ["sink", "0", "window", "0"])
-    return int(_core.stream_budget_for_bytes(method, dtype, head_dim, int(share * f16_bytes), params))
+    # the core's grammar, the command line's (kvc_budget.h): ValueError names what is wrong
+    tokens, nbytes = _core.budget_per_stream(budget, head_dim, context or 0, n_streams)
+    if tokens:
+        return int(tokens)
+    return int(_core.stream_budget_for_bytes(method, dtype, head_dim, nbytes, params))
 
 
 def _as_rows(x: Any, name: str) -> np.ndarray:

@@ -38,7 +38,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from . import _BYTES, _UNIT, _core
+from . import _core
 
 __all__ = ["METHODS", "PagedCache", "backend", "page_bytes"]
 
@@ -85,21 +85,13 @@ def _pages_for(budget: Union[int, str], *, dtype: str, head_dim: int, n_entries:
         if budget < 1:
             raise ValueError(f"budget {budget}: want at least one token")
         return -(-int(budget) // PAGE_ROWS)
-    text = str(budget).strip()
-    m = _BYTES.match(text)
-    if m:
-        per_entry = float(m.group(1)) * _UNIT[m.group(2)] / n_entries
-    elif text.endswith("%f16") or text.endswith("%"):
-        pct = float(text.rstrip("f16").rstrip("%")) if text.endswith("%f16") else float(text[:-1])
-        if context is None or context < 1:
-            raise ValueError(f"budget '{text}' needs the context length (context=...)")
-        if not 0 < pct <= 100:
-            raise ValueError(f"budget '{text}': want a percentage in (0, 100]")
-        if text.endswith("%"):  # of the context's tokens
-            return -(-math.ceil(context * pct / 100.0) // PAGE_ROWS)
-        per_entry = pct / 100.0 * context * 2 * 2 * head_dim  # f16 keys and values
-    else:
-        raise ValueError(f"budget '{text}': want N tokens, P%, P%f16 or N{{B,KiB,MiB,GiB}}")
+    if not isinstance(budget, str):
+        raise TypeError(f"budget: want an int or a string, got {type(budget).__name__}")
+    # the core's grammar (kvc_budget.h), as Cache and the command line read it
+    tokens, per_entry = _core.budget_per_stream(budget, head_dim, context or 0, n_entries)
+    if tokens:
+        return -(-int(tokens) // PAGE_ROWS)
+    text = budget
     pages = int(per_entry // pb)
     if pages < 1:
         raise ValueError(f"budget '{text}' is {per_entry:.0f} bytes per kv head: less than one page ({pb} bytes)")

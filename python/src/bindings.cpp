@@ -16,6 +16,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -617,6 +618,18 @@ NB_MODULE(_core, m)
 #else
     m.attr("cuda_backend") = nb::none();
 #endif
+    // the core's budget grammar (kvc_budget.h): (tokens, 0) for the token
+    // forms, (0, bytes of one stream's arena) for the byte forms
+    m.def("budget_per_stream", [](const std::string &text, uint32_t head_dim, uint64_t context, uint64_t n_streams) {
+        kvc_budget b;
+        const char *why = kvc_budget_parse(text.c_str(), &b);
+        uint32_t tokens = 0;
+        uint64_t bytes = 0;
+        if (why == nullptr) why = kvc_budget_per_stream(&b, head_dim, head_dim, context, n_streams, &tokens, &bytes);
+        if (why != nullptr)
+            throw nb::value_error(("budget '" + text + "' " + why + "; a budget is " KVC_BUDGET_SYNTAX).c_str());
+        return std::make_pair(tokens, bytes);
+    });
     m.def("stream_arena_bytes", [](const std::string &method, const std::string &dtype, uint32_t head_dim,
                                    uint32_t budget, const std::vector<std::string> &params) {
         const kvc_stream_config c = stream_config(method, dtype, head_dim, budget, 1, params);

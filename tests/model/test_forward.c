@@ -150,14 +150,20 @@ static int chunk_vs_steps(const kvc_l2c_model *m, const kvc_stream_config *sc, c
     return 0;
 }
 
-static int chunked_forward_equals_steps(void)
+/* stories260K from $KVC_MODEL_DIR (default KVC_DEFAULT_MODEL_DIR): the loader's status, err set on failure */
+static kvc_status load_stories260k(kvc_l2c_model *m, char *err, size_t cap)
 {
     const char *dir = getenv("KVC_MODEL_DIR");
-    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
-    char mp[4096], err[256];
-    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stories260K.bin", dir ? dir : KVC_DEFAULT_MODEL_DIR);
+    return kvc_l2c_model_load(path, m, err, cap);
+}
+
+static int chunked_forward_equals_steps(void)
+{
+    char err[256];
     kvc_l2c_model m;
-    if (kvc_l2c_model_load(mp, &m, err, sizeof err) != KVC_OK) {
+    if (load_stories260k(&m, err, sizeof err) != KVC_OK) {
         printf("SKIP: stories260K not found (%s); set KVC_MODEL_DIR\n", err);
         return KVC_TEST_SKIP;
     }
@@ -237,12 +243,9 @@ static int threads_match_one_thread(void)
     CHECK(kvc_l2c_set_threads(0) == -1 && kvc_l2c_set_threads(65) == -1);
 
     /* split-K attention in the decoder */
-    const char *dir = getenv("KVC_MODEL_DIR");
-    if (!dir) dir = KVC_DEFAULT_MODEL_DIR;
-    char mp[4096], err[256];
-    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    char err[256];
     kvc_l2c_model m;
-    if (kvc_l2c_model_load(mp, &m, err, sizeof err) != KVC_OK) {
+    if (load_stories260k(&m, err, sizeof err) != KVC_OK) {
         printf("decoder part not run: stories260K not found (%s); set KVC_MODEL_DIR\n", err);
         CHECK(kvc_l2c_set_threads(1) == 0);
         return 0;

@@ -345,12 +345,9 @@ static int plain_appends_then_prefill_equal_one_call(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {
-        {"survivors_and_literal", survivors_and_literal},
-        {"refusals_write_nothing", refusals_write_nothing},
-        {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors},
-        {"plain_appends_then_prefill_equal_one_call", plain_appends_then_prefill_equal_one_call}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {
+    {"survivors_and_literal", survivors_and_literal},
+    {"refusals_write_nothing", refusals_write_nothing},
+    {"stream_loads_the_offline_survivors", stream_loads_the_offline_survivors},
+    {"plain_appends_then_prefill_equal_one_call", plain_appends_then_prefill_equal_one_call}};
+KVC_TEST_MAIN(cases)

@@ -112,10 +112,7 @@ static int merges_apply(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"long_pretoken_lossless", long_pretoken_lossless},
-                                          {"every_byte_or_refused", every_byte_or_refused},
-                                          {"merges_apply", merges_apply}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"long_pretoken_lossless", long_pretoken_lossless},
+                                      {"every_byte_or_refused", every_byte_or_refused},
+                                      {"merges_apply", merges_apply}};
+KVC_TEST_MAIN(cases)

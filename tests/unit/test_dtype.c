@@ -390,10 +390,7 @@ static int kivi4_keys_per_channel(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"row_kernels_round_trip", row_kernels_round_trip},
-                                          {"every_method_every_dtype", every_method_every_dtype},
-                                          {"kivi4_keys_per_channel", kivi4_keys_per_channel}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"row_kernels_round_trip", row_kernels_round_trip},
+                                      {"every_method_every_dtype", every_method_every_dtype},
+                                      {"kivi4_keys_per_channel", kivi4_keys_per_channel}};
+KVC_TEST_MAIN(cases)

@@ -170,9 +170,6 @@ static int helpers_at_their_edges(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"matches_double_attention", matches_double_attention},
-                                          {"helpers_at_their_edges", helpers_at_their_edges}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"matches_double_attention", matches_double_attention},
+                                      {"helpers_at_their_edges", helpers_at_their_edges}};
+KVC_TEST_MAIN(cases)

@@ -256,12 +256,9 @@ static int observe_drives_eviction(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"registry_lists_toy", registry_lists_toy},
-                                          {"batch_of_one_is_attend", batch_of_one_is_attend},
-                                          {"batch_is_causal", batch_is_causal},
-                                          {"mass_is_attention", mass_is_attention},
-                                          {"observe_drives_eviction", observe_drives_eviction}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"registry_lists_toy", registry_lists_toy},
+                                      {"batch_of_one_is_attend", batch_of_one_is_attend},
+                                      {"batch_is_causal", batch_is_causal},
+                                      {"mass_is_attention", mass_is_attention},
+                                      {"observe_drives_eviction", observe_drives_eviction}};
+KVC_TEST_MAIN(cases)

@@ -45,9 +45,6 @@ static int kivi4_window_that_holds_nothing_is_refused(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {
-        {"kivi4_window_that_holds_nothing_is_refused", kivi4_window_that_holds_nothing_is_refused}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {
+    {"kivi4_window_that_holds_nothing_is_refused", kivi4_window_that_holds_nothing_is_refused}};
+KVC_TEST_MAIN(cases)

@@ -70,8 +70,5 @@ static int keeps_lowest_key_norms(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"keeps_lowest_key_norms", keeps_lowest_key_norms}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"keeps_lowest_key_norms", keeps_lowest_key_norms}};
+KVC_TEST_MAIN(cases)

@@ -39,8 +39,5 @@ static int registry_holds_the_chosen_methods(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"registry_holds_the_chosen_methods", registry_holds_the_chosen_methods}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"registry_holds_the_chosen_methods", registry_holds_the_chosen_methods}};
+KVC_TEST_MAIN(cases)

@@ -100,12 +100,9 @@ static int rng_wrapper_contracts(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {
-        {"exp_log_cos_close_to_libm", exp_log_cos_close_to_libm},
-        {"special_values", special_values},
-        {"rng_wrapper_contracts", rng_wrapper_contracts},
-    };
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {
+    {"exp_log_cos_close_to_libm", exp_log_cos_close_to_libm},
+    {"special_values", special_values},
+    {"rng_wrapper_contracts", rng_wrapper_contracts},
+};
+KVC_TEST_MAIN(cases)

@@ -213,10 +213,7 @@ static int prefill_scratch_overlapping_rows_is_refused(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {
-        {"prefill_equals_appends_everywhere", prefill_equals_appends_everywhere},
-        {"prefill_scratch_overlapping_rows_is_refused", prefill_scratch_overlapping_rows_is_refused}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {
+    {"prefill_equals_appends_everywhere", prefill_equals_appends_everywhere},
+    {"prefill_scratch_overlapping_rows_is_refused", prefill_scratch_overlapping_rows_is_refused}};
+KVC_TEST_MAIN(cases)

@@ -98,8 +98,5 @@ static int macros_equal_size_functions(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {{"macros_equal_size_functions", macros_equal_size_functions}};
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {{"macros_equal_size_functions", macros_equal_size_functions}};
+KVC_TEST_MAIN(cases)

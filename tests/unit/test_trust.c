@@ -430,17 +430,14 @@ static int sizes_do_not_wrap(void)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    static const kvc_test_case cases[] = {
-        {"header_bit_flips_refused", header_bit_flips_refused},
-        {"misaligned_snapshot_refused", misaligned_snapshot_refused},
-        {"validate_and_checksum", validate_and_checksum},
-        {"random_corruption_campaign", random_corruption_campaign},
-        {"arena_within_budget_bytes", arena_within_budget_bytes},
-        {"output_scales_with_values", output_scales_with_values},
-        {"exp_log_keep_errno", exp_log_keep_errno},
-        {"sizes_do_not_wrap", sizes_do_not_wrap},
-    };
-    return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-}
+static const kvc_test_case cases[] = {
+    {"header_bit_flips_refused", header_bit_flips_refused},
+    {"misaligned_snapshot_refused", misaligned_snapshot_refused},
+    {"validate_and_checksum", validate_and_checksum},
+    {"random_corruption_campaign", random_corruption_campaign},
+    {"arena_within_budget_bytes", arena_within_budget_bytes},
+    {"output_scales_with_values", output_scales_with_values},
+    {"exp_log_keep_errno", exp_log_keep_errno},
+    {"sizes_do_not_wrap", sizes_do_not_wrap},
+};
+KVC_TEST_MAIN(cases)

@@ -48,13 +48,15 @@
 /* ---- the advanced tier (#define KVC_ADVANCED before this header): the
  * batched, split-K and observed attends of one stream, its raw view, the
  * kernel-table entry points for backend authors, the attend kernel itself,
- * the integer (fixed-point) attend, the counter-based RNG and offline BalanceKV. These may change
+ * the integer (fixed-point) attend, the counter-based RNG, offline BalanceKV
+ * and the budget grammar. These may change
  * between minor versions; the stable tier does not. ---- */
 #if defined(KVC_ADVANCED)
 #include "kvc_rng.h"
 #include "kvc_attend.h"
 #include "kvc_fixed.h"
 #include "kvc_offline.h"
+#include "kvc_budget.h"
 #endif
 
 #endif

@@ -58,13 +58,6 @@ kvc_status kvc_attend_merge(const double *const *parts, size_t n_parts, size_t n
 */
 int kvc_all_finite(const float *x, size_t n);
 
-/** @brief The one number grammar of every numeric input of the library and
- *         its command line: the length of the longest prefix of @p s that is
- *         ASCII digits (@p integer != 0), or digits with an optional fraction
- *         and decimal exponent ("2", "0.5", ".5", "1e-3"); 0 when none, or
- *         for NULL. Hex, a sign, blanks, "inf" and "nan" are not numbers here. */
-size_t kvc_decimal_prefix(const char *s, int integer);
-
 #ifdef __cplusplus
 }
 #endif

@@ -320,7 +320,7 @@ enum {
 
 /** The bits of every storage type kvc_dtype_list.h marks implemented. */
 #define KVC_CAP_OF_IMPLEMENTED(NAME, value, name, bits, impl, ...) | ((impl) ? 1u << (value) : 0u)
-#define KVC_CAP_TYPES                                                  (0u KVC_DTYPE_LIST(KVC_CAP_OF_IMPLEMENTED))
+#define KVC_CAP_TYPES                                              (0u KVC_DTYPE_LIST(KVC_CAP_OF_IMPLEMENTED))
 
 /** A backend's kernels. Entries a backend lacks point at the reference ones. */
 typedef struct kvc_kernels {

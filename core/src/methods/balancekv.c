@@ -347,6 +347,14 @@ static void bkv_fill_stats(const void *st, kvc_stream_stats *s)
     s->counters.buckets = live;
 }
 
+/* the counters bkv_fill_stats writes, in words (balancekv-prefill prints its own with it) */
+void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
+{
+    const kvc_method_counters *c = &s->counters;
+    kvc_text_add(out, "balancekv: buckets=%u halvings=%llu clip_events=%llu dropped=%llu", (unsigned)c->buckets,
+                 (unsigned long long)c->halvings, (unsigned long long)c->clip_events, (unsigned long long)c->dropped);
+}
+
 /* ---- introspection (kvc_balancekv.h) ---- */
 static const bkv_state *bkv_of(const kvc_stream *st)
 {
@@ -546,21 +554,16 @@ void kvc_balancekv_describe(const kvc_stream_config *c, const kvc_stream_plan *p
                  (double)p->bkv.gamma, (double)p->bkv.rho, p->bkv.estimator == KVC_ESTIMATOR_PAPER ? "paper" : "self");
     if (p->method == KVC_METHOD_BALANCEKV) kvc_text_add(out, " kappa=%g", (double)p->bkv.kappa);
 }
-void kvc_balancekv_describe_stats(const kvc_stream_stats *s, kvc_text *out)
-{
-    kvc_text_add(out, "balancekv: buckets=%u halvings=%llu clip_events=%llu dropped=%llu",
-                 (unsigned)s->counters.buckets, (unsigned long long)s->counters.halvings,
-                 (unsigned long long)s->counters.clip_events, (unsigned long long)s->counters.dropped);
-}
 
+/* what it is and keeps; its parameters; what it reports */
 const kvc_method_ops kvc_method_ops_balancekv = {
     .id = KVC_METHOD_BALANCEKV,
-    KVC_METHOD_STATE_OPS(bkv),
-    .fields = kvc_balancekv_fields,
-    .fill_stats = bkv_fill_stats,
-    .params = kvc_balancekv_param_table,
-    .n_params = KVC_BALANCEKV_N_PARAMS,
     .choices_read_values = 1,
+    KVC_METHOD_STATE_OPS(bkv),
+    .n_params = KVC_BALANCEKV_N_PARAMS,
+    .params = kvc_balancekv_param_table,
+    .fields = kvc_balancekv_fields,
     .describe = kvc_balancekv_describe,
+    .fill_stats = bkv_fill_stats,
     .describe_stats = kvc_balancekv_describe_stats,
 };

@@ -612,8 +612,9 @@ static void subgen_describe(const kvc_stream_config *c, const kvc_stream_plan *p
 }
 static void subgen_describe_stats(const kvc_stream_stats *s, kvc_text *out)
 {
-    kvc_text_add(out, "subgen: clusters=%u doublings=%u merges=%u delta=%.4g", (unsigned)s->counters.clusters,
-                 (unsigned)s->counters.doublings, (unsigned)s->counters.merges, s->counters.delta);
+    const kvc_method_counters *c = &s->counters;
+    kvc_text_add(out, "subgen: clusters=%u doublings=%u merges=%u delta=%.4g", (unsigned)c->clusters,
+                 (unsigned)c->doublings, (unsigned)c->merges, c->delta);
 }
 
 const kvc_method_ops kvc_method_ops_subgen = {
