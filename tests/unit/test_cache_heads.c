@@ -58,7 +58,9 @@ static int ragged_streams_answer_as_their_own(void)
     CHECK(kvc_cache_heads_problem(&c, t, NULL, NULL) == NULL);
     const size_t bytes = kvc_cache_arena_bytes_heads(&c, t);
     /* header + offset table + head table, then each stream at its own size */
-    size_t want = KVC_ALIGN_UP(KVC_ALIGN_UP(192 + L * H * 8) + L * H * sizeof(kvc_cache_head)), uniform_max = 0;
+    size_t want = KVC_ALIGN_UP(KVC_ALIGN_UP(KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER) + L * H * 8) +
+                               L * H * sizeof(kvc_cache_head)),
+           uniform_max = 0;
     kvc_stream *solo[L * H];
     for (uint32_t i = 0; i < L * H; i++) {
         const kvc_stream_config s = standalone(&c, &t[i], i / H, i % H);
@@ -165,9 +167,10 @@ static int snapshot_carries_the_table(void)
             CHECK(kvc_cache_append(cache, NULL, l, k + j * H * HD, v + j * H * HD) == KVC_OK);
     memcpy(b, a, bytes);
     CHECK(kvc_cache_validate(b, bytes) == KVC_OK);
-    CHECK(kvc_cache_validate(b, 192 + 8) == KVC_E_ARENA); /* the tables are not all there */
+    CHECK(kvc_cache_validate(b, KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER) + 8) ==
+          KVC_E_ARENA); /* the tables are not all there */
     /* every byte of the head table, changed, is refused */
-    const size_t heads_at = KVC_ALIGN_UP(192 + L * H * 8);
+    const size_t heads_at = KVC_ALIGN_UP(KVC_SIZE_ALIGN(KVC_SIZE_CACHE_HEADER) + L * H * 8);
     size_t refused = 0;
     for (size_t i = heads_at; i < heads_at + sizeof t; i++) {
         memcpy(b, a, bytes);
