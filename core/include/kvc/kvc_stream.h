@@ -125,10 +125,13 @@ typedef struct kvc_express_params {
 /** Every method's parameters; only the configured method's are read. */
 typedef struct kvc_method_params {
     kvc_subgen_params subgen;
-    kvc_balancekv_params balancekv;                   /**< also balancekv-prefill: t = block size b (0 -> 256),
-                                         levels = rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
-    kvc_express_params express;                       /**< Thinformer Express and express-prefill */
-    uint32_t reserved_[KVC_METHOD_PARAMS_WORDS - 22]; /**< 0: room for parameters to come */
+    /** BalanceKV, and balancekv-prefill: t = block size b (0 -> 256), levels =
+     *  rounds T (0 -> fewest that fit), kappa (0 -> 0.025) */
+    kvc_balancekv_params balancekv;
+    /** Thinformer Express and express-prefill */
+    kvc_express_params express;
+    /** 0: room for parameters to come (kvc_stream_config_problem refuses others) */
+    uint32_t reserved_[KVC_METHOD_PARAMS_WORDS - 22];
 } kvc_method_params;
 #else
 /** The methods' parameters, opaque here: set and read them by name
