@@ -54,7 +54,7 @@ static int spellings_read_and_refused(void)
                                       "%",
                                       "KiB",
                                       "\xd9\xa1\xd9\xa2",
-                                      "12\xd9\xa3" "B",
+                                      "12\xd9\xa3\x42", /* "12" and an Arabic-Indic 3, then B */
                                       "1000000GiB",
                                       "0.5B",
                                       "5e"};
@@ -95,5 +95,5 @@ static int per_stream_split(void)
 }
 
 static const kvc_test_case cases[] = {{"spellings_read_and_refused", spellings_read_and_refused},
-                                          {"per_stream_split", per_stream_split}};
+                                      {"per_stream_split", per_stream_split}};
 KVC_TEST_MAIN(cases)
