@@ -48,20 +48,23 @@ const char *kvc_budget_per_stream(const kvc_budget *b, uint32_t d, uint32_t dv, 
     if (n_streams == 0) return "is split over no stream";
     if ((b->kind == KVC_BUDGET_CONTEXT || b->kind == KVC_BUDGET_F16) && context == 0)
         return "is a share of the context: the context length is needed";
-    double t = 0, by = 0;
     switch (b->kind) {
-    case KVC_BUDGET_TOKENS: t = b->value; break;
-    case KVC_BUDGET_CONTEXT: t = ceil(b->value / 100.0 * (double)context); break;
-    case KVC_BUDGET_F16: by = b->value / 100.0 * (double)context * ((double)d + dv) * 2.0; break;
-    case KVC_BUDGET_BYTES: by = b->value / (double)n_streams; break;
-    default: return "is of an unknown kind";
-    }
-    if (b->kind == KVC_BUDGET_TOKENS || b->kind == KVC_BUDGET_CONTEXT) {
+    case KVC_BUDGET_TOKENS:
+    case KVC_BUDGET_CONTEXT: {
+        const double t = b->kind == KVC_BUDGET_TOKENS ? b->value : ceil(b->value / 100.0 * (double)context);
         *tokens = t < 1 ? 1u : t > KVC_MAX_BUDGET ? KVC_MAX_BUDGET : (uint32_t)t;
         *bytes = 0;
-    } else {
+        return NULL;
+    }
+    case KVC_BUDGET_F16:
+    case KVC_BUDGET_BYTES: {
+        /* F16: the f16 exact cache's rows of the context, context x (d + dv) x 2 bytes */
+        const double by = b->kind == KVC_BUDGET_F16 ? b->value / 100.0 * (double)context * ((double)d + dv) * 2.0
+                                                    : b->value / (double)n_streams;
         *tokens = 0;
         *bytes = by >= 1.8e19 ? UINT64_MAX : (uint64_t)by;
+        return NULL;
     }
-    return NULL;
+    default: return "is of an unknown kind";
+    }
 }

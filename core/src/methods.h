@@ -133,6 +133,8 @@ KVC_METHOD_LIST(KVC_DECLARE_OPS)
 
 /* Set a U32 / F32 parameter from text by its descriptor (range-checked; 0 = derive). */
 kvc_status kvc_param_set_number(kvc_stream_config *c, const kvc_method_param *p, const char *text);
+/* Copy `text` (length len) into buf; KVC_E_ARG (buf "") when it does not fit (cap >= 1). */
+kvc_status kvc_param_put_text(char *buf, size_t cap, const char *text, size_t len);
 /* A U32 or F32 field as the text kvc_param_set_number reads back to it (buf: cap >= 1). */
 kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_param *p, char *buf, size_t cap);
 

@@ -234,8 +234,8 @@ kvc_status kvc_stream_config_set(kvc_stream_config *cfg, const char *name, const
     return KVC_E_ARG;
 }
 
-/* Copy `text` (length len) into buf; KVC_E_ARG (buf "") when it does not fit. */
-static kvc_status put_text(char *buf, size_t cap, const char *text, size_t len)
+/* methods.h: the text a getter writes, or "" and KVC_E_ARG when it does not fit */
+kvc_status kvc_param_put_text(char *buf, size_t cap, const char *text, size_t len)
 {
     if (len >= cap) {
         buf[0] = '\0';
@@ -246,15 +246,6 @@ static kvc_status put_text(char *buf, size_t cap, const char *text, size_t len)
     return KVC_OK;
 }
 
-/* The i-th word of a "|"-separated list into buf. */
-static kvc_status put_choice(char *buf, size_t cap, const char *list, uint32_t i)
-{
-    const char *p = list;
-    for (; i > 0; i--) p = strchr(p, '|') + 1; /* the caller counted the words */
-    const char *bar = strchr(p, '|');
-    return put_text(buf, cap, p, bar ? (size_t)(bar - p) : strlen(p));
-}
-
 /* A decimal integer into buf. */
 static kvc_status put_u32(char *buf, size_t cap, uint32_t u)
 {
@@ -262,7 +253,7 @@ static kvc_status put_u32(char *buf, size_t cap, uint32_t u)
     size_t n = 0;
     do text[sizeof text - 1 - n++] = (char)('0' + u % 10u);
     while ((u /= 10u) != 0u);
-    return put_text(buf, cap, text + sizeof text - n, n);
+    return kvc_param_put_text(buf, cap, text + sizeof text - n, n);
 }
 
 kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_param *p, char *buf, size_t cap)
@@ -276,7 +267,7 @@ kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_par
     char text[32];
     float f;
     memcpy(&f, field, sizeof f);
-    if (f == 0.0f) return put_text(buf, cap, "0", 1);
+    if (f == 0.0f) return kvc_param_put_text(buf, cap, "0", 1);
 #if defined(KVC_NO_DESCRIBE)
     buf[0] = '\0';
     return KVC_E_UNSUPPORTED;
@@ -286,7 +277,7 @@ kvc_status kvc_param_get_number(const kvc_stream_config *c, const kvc_method_par
     for (int digits = 6; digits <= 9; digits++) {
         const int n = snprintf(text, sizeof text, "%.*g", digits, (double)f);
         if (n > 0 && (size_t)n < sizeof text && (strtof(text, NULL) == f || digits == 9))
-            return put_text(buf, cap, text, (size_t)n);
+            return kvc_param_put_text(buf, cap, text, (size_t)n);
     }
     buf[0] = '\0';
     return KVC_E_ARG;
@@ -307,11 +298,15 @@ kvc_status kvc_stream_config_get(const kvc_stream_config *cfg, const char *name,
         if (p->desc.type == KVC_PARAM_CHOICE) {
             uint32_t v;
             memcpy(&v, (const unsigned char *)cfg + p->offset, sizeof v);
-            if (v == 0u) return put_text(buf, cap, "0", 1);
-            uint32_t words = 1;
-            for (const char *w = p->desc.choices; (w = strchr(w, '|')) != NULL; w++) words++;
-            for (uint32_t k = 0; k < words; k++)
-                if (p->choice_values[k] == v) return put_choice(buf, cap, p->desc.choices, k);
+            if (v == 0u) return kvc_param_put_text(buf, cap, "0", 1);
+            /* the word whose value it is: one walk of the "|"-separated words, one value each */
+            const char *w = p->desc.choices;
+            for (size_t k = 0; w != NULL; k++) {
+                const char *bar = strchr(w, '|');
+                if (p->choice_values[k] == v)
+                    return kvc_param_put_text(buf, cap, w, bar ? (size_t)(bar - w) : strlen(w));
+                w = bar ? bar + 1 : NULL;
+            }
             return put_u32(buf, cap, v); /* a value set by field that no word names: as a number */
         }
         return kvc_param_get_number(cfg, p, buf, cap);

@@ -91,10 +91,9 @@ def _pages_for(budget: Union[int, str], *, dtype: str, head_dim: int, n_entries:
     tokens, per_entry = _core.budget_per_stream(budget, head_dim, context or 0, n_entries)
     if tokens:
         return -(-int(tokens) // PAGE_ROWS)
-    text = budget
     pages = int(per_entry // pb)
     if pages < 1:
-        raise ValueError(f"budget '{text}' is {per_entry:.0f} bytes per kv head: less than one page ({pb} bytes)")
+        raise ValueError(f"budget '{budget}' is {per_entry:.0f} bytes per kv head: less than one page ({pb} bytes)")
     return pages
 
 

@@ -614,9 +614,7 @@ static kvc_status set_L(kvc_stream_config *c, const char *text)
 static kvc_status get_L(const kvc_stream_config *c, char *buf, size_t cap)
 {
     if (c->params.express.l_mode != KVC_EXPRESS_L_THEORY) return kvc_param_get_number(c, &L_number, buf, cap);
-    if (cap < sizeof "theory") return buf[0] = '\0', KVC_E_ARG;
-    memcpy(buf, "theory", sizeof "theory");
-    return KVC_OK;
+    return kvc_param_put_text(buf, cap, "theory", strlen("theory"));
 }
 
 static const uint32_t center_values[] = {1, 2};
