@@ -550,6 +550,7 @@ static const struct {
     {"decode", "decode tokens per second after a long context, ratio to exact", kvc_bench_decode},
     {"kernels", "attention GB/s per kernel table and storage type, ratio to the read bandwidth", kvc_bench_kernels},
     {"cost", "per-token update and per-query cost of each method, ratio to exact attention", kvc_bench_cost},
+    {"mirror", "host microseconds per stream and decode step with the pages on a device", kvc_bench_mirror},
 };
 
 int kvc_cmd_bench(int argc, char **argv)

@@ -15,6 +15,8 @@
 int kvc_bench_kernels(int argc, char **argv);
 /** kvc bench cost: update and query cost per method against exact attention (bench_cost.c). */
 int kvc_bench_cost(int argc, char **argv);
+/** kvc bench mirror: host work per stream and step with the pages on a device (bench_mirror.c). */
+int kvc_bench_mirror(int argc, char **argv);
 
 #define KVC_BENCH_MAX_CFG  64
 #define KVC_BENCH_MAX_LIST 16

@@ -81,7 +81,7 @@ void kvc_stream_view_fill(const kvc_stream *st, kvc_view *view)
     /* the open block: its tokens in f16, the newest of the in-order regions
        (an empty f16 segment, no rows, for a plan without key blocks) */
     if (blocks) {
-        kvc_rows ok = {NULL, 0, p->d, KVC_DTYPE_F16, NULL}, ov = {NULL, 0, p->dv, KVC_DTYPE_F16, NULL};
+        kvc_rows ok = {NULL, 0, p->d, KVC_DTYPE_F16, NULL, NULL}, ov = {NULL, 0, p->dv, KVC_DTYPE_F16, NULL, NULL};
         ok.base = (unsigned char *)KVC_AT_C(
             st, st->lay.off_method + st->lay.method_bytes - kvc_stream_open_block_bytes(p), unsigned char);
         ok.stride = (size_t)kvc_row_bytes(KVC_DTYPE_F16, p->d);

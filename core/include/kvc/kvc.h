@@ -49,7 +49,7 @@
  * batched, split-K and observed attends of one stream, its raw view, the
  * kernel-table entry points for backend authors, the attend kernel itself,
  * the integer (fixed-point) attend, the counter-based RNG, offline BalanceKV
- * and the budget grammar. These may change
+ * the budget grammar and the mirror of a stream in another memory. These may change
  * between minor versions; the stable tier does not. ---- */
 #if defined(KVC_ADVANCED)
 #include "kvc_rng.h"
@@ -57,6 +57,7 @@
 #include "kvc_fixed.h"
 #include "kvc_offline.h"
 #include "kvc_budget.h"
+#include "kvc_mirror.h"
 #endif
 
 #endif

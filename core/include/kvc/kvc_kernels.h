@@ -303,7 +303,32 @@ typedef struct kvc_row_kernels {
 } kvc_row_kernels;
 
 /** Version of ::kvc_kernels; bumped whenever an entry is added or changed. */
-#define KVC_KERNELS_VERSION 3u
+#define KVC_KERNELS_VERSION 4u
+
+/** One run of rows the core wrote: @p rows rows of @p stride bytes from byte
+ *  @p offset of the journal's base (a quantised row is written whole, so a run
+ *  is whole rows). */
+typedef struct kvc_row_write {
+    uint64_t offset; /**< from kvc_row_journal::base */
+    uint32_t stride; /**< bytes per row, 4 .. 1032 */
+    uint32_t rows;   /**< rows in the run, >= 1 */
+} kvc_row_write;
+
+/** Where the core records the rows it writes, for a mirror of its arena (a
+ *  device's pages: kvc_mirror.h). Caller memory, filled by every row write of
+ *  the calls made with a table whose ::kvc_kernels::journal points here:
+ *  appends, prefills, observes, marks, the methods' merges and halvings.
+ *  Adjacent writes of one stride coalesce into one run. A write that does not
+ *  fit is counted in @p dropped (a mirror then re-sends every row it holds:
+ *  correct, only slower). Not thread-safe: one journal per calling thread. */
+typedef struct kvc_row_journal {
+    const unsigned char *base; /**< offsets are from here (a stream's or a cache's arena) */
+    uint64_t bytes;            /**< writes outside [base, base + bytes) are not recorded */
+    kvc_row_write *writes;     /**< capacity runs of caller memory */
+    uint32_t capacity;         /**< 0 .. 2^32 - 1 */
+    uint32_t count;            /**< runs recorded since the caller last set it to 0 */
+    uint64_t dropped;          /**< rows that did not fit (0 after a complete record) */
+} kvc_row_journal;
 
 /** Capability bits of a table: the storage types it has row kernels for, and what its attend does. */
 enum {
@@ -335,6 +360,10 @@ typedef struct kvc_kernels {
     double (*dot_f32)(const float *a, const float *b, size_t n);
     /** ||a - b||^2 over n floats, accumulated in double. */
     double (*sqdist_f32)(const float *a, const float *b, size_t n);
+    /** NULL in every shipped table. A mirror copies a table, points this at
+     *  its ::kvc_row_journal and passes the copy to the calls whose row writes
+     *  it must see (kvc_mirror.h). Nothing else reads it. */
+    kvc_row_journal *journal;
 } kvc_kernels;
 
 /** The single-precision table ("single"): the reference row kernels, and an

@@ -44,7 +44,11 @@ static void write_slot(kvc_mr_env *env, size_t dst, const token_in *in)
         if (env->values.base) kvc_row_store(&env->values, dst, in->v);
     } else {
         memcpy(kvc_row(&env->keys, dst), in->k_row, env->keys.stride);
-        if (env->values.base) memcpy(kvc_row(&env->values, dst), in->v_row, env->values.stride);
+        kvc_rows_record(&env->keys, dst, 1);
+        if (env->values.base) {
+            memcpy(kvc_row(&env->values, dst), in->v_row, env->values.stride);
+            kvc_rows_record(&env->values, dst, 1);
+        }
     }
     env->tokens[dst] = in->token;
 }

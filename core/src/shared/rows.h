@@ -7,6 +7,7 @@
 #ifndef KVC_ROWS_H
 #define KVC_ROWS_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "acsl_lemmas.h"
@@ -19,6 +20,7 @@ typedef struct kvc_rows {
     size_t dim;
     unsigned dtype;
     const kvc_row_kernels *rk; /* NULL where only the layout is needed (views, checks) */
+    kvc_row_journal *journal;  /* NULL, or where the writes below are recorded (kvc_kernels::journal) */
 } kvc_rows;
 
 /*@ // n rows of r, readable and writable (what an accessor of the proofs' trusted base gives)
@@ -52,10 +54,46 @@ static inline kvc_rows kvc_rows_at(const void *owner, uint64_t off, size_t dim, 
     r.dim = dim;
     r.dtype = dtype;
     r.rk = kern ? &kern->rows[dtype] : NULL;
+    r.journal = kern ? kern->journal : NULL;
     return r;
 }
 
 static inline void *kvc_row(const kvc_rows *r, size_t i) { return r->base + i * r->stride; }
+
+/* Rows [i, i + n) of r were written: a run in r's journal, if it has one.
+ * trusted-by: outside WP (compiled out under Frama-C, so the write helpers'
+ * proved contracts describe the arena only); tests/unit/test_mirror.c replays
+ * every method's journal under every storage type into a mirror and checks it
+ * byte for byte against the view, and a journal with one run dropped must fail
+ * it. */
+static inline void kvc_rows_record(const kvc_rows *r, size_t i, size_t n)
+{
+#if !defined(__FRAMAC__)
+    kvc_row_journal *j = r->journal;
+    if (j == NULL || n == 0) return;
+    const uintptr_t at = (uintptr_t)(r->base + i * r->stride), base = (uintptr_t)j->base;
+    if (at < base || at - base >= j->bytes) return; /* not in the mirrored arena (a call's scratch) */
+    const uint64_t off = (uint64_t)(at - base);
+    if (j->count > 0) { /* extend the last run when this one continues it */
+        kvc_row_write *last = &j->writes[j->count - 1];
+        if (last->stride == r->stride && last->offset + (uint64_t)last->rows * last->stride == off &&
+            last->rows <= UINT32_MAX - n) {
+            last->rows += (uint32_t)n;
+            return;
+        }
+    }
+    if (j->count >= j->capacity) {
+        j->dropped += n;
+        return;
+    }
+    j->writes[j->count].offset = off;
+    j->writes[j->count].stride = (uint32_t)r->stride;
+    j->writes[j->count].rows = (uint32_t)n;
+    j->count++;
+#else
+    (void)r, (void)i, (void)n;
+#endif
+}
 
 /* Quantise x into row i.
  * trusted-by: tests/kernels/test_backends.c runs every table's row kernels
@@ -71,6 +109,7 @@ static inline void *kvc_row(const kvc_rows *r, size_t i) { return r->base + i * 
 static inline void kvc_row_store(const kvc_rows *r, size_t i, const float *x)
 {
     r->rk->store(kvc_row(r, i), x, r->dim);
+    kvc_rows_record(r, i, 1);
 }
 
 /* Row i of r into the floats x (dequantised).
@@ -129,13 +168,16 @@ static inline void kvc_row_copy(const kvc_rows *to, size_t j, const kvc_rows *fr
         loop variant n - b;
     */
     for (size_t b = 0; b < n; b++) to->base[at + b] = from->base[from_at + b];
+    kvc_rows_record(to, j, 1);
 }
 
 /* Rows [i, i + n) of `from` into rows [j, j + n) of `to`. */
 static inline void kvc_rows_copy(const kvc_rows *to, size_t j, const kvc_rows *from, size_t i, size_t n)
 {
-    if (n > 0 && to->base + j * to->stride != from->base + i * from->stride)
+    if (n > 0 && to->base + j * to->stride != from->base + i * from->stride) {
         memmove(kvc_row(to, j), kvc_row(from, i), n * to->stride);
+        kvc_rows_record(to, j, n);
+    }
 }
 
 /* A segment's key and value rows as bytes, whatever its storage type (f32
