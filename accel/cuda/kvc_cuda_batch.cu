@@ -156,6 +156,14 @@ template <int DT, uint32_t D> struct launch_append {
     }
 };
 
+template <int DT, uint32_t D> struct launch_put_rows {
+    static void run(const put_rows_args &a, cudaStream_t st)
+    {
+        void (*const put)(put_rows_args) = batch_put_rows_kernel<DT, D>;
+        KVC_LAUNCH(put, (a.n + kBatchThreads - 1u) / kBatchThreads, kBatchThreads, 0, st, a);
+    }
+};
+
 template <int DT, uint32_t D> struct page_layout {
     static void run(uint32_t &bytes, uint32_t &lw, uint32_t &role)
     {
@@ -201,6 +209,10 @@ bool plan_shape_ok(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
            max_pages <= (size_t)(1u << 31) / kPageRows && n_seqs * c->n_kv_heads <= (1u << 24);
 }
 
+kvc_status attend_impl(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
+                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *scores,
+                       float *mass, void *stream);
+
 } // namespace
 
 extern "C" {
@@ -245,6 +257,83 @@ kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int3
     KVC_LAUNCH(batch_set_rows_kernel, (unsigned)((n + kBatchThreads - 1u) / kBatchThreads), kBatchThreads, 0,
                as_stream(stream), a);
     return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
+}
+
+kvc_status kvc_cuda_batch_put_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const uint8_t *halves,
+                                   const void *rows, void *stream)
+{
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (c->dtype == KVC_CUDA_DTYPE_I4_ROW) return KVC_E_UNSUPPORTED;
+    if (n > ((size_t)1 << 31)) return KVC_E_ARG;
+    if (n == 0) return KVC_OK;
+    if (slots == nullptr || halves == nullptr || rows == nullptr) return KVC_E_ARG;
+    put_rows_args a;
+    a.pool = static_cast<unsigned char *>(c->pool), a.n_pages = c->n_pages, a.n = (uint32_t)n;
+    a.row_bytes = (uint32_t)kvc_row_bytes(c->dtype, c->head_dim);
+    a.slots = slots, a.halves = halves, a.rows = static_cast<const unsigned char *>(rows);
+    dispatch<launch_put_rows>(c->dtype, c->head_dim, a, as_stream(stream));
+    return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
+}
+
+kvc_status kvc_cuda_stage_edits(kvc_cuda_staging *s, const kvc_cuda_paged *c, const kvc_stream *st,
+                                const kvc_mirror_edit *edits, size_t n_edits, const int32_t *pages, size_t n_pages)
+{
+    if (s == nullptr || c == nullptr || st == nullptr || (n_edits > 0 && (edits == nullptr || pages == nullptr)))
+        return KVC_E_ARG;
+    const kvc_status rc = check_cache(c);
+    if (rc != KVC_OK) return rc;
+    if (c->dtype == KVC_CUDA_DTYPE_I4_ROW) return KVC_E_UNSUPPORTED;
+    const kvc_stream_config *cfg = kvc_stream_get_config(st);
+    if (cfg == nullptr || cfg->dtype != c->dtype || cfg->d != c->head_dim || cfg->dv != c->head_dim)
+        return KVC_E_UNSUPPORTED;
+    // count first: a call that does not fit stages nothing
+    size_t rows = 0, weights = 0;
+    for (size_t i = 0; i < n_edits; i++) {
+        const kvc_mirror_edit &e = edits[i];
+        if ((size_t)e.slot / kPageRows >= n_pages) return KVC_E_ARG;
+        rows += ((e.what & KVC_MIRROR_KEY) != 0) +
+                ((e.what & KVC_MIRROR_VALUE) != 0 && e.value_offset != KVC_MIRROR_NO_VALUE);
+        weights += (e.what & KVC_MIRROR_WEIGHT) != 0;
+    }
+    if (rows > (size_t)(s->row_capacity - s->n_rows) || weights > (size_t)(s->weight_capacity - s->n_weights))
+        return KVC_E_ARG;
+    const size_t rb = (size_t)kvc_row_bytes(c->dtype, c->head_dim);
+    const unsigned char *base = reinterpret_cast<const unsigned char *>(st);
+    const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[c->dtype];
+#if KVC_BUG_MATRIX
+    bool dropped = false; // 17: the first in-place rewrite of the call is lost
+#endif
+    for (size_t i = 0; i < n_edits; i++) {
+        const kvc_mirror_edit &e = edits[i];
+#if KVC_BUG_MATRIX
+        if (kvc_injected_bug == 17 && !dropped && (e.what & KVC_MIRROR_KEY) && !(e.what & KVC_MIRROR_WEIGHT)) {
+            dropped = true;
+            continue;
+        }
+#endif
+        const int32_t slot = pages[e.slot / kPageRows] * (int32_t)kPageRows + (int32_t)(e.slot % kPageRows);
+        for (int half = 0; half < 2; half++) {
+            const uint32_t bit = half ? KVC_MIRROR_VALUE : KVC_MIRROR_KEY;
+            const uint64_t off = half ? e.value_offset : e.key_offset;
+            if (!(e.what & bit) || off == KVC_MIRROR_NO_VALUE) continue;
+            unsigned char *to = s->rows + (size_t)s->n_rows * rb;
+            if (e.what & KVC_MIRROR_F32)
+                rk->store(to, reinterpret_cast<const float *>(base + off), c->head_dim);
+            else
+                std::memcpy(to, base + off, rb);
+            s->row_slots[s->n_rows] = slot;
+            s->halves[s->n_rows] = (uint8_t)half;
+            s->n_rows++;
+        }
+        if (e.what & KVC_MIRROR_WEIGHT) {
+            s->weight_slots[s->n_weights] = slot;
+            s->weights[s->n_weights] = e.weight;
+            s->roles[s->n_weights] = (uint8_t)e.role;
+            s->n_weights++;
+        }
+    }
+    return KVC_OK;
 }
 
 size_t kvc_cuda_batch_workspace_bytes(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
@@ -321,6 +410,26 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
                                  const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace,
                                  void *stream)
 {
+    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, nullptr, nullptr, stream);
+}
+
+kvc_status kvc_cuda_batch_attend_mass(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan,
+                                      const int32_t *page_indptr, const int32_t *page_ids, kvc_cuda_tensor q,
+                                      kvc_cuda_tensor out, void *workspace, float *scores, float *mass, void *stream)
+{
+    if (scores == nullptr || mass == nullptr) return KVC_E_ARG;
+    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, scores, mass, stream);
+}
+
+} // extern "C"
+
+namespace
+{
+
+kvc_status attend_impl(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
+                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *scores,
+                       float *mass, void *stream)
+{
     const kvc_status rc = check_cache(c);
     if (rc != KVC_OK) return rc;
     if (plan == nullptr || page_indptr == nullptr || page_ids == nullptr || workspace == nullptr ||
@@ -341,8 +450,10 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
     a.out_elem = (uint32_t)out.elem;
     a.ws = static_cast<unsigned char *>(workspace);
     a.capacity = plan->capacity, a.n_entries = plan->n_entries, a.unweighted = c->unweighted;
+    a.scores = scores, a.mass = mass;
     dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, plan->merge_grid, current_device(), as_stream(stream));
+    if (scores != nullptr) KVC_LAUNCH(batch_mass_kernel, plan->grid, kBatchThreads, 0, as_stream(stream), a);
     return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
 }
 
-} // extern "C"
+} // namespace

@@ -206,7 +206,7 @@ static void put_edit(step_ctx *c, uint32_t s, const view_row *r, uint32_t what)
     e->what |= what;
     e->key_offset = r->koff;
     e->value_offset = r->voff;
-    e->log_weight = logf(r->weight);
+    e->weight = r->weight;
     e->role = r->role;
 }
 
@@ -384,7 +384,7 @@ static void slot_free(step_ctx *c, uint32_t s)
     e->what = KVC_MIRROR_WEIGHT;
     e->key_offset = 0;
     e->value_offset = KVC_MIRROR_NO_VALUE;
-    e->log_weight = -INFINITY;
+    e->weight = 0.0f;
     e->role = 0;
 }
 
@@ -503,5 +503,33 @@ kvc_status kvc_mirror_step(kvc_mirror *m, const kvc_stream *st, const kvc_row_jo
     m->prev_pending = (uint32_t)has_pending;
     *n_edits = c.n_edits;
     *n_rows = m->n_rows;
+    return KVC_OK;
+}
+
+kvc_status kvc_mirror_view_mass(const kvc_mirror *m, const kvc_stream *st, const float *slot_mass, double *mass,
+                                size_t n)
+{
+    const kvc_status chk = kvc_stream_check(st);
+    if (chk != KVC_OK) return chk;
+    if (m == NULL || m->magic != KVC_MIRROR_MAGIC || slot_mass == NULL || mass == NULL) return KVC_E_ARG;
+    if (st->digest != m->digest || st->plan.arena_bytes != m->arena_bytes) return KVC_E_STATE;
+    kvc_view v;
+    kvc_stream_view_fill(st, &v);
+    if (!view_in_arena(m, (const unsigned char *)st, &v) || n != kvc_view_entries_from(&v, 0)) return KVC_E_ARG;
+    const uint32_t *slot_of = (const uint32_t *)(const void *)((const unsigned char *)m + m->off_slot_of);
+    step_ctx c; /* view_row_at reads the mirror's strides and the stream's base only */
+    memset(&c, 0, sizeof c);
+    c.m = (struct kvc_mirror *)(uintptr_t)m;
+    c.stream = (const unsigned char *)st;
+    size_t e = 0;
+    for (uint32_t i = 0; i < v.n_seg; i++)
+        for (uint32_t j = 0; j < v.seg[i].n; j++, e++) {
+            view_row r;
+            mass[e] = 0.0;
+            if (!view_row_at(&c, &v, i, j, &r)) continue;
+            const uint32_t s = slot_of[r.pos];
+            if (s == KVC_NO_SLOT || s >= m->n_rows) return KVC_E_STATE; /* a row the mirror does not hold */
+            mass[e] = (double)slot_mass[s];
+        }
     return KVC_OK;
 }

@@ -6,7 +6,7 @@
  *    evict), protected spans on, past the budget (evictions, merges, halvings).
  *    After every call the mirror's edits are applied to an emulated page pool,
  *    and the pool's non-empty slots must equal the stream's view as a multiset
- *    of (key codes, value codes, log-weight, role), bit for bit. The current
+ *    of (key codes, value codes, weight, role), bit for bit. The current
  *    token is f32 on the host: both sides store it in the pool's type with the
  *    reference row kernel. Prints the most runs a call recorded and the most
  *    edits a step made, per configuration (the bounds docs/gpu.md states).
@@ -39,7 +39,7 @@ typedef struct pool {
     uint32_t slots, ks, vs, dtype, d, dv;
     unsigned char *key, *value; /* slots rows each */
     unsigned char *has_value;
-    float *logw;
+    float *weight;
     uint32_t *role;
 } pool;
 
@@ -49,20 +49,20 @@ static pool pool_make(uint32_t slots, unsigned dtype, uint32_t d, uint32_t dv)
     p.slots = slots, p.dtype = dtype, p.d = d, p.dv = dv;
     p.ks = (uint32_t)kvc_row_bytes(dtype, d), p.vs = (uint32_t)kvc_row_bytes(dtype, dv);
     p.key = malloc((size_t)slots * p.ks), p.value = malloc((size_t)slots * p.vs);
-    p.has_value = calloc(slots, 1), p.logw = malloc(slots * sizeof(float)), p.role = calloc(slots, sizeof(uint32_t));
+    p.has_value = calloc(slots, 1), p.weight = malloc(slots * sizeof(float)), p.role = calloc(slots, sizeof(uint32_t));
     memset(p.key, 0xEE, (size_t)slots * p.ks), memset(p.value, 0xEE, (size_t)slots * p.vs);
-    for (uint32_t i = 0; i < slots; i++) p.logw[i] = -INFINITY;
+    for (uint32_t i = 0; i < slots; i++) p.weight[i] = 0.0f;
     return p;
 }
 
-static void pool_free(pool *p) { free(p->key), free(p->value), free(p->has_value), free(p->logw), free(p->role); }
+static void pool_free(pool *p) { free(p->key), free(p->value), free(p->has_value), free(p->weight), free(p->role); }
 
 static void pool_copy(pool *to, const pool *from)
 {
     memcpy(to->key, from->key, (size_t)from->slots * from->ks);
     memcpy(to->value, from->value, (size_t)from->slots * from->vs);
     memcpy(to->has_value, from->has_value, from->slots);
-    memcpy(to->logw, from->logw, from->slots * sizeof(float));
+    memcpy(to->weight, from->weight, from->slots * sizeof(float));
     memcpy(to->role, from->role, from->slots * sizeof(uint32_t));
 }
 
@@ -91,12 +91,12 @@ static void pool_apply(pool *p, const kvc_stream *st, const kvc_mirror_edit *e, 
             else
                 memcpy(v, base + e[i].value_offset, p->vs);
         }
-        if (e[i].what & KVC_MIRROR_WEIGHT) p->logw[s] = e[i].log_weight, p->role[s] = e[i].role;
+        if (e[i].what & KVC_MIRROR_WEIGHT) p->weight[s] = e[i].weight, p->role[s] = e[i].role;
     }
 }
 
 /* One row as a comparable record: key codes, value codes (zeros when none),
- * has-value, log-weight bits, role. */
+ * has-value, weight bits, role. */
 typedef struct rec_set {
     size_t n, cap, width;
     unsigned char *b;
@@ -116,12 +116,12 @@ static unsigned char *rec_add(rec_set *r)
 static size_t g_width;
 static int rec_cmp(const void *a, const void *b) { return memcmp(a, b, g_width); }
 
-static void rec_fill(unsigned char *x, const pool *p, const void *k, const void *v, float logw, uint32_t role)
+static void rec_fill(unsigned char *x, const pool *p, const void *k, const void *v, float weight, uint32_t role)
 {
     memcpy(x, k, p->ks);
     if (v) memcpy(x + p->ks, v, p->vs), x[p->ks + p->vs] = 1;
-    memcpy(x + p->ks + p->vs + 1, &logw, sizeof logw);
-    memcpy(x + p->ks + p->vs + 1 + sizeof logw, &role, sizeof role);
+    memcpy(x + p->ks + p->vs + 1, &weight, sizeof weight);
+    memcpy(x + p->ks + p->vs + 1 + sizeof weight, &role, sizeof role);
 }
 
 /* The view's rows with a weight, as records (the current token stored in the pool's type). */
@@ -147,7 +147,7 @@ static void view_records(const kvc_stream *st, const pool *p, rec_set *out)
                 k = (const unsigned char *)g->keys_q + j * p->ks;
                 val = g->values_q ? (const unsigned char *)g->values_q + j * p->vs : NULL;
             }
-            rec_fill(rec_add(out), p, k, val, logf(w), g->role);
+            rec_fill(rec_add(out), p, k, val, w, g->role);
         }
     }
 }
@@ -157,7 +157,7 @@ static void pool_records(const pool *p, uint32_t n_rows, rec_set *out)
     for (uint32_t s = 0; s < n_rows; s++)
         if (p->role[s] != 0)
             rec_fill(rec_add(out), p, p->key + (size_t)s * p->ks, p->has_value[s] ? p->value + (size_t)s * p->vs : NULL,
-                     p->logw[s], p->role[s]);
+                     p->weight[s], p->role[s]);
 }
 
 /* 1 when the pool holds exactly the view's rows. */

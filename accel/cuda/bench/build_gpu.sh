@@ -19,7 +19,8 @@ gencode=()
 for a in ${KVC_ARCH:-80 90}; do gencode+=(-gencode "arch=compute_$a,code=sm_$a"); done
 flags=(-std=c++17 -O3 -DKVC_ADVANCED "${gencode[@]}" -Xcompiler -Wall,-Wextra
        -Xptxas -warn-spills,-warn-lmem-usage,-warn-double-usage -I"$here" -I"$here/include" -I"$root/core/include")
-srcs=(kvc_cuda.cu kvc_cuda_batch.cu tests/test_cuda_kernels.cu tests/test_cuda_batch.cu tests/simt_selftest.cu
+srcs=(kvc_cuda.cu kvc_cuda_batch.cu tests/test_cuda_kernels.cu tests/test_cuda_batch.cu tests/test_cuda_mirror.cu
+      tests/simt_selftest.cu
       bench/attend_bandwidth.cu bench/batch_race.cu)
 pids=()
 for s in "${srcs[@]}"; do
@@ -33,7 +34,7 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 o=$out/obj
 lib=("$build/core/libkvc.a" -lm)
 "$nvcc" "${gencode[@]}" -o "$out/test_cuda_kernels_gpu" "$o/kvc_cuda.o" "$o/kvc_cuda_batch.o" "$o/test_cuda_kernels.o" \
-    "$o/test_cuda_batch.o" "${lib[@]}"
+    "$o/test_cuda_batch.o" "$o/test_cuda_mirror.o" "${lib[@]}"
 "$nvcc" "${gencode[@]}" -o "$out/simt_selftest_gpu" "$o/simt_selftest.o"
 "$nvcc" "${gencode[@]}" -o "$out/attend_bandwidth" "$o/kvc_cuda.o" "$o/attend_bandwidth.o" "${lib[@]}"
 "$nvcc" "${gencode[@]}" -o "$out/batch_race" "$o/kvc_cuda.o" "$o/kvc_cuda_batch.o" "$o/batch_race.o" "${lib[@]}"

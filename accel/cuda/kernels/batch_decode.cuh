@@ -19,6 +19,8 @@
 //                        into the entry's slot (f16, int8, int4 row layouts of
 //                        the core), log-weight 0, role both.
 //   batch_set_rows_kernel one thread per edit: a row's log-weight and role.
+//   batch_put_rows_kernel one thread per row: a row of the core's codes into a page.
+//   batch_mass_kernel    one block per work item: each row's attention mass (optional third launch).
 //
 // Row types: f16 (keys and values as they are); int8 (the exact codes as
 // f16, the key scale folded into the score, the value scale into the
@@ -67,6 +69,8 @@ struct batch_args {
     unsigned char *ws;
     uint32_t capacity, n_entries;
     uint32_t unweighted; // every row weight 1, role both: the pages' log-weights and roles are not read
+    float *scores;       // NULL, or [n_pages * 64][group]: each row's scores, log2 units (batch_mass_kernel)
+    float *mass;         // with scores: [n_pages * 64] the attention mass of each row (batch_mass_kernel)
 };
 
 constexpr unsigned kLanes = 0xffffffffu;
@@ -469,6 +473,17 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 x[j][e] = inc[i] ? xs : -INFINITY;
                 mx[e / 2u] = fmaxf(mx[e / 2u], x[j][e]);
             }
+        if (a.scores != nullptr) { // the mass's input: each row's scores per query row (rows < G)
+            const int32_t pid = pages[pi];
+#pragma unroll
+            for (uint32_t j = 0; j < 2u; j++)
+#pragma unroll
+                for (uint32_t e = 0; e < 4u; e++) {
+                    const uint32_t i = 2u * j + (e & 1u), qrow = g + 8u * (e / 2u);
+                    if (qrow < G && (int32_t)rr[i] < valid)
+                        a.scores[((size_t)pid * kPageRows + rr[i]) * G + qrow] = x[j][e];
+                }
+        }
         float corr[2], psum[2] = {0.0f, 0.0f}, p[2][4];
 #pragma unroll
         for (uint32_t h = 0; h < 2u; h++) { // rows g and g + 8
@@ -643,13 +658,11 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
             den += f * wl[w * kMmaM + row];
             if (!is_ml) num += f * wacc[(w * kMmaM + row) * D + c];
         }
-        if (alone) {
-            if (!is_ml) {
-                const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
-                store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
-            }
-        } else if (is_ml) {
-            ml[2u * row] = M, ml[2u * row + 1u] = den;
+        if (is_ml) {
+            if (!alone || a.scores != nullptr) ml[2u * row] = M, ml[2u * row + 1u] = den; // the mass reads it too
+        } else if (alone) {
+            const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
+            store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
         } else {
             st[i] = num;
         }
@@ -719,6 +732,48 @@ template <uint32_t D> __global__ void __launch_bounds__(kMergeThreads) batch_mer
         }
         const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
         store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
+    }
+}
+
+// The attention mass of every row (kvc_cuda_batch_attend_mass): one block per
+// work item, after the split (and the merge). The entry's {M, L} per query row
+// are merged from its items' states here, exactly as the merge does; a row's
+// mass is sum over the group's query rows of exp2(x - M) / L (x with its
+// log-weight: w e^x / sum_D w e^x, the reference's mass).
+__global__ void __launch_bounds__(kBatchThreads) batch_mass_kernel(const batch_args a)
+{
+    const batch_ws ws{a.capacity, a.n_entries, a.group, 0u}; // the items, entries and states' offsets need no d
+    const uint32_t n_items = *reinterpret_cast<const uint32_t *>(a.ws);
+    if (blockIdx.x >= n_items) return; // a fixed grid's surplus block
+    const batch_item it = reinterpret_cast<const batch_item *>(a.ws + ws.items_offset())[blockIdx.x];
+    const int32_t *first = reinterpret_cast<const int32_t *>(a.ws + ws.entry_offset());
+    const float *ml = reinterpret_cast<const float *>(a.ws + ws.ml_offset());
+    const uint32_t G = a.group;
+    __shared__ float M[kMmaM], L[kMmaM];
+    if (threadIdx.x < G) {
+        int32_t k0 = first[it.entry], k1 = first[it.entry + 1];
+#if KVC_BUG_MATRIX
+        if (kvc_injected_bug == 18) k0 = (int32_t)blockIdx.x, k1 = k0 + 1; // 18: the item's own state, not merged
+#endif
+        float m = -INFINITY, l = 0.0f;
+        for (int32_t k = k0; k < k1; k++) m = fmaxf(m, ml[((size_t)k * G + threadIdx.x) * 2u]);
+        for (int32_t k = k0; k < k1; k++) {
+            const float mk = ml[((size_t)k * G + threadIdx.x) * 2u];
+            if (mk != -INFINITY) l += ml[((size_t)k * G + threadIdx.x) * 2u + 1u] * exp2f(mk - m);
+        }
+        M[threadIdx.x] = m, L[threadIdx.x] = l;
+    }
+    __syncthreads();
+    const int32_t *pages = a.page_ids + a.page_indptr[it.entry] + it.page0;
+    const int32_t rows = min(it.rows, it.n_pages * (int32_t)kPageRows);
+    for (int32_t r = (int32_t)threadIdx.x; r < rows; r += (int32_t)kBatchThreads) {
+        const size_t slot = (size_t)pages[r / (int32_t)kPageRows] * kPageRows + (size_t)(r % (int32_t)kPageRows);
+        float s = 0.0f;
+        for (uint32_t h = 0; h < G; h++) {
+            const float x = a.scores[slot * G + h];
+            if (x != -INFINITY && L[h] > 0.0f) s += exp2f(x - M[h]) / L[h];
+        }
+        a.mass[slot] = s;
     }
 }
 
@@ -812,6 +867,26 @@ template <int DT, uint32_t D> __global__ void __launch_bounds__(kBatchThreads) b
         reinterpret_cast<float *>(page + page_lw_offset(DT, D))[r] = 0.0f;
         page[page_role_offset(DT, D) + r] = 3u;
     }
+}
+
+struct put_rows_args {
+    unsigned char *pool;
+    uint32_t n_pages, n, row_bytes;
+    const int32_t *slots;
+    const uint8_t *halves;
+    const unsigned char *rows;
+};
+
+// One thread per row: the core's codes into the page's layout (no arithmetic).
+template <int DT, uint32_t D>
+__global__ void __launch_bounds__(kBatchThreads) batch_put_rows_kernel(const put_rows_args a)
+{
+    const uint32_t i = blockIdx.x * kBatchThreads + threadIdx.x;
+    if (i >= a.n) return;
+    const int32_t slot = a.slots[i];
+    if (slot < 0 || (uint32_t)slot / kPageRows >= a.n_pages) return;
+    unsigned char *page = a.pool + (size_t)((uint32_t)slot / kPageRows) * page_bytes(DT, D);
+    core_row_to_page(DT, D, page, (uint32_t)slot % kPageRows, a.halves[i] != 0u, a.rows + (size_t)i * a.row_bytes);
 }
 
 struct set_rows_args {

@@ -119,6 +119,29 @@ inline void page_row_to_core(int DT, uint32_t d, const unsigned char *page, uint
     }
 }
 
+// The inverse: a row in the core's row layout (f16, int8, int4 in groups of
+// 32) into row r of a page's keys (value = false) or values (true), as the
+// same codes: what kvc_cuda_batch_put_rows writes for a mirror of a stream.
+__host__ __device__ inline void core_row_to_page(int DT, uint32_t d, unsigned char *page, uint32_t r, bool value,
+                                                 const unsigned char *in)
+{
+    unsigned char *block = page + (value ? page_v_offset(DT, d) : 0u);
+    if (DT == BT_F16) {
+        const uint32_t rb = batch_row_bytes(DT, d);
+        for (uint32_t b = 0; b < rb; b++) block[r * rb + b] = in[b];
+    } else if (DT == BT_I8) {
+        unsigned char *scale = page + page_scale_offset(DT, d) + (value ? 4u * kPageRows : 0u) + 4u * r;
+        for (uint32_t b = 0; b < 4u; b++) scale[b] = in[b];
+        for (uint32_t c = 0; c < d; c++) (value ? block[c * kPageRows + r] : block[r * d + c]) = in[4u + c];
+    } else { // int4 in groups of 32: headers, then nibble bytes
+        const uint32_t groups = i4_groups(DT, d);
+        unsigned char *hdr = page + page_scale_offset(DT, d) + (value ? 4u * kPageRows * groups : 0u) + 4u * groups * r;
+        for (uint32_t b = 0; b < 4u * groups; b++) hdr[b] = in[b];
+        for (uint32_t b = 0; b < d / 2u; b++)
+            (value ? block[b * kPageRows + r] : block[r * d / 2u + b]) = in[4u * groups + b];
+    }
+}
+
 // Row r of a page's keys or values as floats, as the kernel reads them
 // (int4: minimum + code x scale of its group, in f32): the reference rows of
 // a page type the core has no row layout for (int4, one group per row).

@@ -16,8 +16,13 @@
 # a merge that drops a split, a wrong int8 or int4 conversion constant; its
 # matrix cases are f16, int8 and int4, d = 64, 4 entries of ragged lengths, one of them
 # split in two items of two pages)
-# must each be caught at least once; the clean kernels (0) and the control
-# (8, a redundant barrier removed) never.
+# must each be caught at least once, and so must 17 (the core's mirror
+# carried to the pages with one edit of each stream's step dropped) and 18
+# (the attention mass merged wrongly across an entry's splits): their case is
+# H2O on int8 pages observing the device's mass, 2 sequences of 280 rows (5
+# pages, split over items), a prompt in one call and decode steps past the
+# budget; the clean kernels (0) and the control (8, a redundant barrier
+# removed) never.
 # usage: bug_matrix.sh BINDIR
 set -u
 bin=${1:?usage: bug_matrix.sh BINDIR}
@@ -29,7 +34,9 @@ names=("none" "no barrier after the scores" "no barrier between a reduction's wr
        "batch: page table read one entry late" "batch: f16 swizzle read with the wrong XOR (r & 3)"
        "batch: ldmatrix lane map with the tiles' roles swapped" "batch: merge drops an entry's last split"
        "batch: int8 -> f16 conversion subtracts 1024, not 1152 (sign flip forgotten)"
-       "batch: int4 -> f16 conversion subtracts 1032, not 1024 (a symmetric int4's offset)")
+       "batch: int4 -> f16 conversion subtracts 1032, not 1024 (a symmetric int4's offset)"
+       "mirror: a stream's in-place row rewrite not staged (one edit dropped)"
+       "mass: an item's own maximum and sum taken for the entry's merged ones")
 run() { # bug config -> prints pass|CAUGHT(why)
     local exe=$bin/cuda_matrix out rc
     case $2 in
@@ -50,7 +57,7 @@ run() { # bug config -> prints pass|CAUGHT(why)
 }
 printf "| # | injected bug | fwd | rev + poison 0x7F | ASan | TSan |\n|---|---|---|---|---|---|\n"
 bad=0
-for k in $(seq 0 16); do
+for k in $(seq 0 18); do
     row="| $k | ${names[$k]} |"
     caught=0
     for c in fwd rev7f asan tsan; do

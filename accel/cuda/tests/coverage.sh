@@ -20,8 +20,9 @@ g++ "${flags[@]}" -O0 --coverage -c "$here/kvc_cuda.cu" -o kvc_cuda.o
 g++ "${flags[@]}" -O0 --coverage -c "$here/kvc_cuda_batch.cu" -o kvc_cuda_batch.o
 g++ "${flags[@]}" -O1 -c "$here/tests/test_cuda_kernels.cu" -o driver.o
 g++ "${flags[@]}" -O1 -c "$here/tests/test_cuda_batch.cu" -o driver_batch.o
+g++ "${flags[@]}" -O1 -c "$here/tests/test_cuda_mirror.cu" -o driver_mirror.o
 g++ -std=c++17 -O1 -x c++ -DKVC_SIMT_CPU -I"$here/simt" -I"$cuda_inc" -c "$here/simt/simt_cpu.cpp" -o simt.o
-g++ --coverage -o cov kvc_cuda.o kvc_cuda_batch.o driver.o driver_batch.o simt.o "$build/core/libkvc.a" -lm
+g++ --coverage -o cov kvc_cuda.o kvc_cuda_batch.o driver.o driver_batch.o driver_mirror.o simt.o "$build/core/libkvc.a" -lm
 ./cov >/dev/null
 ./cov matrix >/dev/null || true
 report() { gcov -o . kvc_cuda.o kvc_cuda_batch.o 2>/dev/null; }

@@ -556,11 +556,14 @@ void run_table_case(unsigned t, rng &r, int steps)
 } // namespace
 
 int run_batch_checks(bool matrix, bool one_type, double *worst_ratio); // test_cuda_batch.cu
+int run_mirror_checks(bool matrix);                                    // test_cuda_mirror.cu
 
 // The injected-bug matrix's switch (kernels/injected_bug.cuh): the kernels of a
 // KVC_BUG_MATRIX build read it; in every other build nothing does.
 int kvc_injected_bug = 0;
 constexpr int kFirstBatchBug = 9; // bugs 9.. are in batch_decode.cuh, 1..8 in the per-stream kernels
+constexpr int kMirrorBug = 17;    // kvc_cuda_stage_edits drops an in-place rewrite (kvc_cuda_batch.cu)
+constexpr int kMassBug = 18;      // batch_mass_kernel takes an item's own state for the entry's merged one
 
 int main(int argc, char **argv)
 {
@@ -576,6 +579,10 @@ int main(int argc, char **argv)
         const int failures = run_batch_checks(false, false, &worst);
         return failures ? 1 : 0;
     }
+    if (argc > 1 && !std::strcmp(argv[1], "mirror")) // every method through the core's mirrors alone
+        return run_mirror_checks(false) ? 1 : 0;
+    if (argc > 1 && !std::strcmp(argv[1], "mirror-matrix")) // the matrix's one method and type
+        return run_mirror_checks(true) ? 1 : 0;
 #if !defined(KVC_SIMT_CPU)
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1) {
@@ -644,6 +651,10 @@ int main(int argc, char **argv)
     // (and a bug of the per-stream kernels, 1..8, cannot be in the batched decode's)
     if (!matrix || kvc_injected_bug == 0 || kvc_injected_bug >= kFirstBatchBug)
         run_batch_checks(matrix, one_type, &batch_worst); // counts in test_failures() too
+    // the core's mirrors on the pages, one method and type: the matrix's clean and mirror rows (every
+    // method and type: `test_cuda_kernels mirror`, ctest cuda.mirror)
+    if (matrix && (kvc_injected_bug == 0 || kvc_injected_bug == kMirrorBug || kvc_injected_bug == kMassBug))
+        run_mirror_checks(true);
     res.worst_ratio = std::fmax(res.worst_ratio, batch_worst);
     std::printf("test_cuda_kernels: worst error/tolerance %.3g; %d failures\n", res.worst_ratio, test_failures());
     kvc_cuda_release();

@@ -15,8 +15,8 @@
  *   - ::KVC_MIRROR_F32 with KEY and VALUE: the rows are f32 (the current
  *     token, which a stream keeps unquantised): the mirror stores them in its
  *     own type;
- *   - ::KVC_MIRROR_WEIGHT: the slot's log-weight and role (role 0 and
- *     log-weight -inf: the slot holds nothing, exclude it).
+ *   - ::KVC_MIRROR_WEIGHT: the slot's weight and role (weight 0 and role 0:
+ *     the slot holds nothing, exclude it).
  *
  * Each slot gets at most one edit a step. A row keeps its slot while it stays
  * in the view (an eviction that overwrites a row in place is one KEY | VALUE edit); a
@@ -63,7 +63,7 @@ extern "C" {
 enum {
     KVC_MIRROR_KEY = 1u,    /**< the slot's key row: copy it from the stream */
     KVC_MIRROR_VALUE = 2u,  /**< the slot's value row: copy it (or, with no value row, clear it) */
-    KVC_MIRROR_WEIGHT = 4u, /**< the slot's log-weight and role */
+    KVC_MIRROR_WEIGHT = 4u, /**< the slot's weight and role */
     KVC_MIRROR_F32 = 8u,    /**< with KEY and VALUE: the source rows are f32 (d and dv floats),
                                  store them in the mirror's type */
     KVC_MIRROR_ROW = KVC_MIRROR_KEY | KVC_MIRROR_VALUE /**< both rows (a new row) */
@@ -78,7 +78,7 @@ typedef struct kvc_mirror_edit {
     uint32_t what;         /**< KVC_MIRROR_* bits, nonzero */
     uint64_t key_offset;   /**< KEY: the key row, in bytes from the stream handle */
     uint64_t value_offset; /**< VALUE: the value row, or KVC_MIRROR_NO_VALUE */
-    float log_weight;      /**< WEIGHT: ln of the row's weight times its segment's scale; -inf with role 0 */
+    float weight;          /**< WEIGHT: the row's weight times its segment's scale, finite and > 0; 0 with role 0 */
     uint32_t role;         /**< WEIGHT: KVC_SET_NUM, KVC_SET_DEN, KVC_SET_BOTH; 0 = the slot is empty */
 } kvc_mirror_edit;
 
@@ -116,6 +116,21 @@ uint32_t kvc_mirror_slots(const kvc_mirror *m);
  */
 kvc_status kvc_mirror_step(kvc_mirror *m, const kvc_stream *st, const kvc_row_journal *journal, kvc_mirror_edit *edits,
                            size_t cap, size_t *n_edits, uint32_t *n_rows);
+
+/**
+ * @brief The attention mass of the stream's view entries, from a mass per
+ *        mirror slot (a device's, kvc_cuda_batch_attend_mass, gathered by the
+ *        entry's page list): what kvc_stream_observe takes. Call it after the
+ *        step whose view the mass was computed on, before the next call that
+ *        changes the stream.
+ * @param slot_mass  kvc_mirror_slots(m) floats (those below the step's n_rows are read).
+ * @param mass       out: @p n = kvc_stream_view_entries(st) doubles, view order; 0 for entries
+ *                   without a weight.
+ * @return KVC_OK; KVC_E_ARG (NULL, n not the view's entries); KVC_E_STATE
+ *         (another plan's stream, or a view the last step did not see); a bad handle's status.
+ */
+kvc_status kvc_mirror_view_mass(const kvc_mirror *m, const kvc_stream *st, const float *slot_mass, double *mass,
+                                size_t n);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,8 @@
 #include <stdint.h>
 
 #include "kvc/kvc_kernels.h"
+#include "kvc/kvc_mirror.h"
+#include "kvc/kvc_stream.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,6 +145,53 @@ kvc_status kvc_cuda_batch_append(const kvc_cuda_paged *c, size_t n_seqs, const i
 kvc_status kvc_cuda_batch_set_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const float *weights,
                                    const uint8_t *roles, void *stream);
 
+/**
+ * @brief Writes @p n rows given in the core's row layout (kvc_row_bytes(dtype,
+ *        head_dim) bytes each: the codes a stream's arena holds) into their
+ *        slots as the same codes, keys or values: what a mirror of the core's
+ *        streams sends (kvc_mirror.h, kvc_cuda_stage_edits). f16, int8 and
+ *        int4 pages (the core has no int4-row rows). Weights and roles are not
+ *        touched (kvc_cuda_batch_set_rows).
+ * @param slots device, n slots (-1 or out of range: skipped).
+ * @param halves device, n bytes: 0 the slot's key row, 1 its value row.
+ * @param rows device, n rows of kvc_row_bytes(dtype, head_dim) bytes, back to back.
+ * @param n 0 .. 2^31.
+ * @return KVC_OK (launched, or n = 0); KVC_E_UNSUPPORTED (int4-row pages);
+ *         KVC_E_ARG (NULL arrays, n past 2^31, a bad cache); KVC_E_BACKEND for a launch error.
+ */
+kvc_status kvc_cuda_batch_put_rows(const kvc_cuda_paged *c, size_t n, const int32_t *slots, const uint8_t *halves,
+                                   const void *rows, void *stream);
+
+/** One layer's mirror edits gathered on the host (caller memory), for one
+ *  kvc_cuda_batch_put_rows and one kvc_cuda_batch_set_rows: the rows' codes
+ *  copied out of the streams' arenas (an f32 row, the current token, stored
+ *  in the page type by the reference kernel), the slots translated through
+ *  each entry's page list. */
+typedef struct kvc_cuda_staging {
+    uint32_t row_capacity;    /**< rows the arrays below hold */
+    uint32_t n_rows;          /**< rows staged (set to 0 to start a step) */
+    int32_t *row_slots;       /**< row_capacity device slots */
+    uint8_t *halves;          /**< row_capacity: 0 key row, 1 value row */
+    unsigned char *rows;      /**< row_capacity * kvc_row_bytes(dtype, head_dim) bytes */
+    uint32_t weight_capacity; /**< weight edits the arrays below hold */
+    uint32_t n_weights;       /**< weight edits staged (set to 0 to start a step) */
+    int32_t *weight_slots;    /**< weight_capacity device slots */
+    float *weights;           /**< weight_capacity weights (0 empties the slot) */
+    uint8_t *roles;           /**< weight_capacity roles (0 empties the slot) */
+} kvc_cuda_staging;
+
+/**
+ * @brief Stages one stream's mirror edits (kvc_mirror_step) for entry pages
+ *        @p pages: mirror slot s is device slot pages[s / 64] * 64 + s % 64.
+ * @param st the stream the edits were made for (their offsets are its).
+ * @param pages host, the entry's page ids, enough for the mirror's n_rows.
+ * @return KVC_OK; KVC_E_ARG (NULL, a slot past the pages, the staging full:
+ *         nothing of this call is staged then); KVC_E_UNSUPPORTED (a page
+ *         type the core has no rows of, or a stream of another type or dimension).
+ */
+kvc_status kvc_cuda_stage_edits(kvc_cuda_staging *s, const kvc_cuda_paged *c, const kvc_stream *st,
+                                const kvc_mirror_edit *edits, size_t n_edits, const int32_t *pages, size_t n_pages);
+
 /** What kvc_cuda_batch_plan_step decided, passed to kvc_cuda_batch_attend
  *  (which refuses a plan made for another storage type, head_dim or group). */
 typedef struct kvc_cuda_batch_plan {
@@ -212,6 +261,21 @@ kvc_status kvc_cuda_batch_plan_step(const kvc_cuda_paged *c, size_t n_seqs, cons
 kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
                                  const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace,
                                  void *stream);
+
+/**
+ * @brief kvc_cuda_batch_attend, and the attention mass each row received:
+ *        what H2O, TOVA and SnapKV observe (kvc_stream_observe; the reference
+ *        kvc_attend_batch's mass). mass[slot] = sum over the query-head
+ *        group of w e^x / sum_D w e^x, merged exactly across the entry's
+ *        splits (a third launch merges the items' maxima and sums). Slots past
+ *        an entry's count, and pages no entry reads, are not written.
+ * @param scores device scratch, n_pages * 64 * group floats (the rows' scores between the launches).
+ * @param mass   device, n_pages * 64 floats, indexed by slot.
+ * @return as kvc_cuda_batch_attend; KVC_E_ARG also for NULL scores or mass.
+ */
+kvc_status kvc_cuda_batch_attend_mass(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan,
+                                      const int32_t *page_indptr, const int32_t *page_ids, kvc_cuda_tensor q,
+                                      kvc_cuda_tensor out, void *workspace, float *scores, float *mass, void *stream);
 
 #ifdef __cplusplus
 }
