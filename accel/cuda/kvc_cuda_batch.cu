@@ -156,6 +156,14 @@ template <int DT, uint32_t D> struct launch_append {
     }
 };
 
+template <int DT, uint32_t D> struct launch_mass {
+    static void run(const mass_args &a, uint32_t grid, cudaStream_t st)
+    {
+        void (*const mass)(mass_args) = batch_mass_kernel<DT, D>;
+        KVC_LAUNCH(mass, grid, kBatchThreads, 0, st, a);
+    }
+};
+
 template <int DT, uint32_t D> struct launch_put_rows {
     static void run(const put_rows_args &a, cudaStream_t st)
     {
@@ -210,8 +218,8 @@ bool plan_shape_ok(const kvc_cuda_paged *c, size_t n_seqs, size_t max_pages)
 }
 
 kvc_status attend_impl(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
-                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *scores,
-                       float *mass, void *stream);
+                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *mass,
+                       void *stream);
 
 } // namespace
 
@@ -410,15 +418,15 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
                                  const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace,
                                  void *stream)
 {
-    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, nullptr, nullptr, stream);
+    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, nullptr, stream);
 }
 
 kvc_status kvc_cuda_batch_attend_mass(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan,
                                       const int32_t *page_indptr, const int32_t *page_ids, kvc_cuda_tensor q,
-                                      kvc_cuda_tensor out, void *workspace, float *scores, float *mass, void *stream)
+                                      kvc_cuda_tensor out, void *workspace, float *mass, void *stream)
 {
-    if (scores == nullptr || mass == nullptr) return KVC_E_ARG;
-    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, scores, mass, stream);
+    if (mass == nullptr) return KVC_E_ARG;
+    return attend_impl(c, plan, page_indptr, page_ids, q, out, workspace, mass, stream);
 }
 
 } // extern "C"
@@ -427,8 +435,8 @@ namespace
 {
 
 kvc_status attend_impl(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan, const int32_t *page_indptr,
-                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *scores,
-                       float *mass, void *stream)
+                       const int32_t *page_ids, kvc_cuda_tensor q, kvc_cuda_tensor out, void *workspace, float *mass,
+                       void *stream)
 {
     const kvc_status rc = check_cache(c);
     if (rc != KVC_OK) return rc;
@@ -450,9 +458,11 @@ kvc_status attend_impl(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan,
     a.out_elem = (uint32_t)out.elem;
     a.ws = static_cast<unsigned char *>(workspace);
     a.capacity = plan->capacity, a.n_entries = plan->n_entries, a.unweighted = c->unweighted;
-    a.scores = scores, a.mass = mass;
     dispatch<launch_split>(c->dtype, c->head_dim, a, plan->grid, plan->merge_grid, current_device(), as_stream(stream));
-    if (scores != nullptr) KVC_LAUNCH(batch_mass_kernel, plan->grid, kBatchThreads, 0, as_stream(stream), a);
+    if (mass != nullptr) {
+        const mass_args ma{a, mass};
+        dispatch<launch_mass>(c->dtype, c->head_dim, ma, plan->grid, as_stream(stream));
+    }
     return cudaGetLastError() == cudaSuccess ? KVC_OK : KVC_E_BACKEND;
 }
 

@@ -8,7 +8,8 @@
  *   kvc bench mirror [--budget B] [--dim D] [--dtype T] [--streams S] [--steps N] [--methods a,b|all]
  *
  * Output per method: microseconds per stream and step (append, observe,
- * mirror, total), the edits a step made on average, and the total's share of
+ * mirror, total), the edits a step made on average, the host bytes per stream
+ * (its arena, its mirror's state), and the total's share of
  * a GPU decode step at the Llama-3-8B shape (32 layers x 8 kv heads) for a
  * batch of 64: 16,384 streams a step against the time an H200 needs to read
  * the model's 16.06 GB of weights at 4.8 TB/s (3.35 ms; a floor of the real
@@ -122,9 +123,10 @@ static int bench_one(kvc_method meth, unsigned dtype, uint32_t d, uint32_t budge
     }
     const double per = 1e6 / (double)(S * N), total = (t_append + t_observe + t_mirror) * per;
     const double gpu_step_us = 16.06e9 / 4.8e12 * 1e6, streams = 64.0 * 32.0 * 8.0;
-    printf("%-18s %-6s %9.3f %9.3f %9.3f %9.3f %9.1f %9zu %8.1f%%\n", kvc_method_name(meth), kvc_dtype_name(dtype),
-           t_append * per, t_observe * per, t_mirror * per, total, edits_total / (double)(S * N),
-           kvc_stream_view_entries(st[0]), 100.0 * total * streams / gpu_step_us);
+    printf("%-18s %-6s %9.3f %9.3f %9.3f %9.3f %9.1f %9zu %8.1f%% %9.1f %9.1f\n", kvc_method_name(meth),
+           kvc_dtype_name(dtype), t_append * per, t_observe * per, t_mirror * per, total, edits_total / (double)(S * N),
+           kvc_stream_view_entries(st[0]), 100.0 * total * streams / gpu_step_us, (double)bytes / 1024.0,
+           (double)mbytes / 1024.0);
     fflush(stdout);
     free(mass), free(edits), free(mmem), free(arenas), free(st), free(mi), free(x), free(runs);
     return 0;
@@ -152,8 +154,8 @@ int kvc_bench_mirror(int argc, char **argv)
     printf("budget %llu, d %llu, %s rows, %llu streams x %llu steps, table %s\n", (unsigned long long)budget,
            (unsigned long long)dim, kvc_dtype_name(dtype), (unsigned long long)streams, (unsigned long long)steps,
            kvc_kernels_best()->name);
-    printf("%-18s %-6s %9s %9s %9s %9s %9s %9s %9s\n", "method", "type", "append", "observe", "mirror", "total_us",
-           "edits", "view", "gpu_share");
+    printf("%-18s %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "method", "type", "append", "observe", "mirror",
+           "total_us", "edits", "view", "gpu_share", "arena_KiB", "mirror_KiB");
     for (size_t i = 0; i < kvc_method_count(); i++) {
         const kvc_method m = kvc_method_at(i);
         if (strcmp(methods, "all") != 0) {

@@ -69,8 +69,6 @@ struct batch_args {
     unsigned char *ws;
     uint32_t capacity, n_entries;
     uint32_t unweighted; // every row weight 1, role both: the pages' log-weights and roles are not read
-    float *scores;       // NULL, or [n_pages * 64][group]: each row's scores, log2 units (batch_mass_kernel)
-    float *mass;         // with scores: [n_pages * 64] the attention mass of each row (batch_mass_kernel)
 };
 
 constexpr unsigned kLanes = 0xffffffffu;
@@ -473,17 +471,6 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
                 x[j][e] = inc[i] ? xs : -INFINITY;
                 mx[e / 2u] = fmaxf(mx[e / 2u], x[j][e]);
             }
-        if (a.scores != nullptr) { // the mass's input: each row's scores per query row (rows < G)
-            const int32_t pid = pages[pi];
-#pragma unroll
-            for (uint32_t j = 0; j < 2u; j++)
-#pragma unroll
-                for (uint32_t e = 0; e < 4u; e++) {
-                    const uint32_t i = 2u * j + (e & 1u), qrow = g + 8u * (e / 2u);
-                    if (qrow < G && (int32_t)rr[i] < valid)
-                        a.scores[((size_t)pid * kPageRows + rr[i]) * G + qrow] = x[j][e];
-                }
-        }
         float corr[2], psum[2] = {0.0f, 0.0f}, p[2][4];
 #pragma unroll
         for (uint32_t h = 0; h < 2u; h++) { // rows g and g + 8
@@ -659,7 +646,7 @@ __global__ void __launch_bounds__(kBatchThreads, batch_min_blocks(DT)) batch_spl
             if (!is_ml) num += f * wacc[(w * kMmaM + row) * D + c];
         }
         if (is_ml) {
-            if (!alone || a.scores != nullptr) ml[2u * row] = M, ml[2u * row + 1u] = den; // the mass reads it too
+            if (!alone) ml[2u * row] = M, ml[2u * row + 1u] = den;
         } else if (alone) {
             const size_t o = (size_t)seq * a.out_seq_stride + (size_t)(head * G + row) * a.out_head_stride + c;
             store_elem(a.out, o, a.out_elem, den > 0.0f ? num / den : 0.0f);
@@ -736,44 +723,134 @@ template <uint32_t D> __global__ void __launch_bounds__(kMergeThreads) batch_mer
 }
 
 // The attention mass of every row (kvc_cuda_batch_attend_mass): one block per
-// work item, after the split (and the merge). The entry's {M, L} per query row
-// are merged from its items' states here, exactly as the merge does; a row's
-// mass is sum over the group's query rows of exp2(x - M) / L (x with its
-// log-weight: w e^x / sum_D w e^x, the reference's mass).
-__global__ void __launch_bounds__(kBatchThreads) batch_mass_kernel(const batch_args a)
+// work item, after the split (and the merge). Each row's scores are computed
+// again in f32 from its stored codes: the split kernel's registers (168 of its
+// 170 at int4, d = 128) have no room to keep them, and any code added to it
+// spilled. An entry split over several items has its {M, L} per query row
+// merged from the items' states, exactly as the merge does; an entry of one
+// item (whose block wrote no state) has them from this kernel's own scores, in
+// two more passes over its rows. A row's mass is sum over the group's query
+// rows of exp2(x - M) / L, x with the row's log-weight: w e^x / sum_D w e^x,
+// the reference's mass.
+struct mass_args {
+    batch_args b;
+    float *mass; // [n_pages * 64]
+};
+
+template <int DT, uint32_t D> __device__ inline float page_key_elem(const unsigned char *page, uint32_t r, uint32_t c)
 {
-    const batch_ws ws{a.capacity, a.n_entries, a.group, 0u}; // the items, entries and states' offsets need no d
+    if (DT == BT_F16) return __half2float(reinterpret_cast<const __half *>(page)[r * D + c]);
+    if (DT == BT_I8)
+        return (float)reinterpret_cast<const signed char *>(page)[r * D + c] *
+               reinterpret_cast<const float *>(page + page_scale_offset(DT, D))[r];
+    constexpr uint32_t NG = i4_groups(DT, D);
+    const float2 hm = i4_header(page + page_scale_offset(DT, D) + 4u * (r * NG + c / (D / NG)));
+    return hm.y + (float)((page[r * (D / 2u) + c / 2u] >> (4u * (c & 1u))) & 15u) * hm.x;
+}
+
+// Row pr of `page`: its weight's log2 (-inf: excluded) and role, and its score x for query row h (log2 units).
+template <int DT, uint32_t D> struct mass_row {
+    float lw2;
+    uint32_t role;
+    __device__ mass_row(const batch_args &a, const unsigned char *page, uint32_t pr)
+    {
+        const float lw = a.unweighted ? 0.0f : reinterpret_cast<const float *>(page + page_lw_offset(DT, D))[pr];
+        role = a.unweighted ? 3u : page[page_role_offset(DT, D) + pr];
+        lw2 = role >= 1u && role <= 3u && lw != -INFINITY ? lw * kLog2e : -INFINITY; // a select: bytes may be NaN
+    }
+    __device__ float score(const float (*qs)[D], const unsigned char *page, uint32_t pr, uint32_t h) const
+    {
+        float x = 0.0f;
+#pragma unroll 8 // fully unrolled, int4 at d = 64 spilled 8 bytes (ptxas, sm_90)
+        for (uint32_t c = 0; c < D; c++) x += qs[h][c] * page_key_elem<DT, D>(page, pr, c);
+        return x + lw2;
+    }
+};
+
+// The block's largest (max = true) or summed value of v.
+__device__ inline float block_reduce(float v, bool max, float *red)
+{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (uint32_t o = kBatchThreads / 2u; o > 0; o >>= 1) {
+        if (threadIdx.x < o)
+            red[threadIdx.x] =
+                max ? fmaxf(red[threadIdx.x], red[threadIdx.x + o]) : red[threadIdx.x] + red[threadIdx.x + o];
+        __syncthreads();
+    }
+    const float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+template <int DT, uint32_t D> __global__ void __launch_bounds__(kBatchThreads) batch_mass_kernel(const mass_args ma)
+{
+    const batch_args &a = ma.b;
+    const batch_ws ws{a.capacity, a.n_entries, a.group, D};
     const uint32_t n_items = *reinterpret_cast<const uint32_t *>(a.ws);
     if (blockIdx.x >= n_items) return; // a fixed grid's surplus block
     const batch_item it = reinterpret_cast<const batch_item *>(a.ws + ws.items_offset())[blockIdx.x];
     const int32_t *first = reinterpret_cast<const int32_t *>(a.ws + ws.entry_offset());
     const float *ml = reinterpret_cast<const float *>(a.ws + ws.ml_offset());
-    const uint32_t G = a.group;
-    __shared__ float M[kMmaM], L[kMmaM];
-    if (threadIdx.x < G) {
-        int32_t k0 = first[it.entry], k1 = first[it.entry + 1];
-#if KVC_BUG_MATRIX
-        if (kvc_injected_bug == 18) k0 = (int32_t)blockIdx.x, k1 = k0 + 1; // 18: the item's own state, not merged
-#endif
-        float m = -INFINITY, l = 0.0f;
-        for (int32_t k = k0; k < k1; k++) m = fmaxf(m, ml[((size_t)k * G + threadIdx.x) * 2u]);
-        for (int32_t k = k0; k < k1; k++) {
-            const float mk = ml[((size_t)k * G + threadIdx.x) * 2u];
-            if (mk != -INFINITY) l += ml[((size_t)k * G + threadIdx.x) * 2u + 1u] * exp2f(mk - m);
-        }
-        M[threadIdx.x] = m, L[threadIdx.x] = l;
+    const uint32_t G = a.group, seq = (uint32_t)it.entry / a.n_kv_heads, head = (uint32_t)it.entry % a.n_kv_heads;
+    __shared__ float M[kMmaM], L[kMmaM], qs[kMmaM][D], red[kBatchThreads];
+    for (uint32_t i = threadIdx.x; i < G * D; i += kBatchThreads) { // q beta log2 e, in f32
+        const uint32_t h = i / D, c = i % D;
+        qs[h][c] =
+            load_elem(a.q.data, (size_t)seq * a.q.seq_stride + (size_t)(head * G + h) * a.q.head_stride + c, a.q.elem) *
+            a.beta * kLog2e;
     }
-    __syncthreads();
     const int32_t *pages = a.page_ids + a.page_indptr[it.entry] + it.page0;
     const int32_t rows = min(it.rows, it.n_pages * (int32_t)kPageRows);
-    for (int32_t r = (int32_t)threadIdx.x; r < rows; r += (int32_t)kBatchThreads) {
-        const size_t slot = (size_t)pages[r / (int32_t)kPageRows] * kPageRows + (size_t)(r % (int32_t)kPageRows);
-        float s = 0.0f;
-        for (uint32_t h = 0; h < G; h++) {
-            const float x = a.scores[slot * G + h];
-            if (x != -INFINITY && L[h] > 0.0f) s += exp2f(x - M[h]) / L[h];
+    const int32_t k0 = first[it.entry], k1 = first[it.entry + 1];
+    if (k1 - k0 > 1) { // split: the items' states, merged
+        if (threadIdx.x < G) {
+            int32_t j0 = k0, j1 = k1;
+#if KVC_BUG_MATRIX
+            if (kvc_injected_bug == 18) j0 = (int32_t)blockIdx.x, j1 = j0 + 1; // 18: the item's own state, not merged
+#endif
+            float m = -INFINITY, l = 0.0f;
+            for (int32_t k = j0; k < j1; k++) m = fmaxf(m, ml[((size_t)k * G + threadIdx.x) * 2u]);
+            for (int32_t k = j0; k < j1; k++) {
+                const float mk = ml[((size_t)k * G + threadIdx.x) * 2u];
+                if (mk != -INFINITY) l += ml[((size_t)k * G + threadIdx.x) * 2u + 1u] * exp2f(mk - m);
+            }
+            M[threadIdx.x] = m, L[threadIdx.x] = l;
         }
-        a.mass[slot] = s;
+        __syncthreads();
+    } else {             // one item: the maximum over its rows, then the sum over its rows in D
+        __syncthreads(); // qs written
+        for (uint32_t h = 0; h < G; h++) {
+            float m = -INFINITY;
+            for (int32_t r = (int32_t)threadIdx.x; r < rows; r += (int32_t)kBatchThreads) {
+                const unsigned char *page = a.pool + (size_t)pages[r / (int32_t)kPageRows] * page_bytes(DT, D);
+                const uint32_t pr = (uint32_t)(r % (int32_t)kPageRows);
+                const mass_row<DT, D> mr(a, page, pr);
+                if (mr.lw2 != -INFINITY) m = fmaxf(m, mr.score(qs, page, pr, h));
+            }
+            m = block_reduce(m, true, red);
+            float l = 0.0f;
+            for (int32_t r = (int32_t)threadIdx.x; r < rows; r += (int32_t)kBatchThreads) {
+                const unsigned char *page = a.pool + (size_t)pages[r / (int32_t)kPageRows] * page_bytes(DT, D);
+                const uint32_t pr = (uint32_t)(r % (int32_t)kPageRows);
+                const mass_row<DT, D> mr(a, page, pr);
+                if (mr.lw2 != -INFINITY && (mr.role & 2u)) l += exp2f(mr.score(qs, page, pr, h) - m);
+            }
+            l = block_reduce(l, false, red);
+            if (threadIdx.x == 0) M[h] = m, L[h] = l;
+        }
+        __syncthreads();
+    }
+    for (int32_t r = (int32_t)threadIdx.x; r < rows; r += (int32_t)kBatchThreads) {
+        const int32_t pid = pages[r / (int32_t)kPageRows];
+        const uint32_t pr = (uint32_t)(r % (int32_t)kPageRows);
+        const unsigned char *page = a.pool + (size_t)pid * page_bytes(DT, D);
+        const mass_row<DT, D> mr(a, page, pr);
+        float s = 0.0f;
+        if (mr.lw2 != -INFINITY)
+            for (uint32_t h = 0; h < G; h++)
+                if (L[h] > 0.0f) s += exp2f(mr.score(qs, page, pr, h) - M[h]) / L[h];
+        ma.mass[(size_t)pid * kPageRows + pr] = s;
     }
 }
 

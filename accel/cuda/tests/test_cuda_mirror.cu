@@ -37,6 +37,11 @@ namespace
 
 using namespace kvc_batch_ref;
 
+const char *page_type_name_of(unsigned t)
+{
+    return t == KVC_CUDA_DTYPE_I4_ROW ? "int4-row" : kvc_dtype_name((kvc_dtype)t);
+}
+
 const uint64_t kMirrorSeed = 20261129u;
 constexpr uint32_t kD = 64, kG = 2, kHkv = 1;
 
@@ -117,6 +122,132 @@ void put_rows_round_trip(test_rng &r)
             cudaFree(c.pool), cudaFree(sd), cudaFree(hd), cudaFree(rd);
         }
     std::printf("  mirror: put_rows round trip of f16, int8, int4 rows at d = 64, 128\n");
+}
+
+// The attention mass on every page type and head dimension (the mirror's runs
+// cover int8 at d = 64 in the matrix): one entry of 150 rows over a poisoned
+// pool, weights in [1/2, 2], mixed roles, one row excluded; weighted and
+// unweighted caches, exact and fixed grids. Against the reference's mass on
+// the stored rows, within sum over the group of p (the bound's relative term) + u.
+void mass_checks(test_rng &r)
+{
+    const unsigned types[4] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4, KVC_CUDA_DTYPE_I4_ROW};
+    double worst = 0;
+    size_t cases = 0;
+    for (unsigned t : types)
+        for (uint32_t d = 64; d <= 128; d += 64)
+            for (uint32_t unweighted = 0; unweighted <= 1; unweighted++) {
+                const size_t PB = kvc_cuda_page_bytes(t, d), n = 150, n_pages = 4;
+                kvc_cuda_paged c{t, d, 1, kG, 0.125f, nullptr, (uint32_t)n_pages, unweighted};
+                cudaMalloc(&c.pool, n_pages * PB);
+                cudaMemset(c.pool, 0xFF, n_pages * PB);
+                // rows by the device's own append (every page type, int4-row included), then weights and roles
+                std::vector<float> kx(n * d), vx(n * d), w(n, 1.0f);
+                std::vector<uint8_t> role(n, 3u);
+                for (auto &x : kx) x = (float)r.normal();
+                for (auto &x : vx) x = (float)r.normal();
+                const int32_t pages[3] = {2, 0, 3};
+                std::vector<int32_t> slot(n);
+                for (size_t i = 0; i < n; i++) slot[i] = pages[i / 64] * 64 + (int32_t)(i % 64);
+                for (size_t i = 0; i < n; i++) {
+                    int32_t *sd = dev_copy(&slot[i], 1);
+                    float *kd = dev_copy(kx.data() + i * d, d), *vd = dev_copy(vx.data() + i * d, d);
+                    const kvc_cuda_tensor kt{kd, KVC_CUDA_F32, (int64_t)d, (int64_t)d},
+                        vt{vd, KVC_CUDA_F32, (int64_t)d, (int64_t)d};
+                    CHECK(kvc_cuda_batch_append(&c, 1, sd, kt, vt, nullptr) == KVC_OK, "append");
+                    cudaFree(sd), cudaFree(kd), cudaFree(vd);
+                }
+                if (!unweighted) {
+                    for (size_t i = 0; i < n; i++)
+                        w[i] = (float)(0.5 + 1.5 * r.uniform()), role[i] = (uint8_t)(1u + r.below(3));
+                    w[7] = 0.0f; // excluded
+                    int32_t *sd = dev_copy(slot.data(), n);
+                    float *wd = dev_copy(w.data(), n);
+                    uint8_t *rd = dev_copy(role.data(), n);
+                    CHECK(kvc_cuda_batch_set_rows(&c, n, sd, wd, rd, nullptr) == KVC_OK, "set_rows");
+                    cudaFree(sd), cudaFree(wd), cudaFree(rd);
+                }
+                const int32_t n_rows = (int32_t)n, indptr[2] = {0, 3};
+                const size_t wsb = kvc_cuda_batch_workspace_bytes(&c, 1, 3),
+                             hb = kvc_cuda_batch_plan_host_bytes(&c, 1, 3);
+                void *ws = nullptr;
+                cudaMalloc(&ws, wsb);
+                std::vector<unsigned char> host(hb);
+                kvc_cuda_batch_plan plan;
+                CHECK(kvc_cuda_batch_plan_step(&c, 1, &n_rows, 3, (int)(cases % 2), host.data(), hb, ws, wsb, nullptr,
+                                               &plan) == KVC_OK,
+                      "plan");
+                std::vector<float> q(kG * d), out(kG * d), mass(n_pages * 64, -1.0f);
+                for (auto &x : q) x = (float)(2.0 * r.normal());
+                float *qd = dev_copy(q.data(), q.size()), *od = dev_copy(out.data(), out.size());
+                float *md = dev_copy(mass.data(), mass.size());
+                int32_t *ip = dev_copy(indptr, 2), *ids = dev_copy(pages, 3);
+                const kvc_cuda_tensor qt{qd, KVC_CUDA_F32, (int64_t)(kG * d), (int64_t)d},
+                    ot{od, KVC_CUDA_F32, (int64_t)(kG * d), (int64_t)d};
+                CHECK(kvc_cuda_batch_attend_mass(&c, &plan, ip, ids, qt, ot, ws, md, nullptr) == KVC_OK &&
+                          cudaDeviceSynchronize() == cudaSuccess,
+                      "attend_mass");
+                CHECK(kvc_cuda_batch_attend_mass(&c, &plan, ip, ids, qt, ot, ws, nullptr, nullptr) == KVC_E_ARG,
+                      "a NULL mass");
+                cudaMemcpy(mass.data(), md, mass.size() * 4, cudaMemcpyDeviceToHost);
+                std::vector<unsigned char> pool(n_pages * PB);
+                cudaMemcpy(pool.data(), c.pool, pool.size(), cudaMemcpyDeviceToHost);
+                // the reference on the rows as stored, read back as f32 (every page type has them)
+                std::vector<stored_row> rows;
+                std::vector<float> kf, vf, wf;
+                std::vector<unsigned> ro;
+                std::vector<size_t> idx;
+                for (size_t i = 0; i < n; i++) {
+                    if (!(w[i] > 0.0f)) continue;
+                    rows.push_back(read_row(t, d, pool.data() + (size_t)pages[i / 64] * PB, (uint32_t)(i % 64)));
+                    kf.insert(kf.end(), rows.back().k.begin(), rows.back().k.end());
+                    vf.insert(vf.end(), rows.back().v.begin(), rows.back().v.end());
+                    wf.push_back(w[i]), ro.push_back(role[i]), idx.push_back(i);
+                }
+                // one segment per row keeps each row's role (the reference's segments share one)
+                std::vector<double> ref(rows.size(), 0.0), tol(rows.size(), kU);
+                std::vector<double> work(kvc_attend_work_bytes(1, kG, d) / sizeof(double) + 1);
+                for (uint32_t h = 0; h < kG; h++) {
+                    const out_bound ob = batch_bound(t, d, c.beta, q.data() + h * d, rows, wf, ro, 3, 3);
+                    // rows by role: N+D, N, D segments
+                    kvc_view view;
+                    std::memset(&view, 0, sizeof view);
+                    view.d = view.dv = d, view.beta = c.beta, view.n_seg = 3;
+                    const unsigned roles3[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
+                    std::vector<float> sk[3], sv[3], sw[3];
+                    std::vector<size_t> where[3];
+                    for (size_t i = 0; i < rows.size(); i++) {
+                        const size_t g = ro[i] == 3u ? 0u : ro[i] == 1u ? 1u : 2u;
+                        sk[g].insert(sk[g].end(), kf.begin() + i * d, kf.begin() + (i + 1) * d);
+                        sv[g].insert(sv[g].end(), vf.begin() + i * d, vf.begin() + (i + 1) * d);
+                        sw[g].push_back(wf[i]), where[g].push_back(i);
+                    }
+                    for (size_t g = 0; g < 3; g++) {
+                        kvc_segment &sg = view.seg[g];
+                        sg.n = sw[g].size(), sg.role = roles3[g], sg.scale = 1.0, sg.dtype = KVC_DTYPE_F32;
+                        sg.keys = sg.n ? sk[g].data() : nullptr, sg.values = sg.n ? sv[g].data() : nullptr;
+                        sg.weights = sg.n ? sw[g].data() : nullptr;
+                    }
+                    std::vector<float> one(d);
+                    std::vector<double> pm(rows.size(), 0.0);
+                    kvc_attend_batch b1 = {q.data() + h * d, 1, 1, 0, one.data(), pm.data(), nullptr};
+                    CHECK(kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), &view, &b1, work.data(),
+                                                          work.size() * 8) == KVC_OK,
+                          "reference");
+                    size_t e = 0;
+                    for (size_t g = 0; g < 3; g++)
+                        for (size_t i : where[g]) ref[i] += pm[e], tol[i] += ob.rel * pm[e], e++;
+                }
+                for (size_t i = 0; i < rows.size(); i++) {
+                    const double got = mass[(size_t)slot[idx[i]]];
+                    CHECK(std::fabs(got - ref[i]) <= tol[i], "mass %s d=%u%s row %zu: %.9g, want %.9g (tol %.3g)",
+                          page_type_name_of(t), d, unweighted ? " unweighted" : "", idx[i], got, ref[i], tol[i]);
+                    worst = std::fmax(worst, std::fabs(got - ref[i]) / tol[i]);
+                }
+                cudaFree(c.pool), cudaFree(ws), cudaFree(qd), cudaFree(od), cudaFree(md), cudaFree(ip), cudaFree(ids);
+                cases++;
+            }
+    std::printf("  mirror: mass on %zu page type x d x weighting cases, worst err/tol %.3g\n", cases, worst);
 }
 
 // One row, as comparable bytes (key codes, value codes or none, role) and its weight.
@@ -238,9 +369,9 @@ double run_method(kvc_method meth, unsigned t, const mirror_shape &sh, test_rng 
     const kvc_cuda_tensor qt{qd, KVC_CUDA_F32, (int64_t)(kHkv * kG * kD), (int64_t)kD};
     const kvc_cuda_tensor ot{od, KVC_CUDA_F32, (int64_t)(kHkv * kG * kD), (int64_t)kD};
     // the mass of every slot (methods that observe) and its scratch
-    void *scores_v = nullptr, *mass_v = nullptr;
-    cudaMalloc(&scores_v, (size_t)n_pages * 64u * kG * 4u), cudaMalloc(&mass_v, (size_t)n_pages * 64u * 4u);
-    float *scores_d = static_cast<float *>(scores_v), *mass_d = static_cast<float *>(mass_v);
+    void *mass_v = nullptr;
+    cudaMalloc(&mass_v, (size_t)n_pages * 64u * 4u);
+    float *mass_d = static_cast<float *>(mass_v);
     std::vector<float> dev_mass((size_t)n_pages * 64u);
     double worst_mass = 0;
     size_t split_steps = 0; // attends whose plan split an entry over several items
@@ -307,9 +438,9 @@ double run_method(kvc_method meth, unsigned t, const mirror_shape &sh, test_rng 
                   "plan");
             split_steps += plan.n_items > kE;
             cudaMemcpy(qd, q.data(), qn * 4, cudaMemcpyHostToDevice);
-            const kvc_status ra =
-                observes ? kvc_cuda_batch_attend_mass(&c, &plan, ip_d, id_d, qt, ot, ws, scores_d, mass_d, nullptr)
-                         : kvc_cuda_batch_attend(&c, &plan, ip_d, id_d, qt, ot, ws, nullptr);
+            const kvc_status ra = observes
+                                      ? kvc_cuda_batch_attend_mass(&c, &plan, ip_d, id_d, qt, ot, ws, mass_d, nullptr)
+                                      : kvc_cuda_batch_attend(&c, &plan, ip_d, id_d, qt, ot, ws, nullptr);
             CHECK(ra == KVC_OK && cudaDeviceSynchronize() == cudaSuccess, "%s %s: attend", mname, tname);
             cudaMemcpy(out.data(), od, qn * 4, cudaMemcpyDeviceToHost);
             if (observes) cudaMemcpy(dev_mass.data(), mass_d, dev_mass.size() * 4, cudaMemcpyDeviceToHost);
@@ -428,7 +559,7 @@ double run_method(kvc_method meth, unsigned t, const mirror_shape &sh, test_rng 
         if (test_failures() > 20) std::exit(1);
     }
     (void)pool_mismatch;
-    cudaFree(c.pool), cudaFree(ws), cudaFree(qd), cudaFree(od), cudaFree(scores_d), cudaFree(mass_d);
+    cudaFree(c.pool), cudaFree(ws), cudaFree(qd), cudaFree(od), cudaFree(mass_d);
     if (observes)
         std::printf("  mirror %-18s %-4s: mass from the device, worst err/tol %.3g (%zu attends with split entries)\n",
                     mname, tname, worst_mass, split_steps);
@@ -448,6 +579,7 @@ int run_mirror_checks(bool matrix)
                 "; d = %u, group %u, %u sequences x %u kv heads, budget %u, prompt %u, %u steps\n",
                 kMirrorSeed, kD, kG, sh.B, kHkv, sh.budget, sh.prompt, sh.steps);
     put_rows_round_trip(r);
+    mass_checks(r);
     const unsigned types[3] = {KVC_DTYPE_F16, KVC_DTYPE_I8, KVC_DTYPE_I4};
     size_t methods = 0;
     for (size_t mi = 0; mi < kvc_method_count(); mi++) {

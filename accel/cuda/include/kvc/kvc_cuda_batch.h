@@ -266,16 +266,16 @@ kvc_status kvc_cuda_batch_attend(const kvc_cuda_paged *c, const kvc_cuda_batch_p
  * @brief kvc_cuda_batch_attend, and the attention mass each row received:
  *        what H2O, TOVA and SnapKV observe (kvc_stream_observe; the reference
  *        kvc_attend_batch's mass). mass[slot] = sum over the query-head
- *        group of w e^x / sum_D w e^x, merged exactly across the entry's
- *        splits (a third launch merges the items' maxima and sums). Slots past
- *        an entry's count, and pages no entry reads, are not written.
- * @param scores device scratch, n_pages * 64 * group floats (the rows' scores between the launches).
- * @param mass   device, n_pages * 64 floats, indexed by slot.
- * @return as kvc_cuda_batch_attend; KVC_E_ARG also for NULL scores or mass.
+ *        group of w e^x / sum_D w e^x, the denominators merged exactly across
+ *        the entry's splits. A third launch reads the keys a second time and
+ *        scores them in f32 (the split kernel keeps no room for them). Slots
+ *        past an entry's count, and pages no entry reads, are not written.
+ * @param mass device, n_pages * 64 floats, indexed by slot.
+ * @return as kvc_cuda_batch_attend; KVC_E_ARG also for a NULL mass.
  */
 kvc_status kvc_cuda_batch_attend_mass(const kvc_cuda_paged *c, const kvc_cuda_batch_plan *plan,
                                       const int32_t *page_indptr, const int32_t *page_ids, kvc_cuda_tensor q,
-                                      kvc_cuda_tensor out, void *workspace, float *scores, float *mass, void *stream);
+                                      kvc_cuda_tensor out, void *workspace, float *mass, void *stream);
 
 #ifdef __cplusplus
 }
