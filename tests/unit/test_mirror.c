@@ -469,6 +469,35 @@ static int refusals_change_nothing(void)
     /* a good step after the refusals: the sink and the current token */
     CHECK(kvc_mirror_step(m, st, NULL, e, slots, &n, &rows) == KVC_OK);
     CHECK(n >= 1 && rows == n);
+    /* the mass by slot back in view order: each slot's value lands on the one entry its row is */
+    for (int i = 0; i < 40; i++) {
+        for (unsigned c = 0; c < HD; c++) k[c] = (float)((i * 7 + c) % 5) - 2.0f, v[c] = (float)i;
+        CHECK(kvc_stream_append(st, NULL, k, v) == KVC_OK);
+    }
+    CHECK(kvc_mirror_step(m, st, NULL, e, slots, &n, &rows) == KVC_OK);
+    const size_t ve = kvc_stream_view_entries(st);
+    float *sm = malloc(slots * sizeof *sm);
+    double *vm = malloc(ve * sizeof *vm), got = 0.0, want = 0.0;
+    for (uint32_t i = 0; i < slots; i++) sm[i] = (float)(i + 1);
+    CHECK(kvc_mirror_view_mass(m, st, sm, vm, ve) == KVC_OK);
+    kvc_view view;
+    CHECK(kvc_stream_view(st, &view) == KVC_OK);
+    size_t with_weight = 0, at = 0;
+    for (size_t g = 0; g < view.n_seg; g++)
+        for (size_t j = 0; j < view.seg[g].n; j++, at++) {
+            const double w = (view.seg[g].weights ? (double)view.seg[g].weights[j] : 1.0) * view.seg[g].scale;
+            CHECK((w > 0.0) == (vm[at] > 0.0)); /* a weightless entry gets 0 */
+            with_weight += w > 0.0;
+            got += vm[at];
+        }
+    memcpy(copy, mem, mb);
+    for (uint32_t i = 0; i < rows; i++) want += (double)(i + 1); /* every slot below rows holds a row here */
+    CHECK(with_weight == rows && got == want);
+    CHECK(kvc_mirror_view_mass(m, st, sm, vm, ve - 1) == KVC_E_ARG);
+    CHECK(kvc_mirror_view_mass(m, st, NULL, vm, ve) == KVC_E_ARG);
+    CHECK(kvc_mirror_view_mass(m, other, sm, vm, ve) == KVC_E_STATE);
+    CHECK(memcmp(copy, mem, mb) == 0); /* reading the mass changes nothing */
+    free(sm), free(vm);
     free(e), free(copy), free(mem), free(st), free(other);
     return 0;
 }
