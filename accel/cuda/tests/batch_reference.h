@@ -129,6 +129,30 @@ inline out_bound batch_bound(unsigned t, size_t d, float beta, const float *q, c
     return o;
 }
 
+// The reference's view of an entry's rows grouped by role: segment 0 both N
+// and D, 1 N only, 2 D only; keys and values as rows of `dtype` (the core's
+// layout), or f32 rows when as_f32 (a page type the core has no rows of).
+inline kvc_view role_view(unsigned dtype, bool as_f32, size_t d, float beta, const std::vector<unsigned char> *segk,
+                          const std::vector<unsigned char> *segv, const std::vector<float> *segw)
+{
+    kvc_view view;
+    std::memset(&view, 0, sizeof view);
+    view.d = view.dv = d, view.beta = beta, view.n_seg = 3;
+    const unsigned roles[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
+    for (size_t g = 0; g < 3; g++) {
+        kvc_segment &sg = view.seg[g];
+        sg.n = segw[g].size(), sg.role = roles[g], sg.scale = 1.0, sg.dtype = as_f32 ? (unsigned)KVC_DTYPE_F32 : dtype;
+        const void *kp = sg.n ? segk[g].data() : nullptr;
+        const void *vp = sg.n && roles[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
+        if (as_f32)
+            sg.keys = static_cast<const float *>(kp), sg.values = static_cast<const float *>(vp);
+        else
+            sg.keys_q = kp, sg.values_q = vp;
+        sg.weights = sg.n ? segw[g].data() : nullptr;
+    }
+    return view;
+}
+
 } // namespace kvc_batch_ref
 
 #endif

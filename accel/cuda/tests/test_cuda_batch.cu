@@ -318,22 +318,7 @@ double run_batch_case(const batch_case &bc, rng &r)
             segw[g].push_back(wt[s]);
             w.push_back(wt[s]), role.push_back(ro[s]);
         }
-        kvc_view view;
-        std::memset(&view, 0, sizeof view);
-        view.d = view.dv = d, view.beta = c.beta, view.n_seg = 3;
-        const unsigned roles[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
-        for (size_t g = 0; g < 3; g++) {
-            kvc_segment &sg = view.seg[g];
-            sg.n = segw[g].size(), sg.role = roles[g], sg.scale = 1.0,
-            sg.dtype = as_f32 ? (unsigned)KVC_DTYPE_F32 : bc.dtype;
-            const void *kp = sg.n ? segk[g].data() : nullptr;
-            const void *vp = sg.n && roles[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
-            if (as_f32)
-                sg.keys = static_cast<const float *>(kp), sg.values = static_cast<const float *>(vp);
-            else
-                sg.keys_q = kp, sg.values_q = vp;
-            sg.weights = sg.n ? segw[g].data() : nullptr;
-        }
+        const kvc_view view = role_view(bc.dtype, as_f32, d, c.beta, segk.data(), segv.data(), segw.data());
         const float *qe = qv.data() + e * G * d; // entry (s, h): query heads h G .. h G + G - 1 of sequence s
         std::vector<float> ref(G * d);
         kvc_attend_batch b = {qe, 1, G, 0, ref.data(), nullptr, nullptr};

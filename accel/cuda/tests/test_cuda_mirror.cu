@@ -494,17 +494,7 @@ double run_method(kvc_method meth, unsigned t, const mirror_shape &sh, test_rng 
             CHECK(same, "%s %s step %u entry %u: the pool holds %zu rows, the view %zu, or other codes or weights",
                   mname, tname, step, e, got_rows.size(), want.size());
             *checked_rows += have.size();
-            kvc_view view;
-            std::memset(&view, 0, sizeof view);
-            view.d = view.dv = kD, view.beta = c.beta, view.n_seg = 3;
-            const unsigned roles3[3] = {KVC_SET_BOTH, KVC_SET_NUM, KVC_SET_DEN};
-            for (size_t g = 0; g < 3; g++) {
-                kvc_segment &sgm = view.seg[g];
-                sgm.n = segw[g].size(), sgm.role = roles3[g], sgm.scale = 1.0, sgm.dtype = t;
-                sgm.keys_q = sgm.n ? segk[g].data() : nullptr;
-                sgm.values_q = sgm.n && roles3[g] != KVC_SET_DEN ? segv[g].data() : nullptr;
-                sgm.weights = sgm.n ? segw[g].data() : nullptr;
-            }
+            const kvc_view view = role_view(t, false, kD, c.beta, segk, segv, segw);
             if (!attend_now) continue;
             const float *qe = q.data() + (size_t)e * kG * kD;
             std::vector<float> ref(kG * kD);
