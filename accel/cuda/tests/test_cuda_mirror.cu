@@ -51,7 +51,7 @@ constexpr uint32_t kD = 64, kG = 2, kHkv = 1;
 struct mirror_shape {
     uint32_t B, budget, prompt, steps;
 };
-const mirror_shape kFull{8, 96, 80, 40}, kMatrix{2, 280, 284, 8};
+const mirror_shape kFull{8, 96, 88, 28}, kMatrix{2, 280, 284, 8};
 
 template <typename T> T *dev_copy(const T *h, size_t n)
 {
@@ -149,12 +149,12 @@ void mass_checks(test_rng &r)
                 const int32_t pages[3] = {2, 0, 3};
                 std::vector<int32_t> slot(n);
                 for (size_t i = 0; i < n; i++) slot[i] = pages[i / 64] * 64 + (int32_t)(i % 64);
-                for (size_t i = 0; i < n; i++) {
-                    int32_t *sd = dev_copy(&slot[i], 1);
-                    float *kd = dev_copy(kx.data() + i * d, d), *vd = dev_copy(vx.data() + i * d, d);
+                { // one launch: row i is "sequence" i of a one-head layer
+                    int32_t *sd = dev_copy(slot.data(), n);
+                    float *kd = dev_copy(kx.data(), n * d), *vd = dev_copy(vx.data(), n * d);
                     const kvc_cuda_tensor kt{kd, KVC_CUDA_F32, (int64_t)d, (int64_t)d},
                         vt{vd, KVC_CUDA_F32, (int64_t)d, (int64_t)d};
-                    CHECK(kvc_cuda_batch_append(&c, 1, sd, kt, vt, nullptr) == KVC_OK, "append");
+                    CHECK(kvc_cuda_batch_append(&c, n, sd, kt, vt, nullptr) == KVC_OK, "append");
                     cudaFree(sd), cudaFree(kd), cudaFree(vd);
                 }
                 if (!unweighted) {
