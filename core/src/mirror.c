@@ -238,9 +238,7 @@ static int view_row_at(const step_ctx *c, const kvc_view *v, uint32_t seg, uint3
     const double w = (g->weights ? (double)g->weights[row] : 1.0) * g->scale;
     const float wf = (float)w;
     if (!(wf > 0.0f) || !(wf < INFINITY)) return 0;
-    const int f32 = g->dtype == KVC_DTYPE_F32;
-    const unsigned char *k = f32 ? (const unsigned char *)g->keys : (const unsigned char *)g->keys_q;
-    const unsigned char *val = f32 ? (const unsigned char *)g->values : (const unsigned char *)g->values_q;
+    const unsigned char *k = kvc_segment_key_rows(g), *val = kvc_segment_value_rows(g);
     r->pending = seg == PENDING_SEGMENT;
     const uint64_t kstride = r->pending ? 4u * (uint64_t)v->d : c->m->ks;
     const uint64_t vstride = r->pending ? 4u * (uint64_t)v->dv : c->m->vs;
@@ -261,9 +259,7 @@ static int view_in_arena(const struct kvc_mirror *m, const unsigned char *stream
         if (g->n == 0) continue;
         const int pending = i == PENDING_SEGMENT;
         if (!pending && g->dtype != m->dtype) return 0;
-        const int f32 = g->dtype == KVC_DTYPE_F32;
-        const unsigned char *k = f32 ? (const unsigned char *)g->keys : (const unsigned char *)g->keys_q;
-        const unsigned char *val = f32 ? (const unsigned char *)g->values : (const unsigned char *)g->values_q;
+        const unsigned char *k = kvc_segment_key_rows(g), *val = kvc_segment_value_rows(g);
         const uint64_t ks = pending ? 4u * (uint64_t)v->d : m->ks, vs = pending ? 4u * (uint64_t)v->dv : m->vs;
         if (k == NULL || k < stream || (uint64_t)(k - stream) > m->arena_bytes ||
             g->n > (m->arena_bytes - (uint64_t)(k - stream)) / ks)
@@ -285,9 +281,7 @@ static uint32_t ranges_of(const struct kvc_mirror *m, const unsigned char *strea
     for (uint32_t i = 0; i < v->n_seg; i++) {
         const kvc_segment *g = &v->seg[i];
         if (g->n == 0 || i == PENDING_SEGMENT) continue;
-        const int f32 = g->dtype == KVC_DTYPE_F32;
-        const unsigned char *k = f32 ? (const unsigned char *)g->keys : (const unsigned char *)g->keys_q;
-        const unsigned char *val = f32 ? (const unsigned char *)g->values : (const unsigned char *)g->values_q;
+        const unsigned char *k = kvc_segment_key_rows(g), *val = kvc_segment_value_rows(g);
         mirror_range r;
         memset(&r, 0, sizeof r);
         r.koff = (uint64_t)(k - stream);
