@@ -406,6 +406,16 @@ kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64
     return kvc_stream_mark(stream_checked_at(c, layer, kv_head), token, centre);
 }
 
+kvc_status kvc_cache_observe(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, uint32_t kv_head,
+                             const double *mass, size_t n)
+{
+    const kvc_status rc = cache_check(c);
+    if (rc != KVC_OK) return rc;
+    if (layer >= c->cfg.n_layers || kv_head >= c->cfg.n_kv_heads) return KVC_E_ARG;
+    if (stream_at(c, layer, kv_head) == NULL) return KVC_E_CORRUPT;
+    return kvc_stream_observe(stream_checked_at(c, layer, kv_head), kern, mass, n);
+}
+
 kvc_status kvc_cache_append(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, const float *k, const float *v)
 {
     kvc_status rc = cache_check(c);

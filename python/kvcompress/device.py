@@ -38,9 +38,9 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from . import _core
+from . import RECOMMENDED, _budget_tokens, _core, _param_list
 
-__all__ = ["METHODS", "PagedCache", "backend", "page_bytes"]
+__all__ = ["METHODS", "MirroredCache", "PagedCache", "backend", "page_bytes"]
 
 #: The methods whose decisions are slot arithmetic (see the module's text).
 METHODS = ("exact", "sink-window")
@@ -287,3 +287,146 @@ class PagedCache:
         # synchronization behavior").
         lay.core.attend(m, n_rows, max_pages, self._host.ctypes.data, self._host.nbytes, work, wb,
                         tables.data_ptr(), tables[m * hkv + 1:].data_ptr(), view(q), o, stream)
+
+
+class MirroredCache:
+    """Every method on the device pages, for a batch of sequences: the core
+    decides on the host, the device stores the rows and attends
+    (docs/gpu.md, "The mirror"; docs/python.md, "CUDA tensors").
+
+    Each sequence of the batch has its own C cache configured exactly as
+    ``kvcompress.Cache(n_layers, n_heads, n_kv_heads, head_dim, method=...,
+    budget=..., ...)`` would be, so a sequence's evictions, merges and weights
+    are those of the host path at batch 1. Every step, the step's keys and
+    values are copied to the host (float32) and appended there; each
+    (layer, sequence, kv head) stream's mirror (kvc_mirror.h) says which rows,
+    weights and roles changed, and those edits go to the layer's device pages
+    (``kvc_cuda_batch_put_rows`` / ``_set_rows``, the same codes as the host's
+    rows); one plan and one attend per position answer every sequence. H2O,
+    TOVA and SnapKV get the attention mass from the device
+    (``kvc_cuda_batch_attend_mass``) and observe it on the host.
+
+    n_layers, n_heads, n_kv_heads, head_dim : the model's shape (head_dim 64
+        or 128; n_heads / n_kv_heads at most 16).
+    batch : sequences (1 .. 65535); None: the batch of the first ``extend``.
+    method, budget, context, dtype, seed, **params : ``kvcompress.Cache``'s
+        (every method but KIVI4's plan, whose channel blocks no page holds;
+        dtype "f16", "int8" or "int4").
+    device : where the pages live (the build's: CUDA for "gpu", CPU for "simt").
+
+    Memory: ``nbytes`` of device pages (each stream gets whole pages for its
+    mirror's slots: the view's rows and the current token) and ``host_bytes``
+    of host state (the caches, mirrors and journals).
+    Threads: calls on one MirroredCache take turns (its lock is held while the
+    GIL is released); different ones run in parallel.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *,
+                 batch: Optional[int] = None, method: str = RECOMMENDED["method"],
+                 budget: Union[int, str] = 1024, context: Optional[int] = None,
+                 dtype: str = RECOMMENDED["dtype"], seed: int = 1,
+                 device: Optional[Union[str, torch.device]] = None, **params) -> None:
+        _need_backend()
+        device = torch.device(device if device is not None else ("cuda" if _core.cuda_backend == "gpu" else "cpu"))
+        _check_device(device)
+        if n_heads % n_kv_heads or not 1 <= n_heads // n_kv_heads <= _core.cuda_max_group:
+            raise ValueError(f"{n_heads} query heads over {n_kv_heads} kv heads: want a group of "
+                             f"1 .. {_core.cuda_max_group}")
+        plist = _param_list(params)
+        self.budget = _budget_tokens(budget, method=method, dtype=dtype, head_dim=head_dim,
+                                     n_streams=n_layers * n_kv_heads, context=context, params=plist)
+        self.n_layers, self.n_heads, self.n_kv_heads, self.head_dim = n_layers, n_heads, n_kv_heads, head_dim
+        self.method, self.dtype, self.device, self.seed = method, dtype, device, seed
+        self._params = plist
+        self._c: Optional[_core.MirroredCache] = None
+        self._seen = [0] * n_layers
+        self.batch: Optional[int] = None
+        if batch is not None:
+            self._make(batch)
+
+    def _make(self, batch: int) -> None:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= 65535:
+            raise ValueError(f"batch {batch!r}: want 1 .. 65535 sequences")
+        self._c = _core.MirroredCache(self.n_layers, self.n_heads, self.n_kv_heads, self.head_dim, int(batch),
+                                      self.method, self.budget, self.dtype, self.seed, self._params)
+        self.batch = int(batch)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the device pages (0 before the batch is known)."""
+        return self._c.nbytes if self._c is not None else 0
+
+    @property
+    def host_bytes(self) -> int:
+        """Bytes of host state: the sequences' caches, the mirrors, the journals."""
+        return self._c.host_bytes if self._c is not None else 0
+
+    def seen(self, layer: int) -> int:
+        """Positions (padding included) layer ``layer`` has been given."""
+        return self._seen[layer]
+
+    @property
+    def observes_mass(self) -> bool:
+        """The method observes the attention mass its rows receive (H2O,
+        TOVA, SnapKV): the device computes it, the host observes it."""
+        if self._c is not None:
+            return bool(self._c.observes)
+        return any(m["observes"] for m in _core.methods() if m["name"] == self.method)
+
+    def usage(self, sequence: int) -> list[int]:
+        """Sequence ``sequence``'s host cache: elements held, at peak, and their
+        bytes (``kvcompress.Cache.usage``)."""
+        return self._c.usage(sequence)
+
+    def checksum(self, sequence: int) -> int:
+        """kvc_cache_checksum of sequence ``sequence``'s host cache (tests:
+        equal to a ``kvcompress.Cache`` given the same tokens)."""
+        return self._c.checksum(sequence)
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor, q: torch.Tensor, scaling: float,
+               real: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Appends the n positions of k, v (batch, n_kv_heads, n, head_dim)
+        and answers each position's queries q (batch, n_heads, n, head_dim)
+        after its own row: out (batch, n, n_heads, head_dim) in q's dtype,
+        scores scaled by ``scaling``. ``real`` (batch, n), 1 for a token and 0
+        for padding (a left-padded prompt): padding never enters a cache and
+        its output is 0. Tensors: float32, float16 or bfloat16 on the cache's
+        device, the last dimension contiguous. Bad input raises and leaves
+        every cache as it was."""
+        if k.dim() != 4:
+            raise ValueError(f"k: want (batch, n_kv_heads, n, head_dim), got shape {tuple(k.shape)}")
+        b, n = k.shape[0], k.shape[2]
+        want = (b, self.n_kv_heads, n, self.head_dim)
+        for name, t, shape in (("k", k, want), ("v", v, want), ("q", q, (b, self.n_heads, n, self.head_dim))):
+            if tuple(t.shape) != shape:
+                raise ValueError(f"{name}: want shape {shape}, got {tuple(t.shape)}")
+            if t.device != self.device:
+                raise ValueError(f"{name} is on {t.device}; the cache's pages are on {self.device}")
+            if t.dtype not in _ELEM:
+                raise ValueError(f"{name}: want float32, float16 or bfloat16, got {t.dtype}")
+        if not (math.isfinite(scaling) and scaling > 0):
+            raise ValueError(f"scaling {scaling}: want finite and > 0")
+        if self.batch is not None and b != self.batch:
+            raise ValueError(f"a batch of {b}; this cache holds {self.batch} sequences")
+        if real is None:
+            mask = np.ones((b, n), dtype=np.uint8)
+        else:
+            if tuple(real.shape) != (b, n):
+                raise ValueError(f"real: want shape {(b, n)}, got {tuple(real.shape)}")
+            r = real.detach().cpu()
+            if r.is_floating_point() or r.is_complex() or not bool(((r == 0) | (r == 1)).all()):
+                raise ValueError("real: want 0 (padding) or 1 (a token) per position, as an integer or bool tensor")
+            mask = np.ascontiguousarray(r.numpy().astype(np.uint8))
+        if self._c is None:
+            self._make(b)
+        q = q if q.stride(-1) == 1 else q.contiguous()
+        # the rows the core appends: float32 on the host, [batch][n][kv head][d]
+        kh = np.ascontiguousarray(k.detach().permute(0, 2, 1, 3).float().cpu().numpy())
+        vh = np.ascontiguousarray(v.detach().permute(0, 2, 1, 3).float().cpu().numpy())
+        out = torch.zeros((b, n, self.n_heads, self.head_dim), dtype=q.dtype, device=self.device)
+        stream = torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else 0
+        qv = _core.DevTensor(q.data_ptr(), _ELEM[q.dtype], q.stride(0), q.stride(1))
+        ov = _core.DevTensor(out.data_ptr(), _ELEM[out.dtype], out.stride(0), out.stride(2))
+        self._c.extend(layer, kh, vh, mask, qv, q.stride(2), ov, out.stride(1), float(scaling), stream)
+        self._seen[layer] += n
+        return out

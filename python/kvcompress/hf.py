@@ -12,10 +12,12 @@ causal by construction). Other caches (a ``DynamicCache``) are answered by
 transformers' SDPA, so a model switched to ``"kvcompress"`` runs unchanged with
 them. ``KvcPress`` is a kvpress press: exact prefill as kvpress does, then the
 prompt's rows go into the library's cache, which answers the question and the
-answer. Batch size 1. CPU tensors; on CUDA tensors (a package built with the
-GPU table) ``KvcCache`` keeps the rows in device pages and answers with the
-batched kernels, for the methods whose decisions are slot arithmetic
-(``kvcompress.device``: exact and sink-window).
+answer. On CPU tensors: batch size 1. On CUDA tensors (a package built with
+the GPU table; CPU tensors in the SIMT build) ``KvcCache`` keeps the rows in
+device pages (``paged=True``, the default there): every method, any batch,
+left-padded prompts read through the attention mask
+(``kvcompress.device.MirroredCache``); ``paged="slots"`` is the slot-arithmetic
+path of exact and sink-window at batch 1 (``kvcompress.device.PagedCache``).
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ except ImportError:  # kvpress not installed: KvcCache alone
     BasePress = object  # type: ignore[misc,assignment]
     is_prefilling = None  # type: ignore[assignment]
 
-__all__ = ["ATTENTION", "KvcCache", "KvcLayer", "KvcPagedLayer", "KvcPress", "kvcompress_attention", "model_shape"]
+__all__ = ["ATTENTION", "KvcCache", "KvcLayer", "KvcMirroredLayer", "KvcPagedLayer", "KvcPress", "kvcompress_attention",
+           "model_shape"]
 
 #: The name under which the attention function is registered with transformers.
 ATTENTION = "kvcompress"
@@ -106,33 +109,44 @@ class KvcLayer(CacheLayerMixin):
         if self.pending is not None:
             raise RuntimeError(f"layer {self.layer_idx}: the previous step's keys never reached the attention "
                                f"function: load or switch the model with attn_implementation='{ATTENTION}'")
-        if key_states.shape[0] != 1:
-            raise ValueError(f"a kvcompress cache holds one sequence; got a batch of {key_states.shape[0]}")
+        if key_states.shape[0] != 1 and not getattr(self, "batch_ok", False):
+            raise ValueError(f"a kvcompress cache on the CPU holds one sequence; got a batch of "
+                             f"{key_states.shape[0]} (KvcCache(paged=True) serves a batch on the device path)")
         self.pending = (key_states, value_states)
         # What the model's attention receives: empty tensors on the meta device
         # that point at this layer. The "kvcompress" attention answers from the
         # C cache; any other attention fails loudly on them (a tensor on the
         # meta device) instead of attending over this step's tokens alone.
-        shape = (1, key_states.shape[1], 0, key_states.shape[3])
+        shape = (key_states.shape[0], key_states.shape[1], 0, key_states.shape[3])
         key_marker = torch.empty(shape, dtype=key_states.dtype, device="meta")
         value_marker = torch.empty(shape, dtype=value_states.dtype, device="meta")
         key_marker._kvcompress_layer = self
         return key_marker, value_marker
 
-    def attend(self, query: torch.Tensor, scaling: Optional[float]) -> torch.Tensor:
+    def attend(self, query: torch.Tensor, scaling: Optional[float],
+               real: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The pending tokens appended, each followed by its queries' attend:
-        (1, n_heads, L, d) -> (1, L, n_heads, d)."""
+        (1, n_heads, L, d) -> (1, L, n_heads, d). ``real`` (1, L): the
+        attention mask's columns of these positions; padding (0) is not
+        appended and its output is 0."""
         k, v = self.pending
         self.pending = None
-        d = query.shape[-1]
+        n, d = k.shape[2], query.shape[-1]
         scale = (scaling if scaling is not None else 1.0 / math.sqrt(d)) * math.sqrt(d)  # the core's beta is 1/sqrt(d)
         q = query[0].transpose(0, 1).float()
         if scale != 1.0:
             q = q * scale
-        out = self.shared.arena.extend(self.layer_idx, k[0].transpose(0, 1), v[0].transpose(0, 1), q)
-        self.seen += k.shape[2]
+        keep = None if real is None or bool(real.all()) else real[0].to("cpu", torch.bool)
+        kt, vt = k[0].transpose(0, 1), v[0].transpose(0, 1)
+        if keep is not None:
+            kt, vt, q = kt[keep], vt[keep], q[keep]
+        res = torch.zeros((n, q.shape[1], d), dtype=query.dtype)
+        if kt.shape[0]:
+            out = torch.from_numpy(self.shared.arena.extend(self.layer_idx, kt, vt, q)).to(query.dtype)
+            res = out if keep is None else res.index_put_((keep,), out)
+        self.seen += n
         self.shared.dirty = True
-        return torch.from_numpy(out).to(query.dtype).unsqueeze(0)
+        return res.unsqueeze(0)
 
     def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
         return self.seen + cache_position.shape[0], 0
@@ -175,9 +189,13 @@ class KvcLayer(CacheLayerMixin):
 class KvcPagedLayer(KvcLayer):
     """One model layer of a ``kvcompress.device.PagedCache``: the step's keys
     and values go into device pages and the queries are answered there
-    (exact and sink-window; docs/python.md, "CUDA tensors")."""
+    (exact and sink-window, batch 1; docs/python.md, "CUDA tensors")."""
 
-    def attend(self, query: torch.Tensor, scaling: Optional[float]) -> torch.Tensor:
+    def attend(self, query: torch.Tensor, scaling: Optional[float],
+               real: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if real is not None and not bool(real.all()):
+            raise ValueError("the slot-arithmetic paged cache reads no attention mask: use paged=True "
+                             "(kvcompress.device.MirroredCache) for padded prompts")
         k, v = self.pending
         self.pending = None
         d = query.shape[-1]
@@ -199,6 +217,55 @@ class KvcPagedLayer(KvcLayer):
     values = keys
 
 
+class KvcMirroredLayer(KvcPagedLayer):
+    """One model layer of a ``kvcompress.device.MirroredCache``: any method,
+    a batch, padding read from the attention mask (docs/python.md, "CUDA
+    tensors")."""
+
+    batch_ok = True
+
+    def attend(self, query: torch.Tensor, scaling: Optional[float],
+               real: Optional[torch.Tensor] = None) -> torch.Tensor:
+        k, v = self.pending
+        self.pending = None
+        d = query.shape[-1]
+        out = self.shared.arena.extend(self.layer_idx, k, v, query,
+                                       scaling if scaling is not None else 1.0 / math.sqrt(d), real=real)
+        self.seen += k.shape[2]
+        return out
+
+    @property
+    def keys(self) -> _Rows:
+        mc = self.shared.arena
+        return _Rows((mc.batch or 1, mc.n_kv_heads, self.seen, mc.head_dim))
+
+    @keys.setter
+    def keys(self, rows: Any) -> None:
+        if rows is not None and rows.shape[2] != self.seen:
+            raise NotImplementedError(f"layer {self.layer_idx}: a paged kvcompress cache cannot drop tokens")
+
+    values = keys
+
+
+def _padding_mask(*args: Any, attention_mask: Optional[torch.Tensor] = None, **kwargs: Any) -> Any:
+    """transformers' SDPA mask, carrying the 2D padding mask (batch, seen +
+    L) it was made from: the "kvcompress" attention reads which of a step's
+    positions are tokens. No mask (None) means no padding."""
+    mask = sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+    if mask is not None and attention_mask is not None and attention_mask.dim() == 2:
+        mask._kvcompress_padding = attention_mask
+    return mask
+
+
+def _step_padding(attention_mask: Any, n: int) -> Optional[torch.Tensor]:
+    """(batch, n): 1 where this step's position is a token, 0 where padding;
+    None when the mask says nothing of padding."""
+    padding = getattr(attention_mask, "_kvcompress_padding", None)
+    if padding is None:
+        return None
+    return padding[:, -n:].to(torch.bool)
+
+
 def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attention_mask: Optional[torch.Tensor], dropout: float = 0.0,
                          scaling: Optional[float] = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
@@ -211,11 +278,11 @@ def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if query.device.type != "cpu" and not isinstance(layer, KvcPagedLayer):
         raise ValueError(f"a kvcompress.Cache attends on the CPU; the query is on {query.device} "
                          f"(KvcCache.for_model(..., paged=True) keeps CUDA tensors on the device)")
-    return layer.attend(query, scaling), None
+    return layer.attend(query, scaling, _step_padding(attention_mask, query.shape[2])), None
 
 
 ALL_ATTENTION_FUNCTIONS.register(ATTENTION, kvcompress_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, _padding_mask)
 
 
 def _use_kvcompress_attention(model: Any) -> None:
@@ -230,21 +297,33 @@ class KvcCache(Cache):
     Make it with ``KvcCache.for_model(model, ...)``: the model is switched to
     the ``"kvcompress"`` attention (other caches keep SDPA). ``method``,
     ``budget``, ``context``, ``dtype``, ``seed`` and method parameters are
-    ``kvcompress.Cache``'s."""
+    ``kvcompress.Cache``'s.
 
-    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *, paged: bool = False,
-                 **kvc: Any) -> None:
-        if paged:
+    paged : False, the C cache on the CPU (batch 1); True, the device path for
+        every method and any batch (``kvcompress.device.MirroredCache``:
+        each sequence decides as the CPU path would alone); "slots", the
+        slot-arithmetic device path of exact and sink-window
+        (``kvcompress.device.PagedCache``, batch 1)."""
+
+    def __init__(self, n_layers: int, n_heads: int, n_kv_heads: int, head_dim: int, *,
+                 paged: Union[bool, str] = False, **kvc: Any) -> None:
+        if paged not in (False, True, "slots"):
+            raise ValueError(f"paged={paged!r}: want False, True or 'slots'")
+        if paged == "slots":
             from .device import PagedCache
             self.shared = _Shared(PagedCache(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
             layer = KvcPagedLayer
+        elif paged:
+            from .device import MirroredCache
+            self.shared = _Shared(MirroredCache(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
+            layer = KvcMirroredLayer
         else:
             self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv_heads, head_dim, **kvc))
             layer = KvcLayer
         super().__init__(layers=[layer(self.shared, i) for i in range(n_layers)])
 
     @classmethod
-    def for_model(cls, model: Any, paged: Optional[bool] = None, **kvc: Any) -> "KvcCache":
+    def for_model(cls, model: Any, paged: Optional[Union[bool, str]] = None, **kvc: Any) -> "KvcCache":
         """paged: keep the rows in device pages (``kvcompress.device``); by
         default when the model is on a CUDA device, with the model's device."""
         _use_kvcompress_attention(model)

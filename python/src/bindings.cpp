@@ -492,6 +492,10 @@ nb::tuple paged_rows(const std::string &dtype, uint32_t head_dim, uintptr_t pool
     using f32_out = nb::ndarray<nb::numpy, float, nb::ndim<2>>;
     return nb::make_tuple(f32_out(kd, {n, (size_t)head_dim}, kown), f32_out(vd, {n, (size_t)head_dim}, vown));
 }
+} // namespace
+#include "mirrored_cache.h"
+namespace
+{
 #endif
 
 } // namespace
@@ -615,6 +619,17 @@ NB_MODULE(_core, m)
         .def("plan_host_bytes", &paged_layer::plan_host_bytes)
         .def("attend", &paged_layer::attend);
     m.def("paged_rows", &paged_rows);
+    nb::class_<mirrored_cache>(m, "MirroredCache")
+        .def(nb::init<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, const std::string &, uint32_t,
+                      const std::string &, uint64_t, const std::vector<std::string> &>())
+        .def("extend", &mirrored_cache::extend)
+        .def("checksum", &mirrored_cache::checksum)
+        .def("usage", &mirrored_cache::usage)
+        .def_prop_ro("nbytes", &mirrored_cache::nbytes)
+        .def_prop_ro("host_bytes", &mirrored_cache::host_bytes)
+        .def_prop_ro("slots", &mirrored_cache::slots)
+        .def_prop_ro("pages_per_entry", &mirrored_cache::pages_per_entry)
+        .def_prop_ro("observes", &mirrored_cache::observes);
 #else
     m.attr("cuda_backend") = nb::none();
 #endif

@@ -174,7 +174,7 @@ def tiny():
 
 @pytest.mark.parametrize("method,dtype", [("exact", "f16"), ("sink-window", "int8")])
 def test_generate_on_paged_rows_within_the_bound_at_every_layer(tiny, monkeypatch, method, dtype):
-    """model.generate with KvcCache(paged=True): every layer's every output
+    """model.generate with KvcCache(paged="slots"): every layer's every output
     within batch_bound of the stored rows (sink-window: 50 prompt positions
     and 20 new tokens pass its 64 rows)."""
     import kvcompress.hf as kvc_hf
@@ -182,16 +182,204 @@ def test_generate_on_paged_rows_within_the_bound_at_every_layer(tiny, monkeypatc
     worst = [0.0]
     original = kvc_hf.KvcPagedLayer.attend
 
-    def checked(self, query, scaling):
+    def checked(self, query, scaling, real=None):
         t0 = self.seen
-        out = original(self, query, scaling)
+        out = original(self, query, scaling, real)
         check_outputs(self.shared.arena, self.layer_idx, query, out, t0, scaling, worst)
         return out
 
     monkeypatch.setattr(kvc_hf.KvcPagedLayer, "attend", checked)
-    cache = kvc_hf.KvcCache.for_model(model, paged=True, method=method, dtype=dtype,
+    cache = kvc_hf.KvcCache.for_model(model, paged="slots", method=method, dtype=dtype,
                                       budget=64 if method == "sink-window" else None, sink=4)
     with torch.no_grad():
         text = model.generate(ids, past_key_values=cache, max_new_tokens=20, do_sample=False)
     assert text.shape == (1, 70) and cache.shared.arena.seen(0) == 69  # the last token is not attended yet
     print(f"{method} {dtype}: {cache.nbytes} bytes of pages, worst error / derived bound = {worst[0]:.3g}")
+
+
+# --- every method through the core's mirrors (kvcompress.device.MirroredCache) ---
+
+import kvcompress  # noqa: E402
+import kvcompress.hf as kvc_hf  # noqa: E402
+
+METHODS = [m["name"] for m in kvcompress.methods()]
+NEW_TOKENS = 32
+
+
+def method_kwargs(method, budget=32):
+    """A budget the prompts and the 32 new tokens pass (exact: one that holds
+    them all), 4 sinks and a window of 8 so that every method evicts or merges."""
+    kw = dict(method=method, budget=64 if method == "exact" else budget, seed=1, sink=4, window=8)
+    if method.endswith("-prefill"):
+        kw["prefix_len"] = 10
+    return kw
+
+
+def left_padded(prompts):
+    """ids and attention mask of a left-padded batch."""
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):], mask[i, width - len(p):] = p, 1
+    return ids.to(DEVICE), mask.to(DEVICE)
+
+
+def host_and_device_tokens(model, prompts, kw):
+    """Greedy tokens of the device path (one left-padded batch) and of the
+    host path (each prompt alone, batch 1), and the two paths' caches."""
+    ids, mask = left_padded(prompts)
+    dev_cache = kvc_hf.KvcCache.for_model(model, paged=True, **kw)
+    with torch.no_grad():
+        dev = model.generate(ids, attention_mask=mask, past_key_values=dev_cache, max_new_tokens=NEW_TOKENS,
+                             min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+    host, host_caches = [], []
+    for p in prompts:
+        hc = kvc_hf.KvcCache.for_model(model, paged=False, **kw)
+        with torch.no_grad():
+            h = model.generate(p[None].cpu(), past_key_values=hc, max_new_tokens=NEW_TOKENS,
+                               min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+        host.append(h[0, len(p):].tolist())
+        host_caches.append(hc)
+    return [dev[i, ids.shape[1]:].tolist() for i in range(len(prompts))], host, dev_cache, host_caches
+
+
+@pytest.fixture(scope="module")
+def tiny_cpu_model():
+    """The seeded two-layer Llama of `tiny`, on the build's device, with three
+    prompts of 20, 13 and 17 tokens."""
+    torch.manual_seed(SEED)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                   max_position_embeddings=256)
+    model = transformers.LlamaForCausalLM(cfg).to(DEVICE).eval()
+    g = torch.Generator().manual_seed(SEED)
+    prompts = [torch.randint(3, 128, (n,), generator=g) for n in (20, 13, 17)]
+    return model, prompts
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_generates_the_host_paths_tokens_for_a_padded_batch(tiny_cpu_model, method):
+    """Three left-padded prompts in one batch on the device pages (f16 rows)
+    give, for 32 greedy tokens each, the tokens of the host path run on each
+    prompt alone, and each sequence's cache ends
+    with as many rows as the host path's caches (no padding entered). (f16 pages:
+    int8 and int4 pages store the current token in their type where the host
+    keeps it in f32, which moves this random model's logits by ~1e-3, past
+    some of its top-2 margins: docs/python.md has those runs.)"""
+    model, prompts = tiny_cpu_model
+    print(f"seed {SEED}")
+    kw = method_kwargs(method)
+    kw["dtype"] = "f16"
+    dev, host, dev_cache, host_caches = host_and_device_tokens(model, prompts, kw)
+    for i in range(len(prompts)):
+        assert dev[i] == host[i], f"{method}: sequence {i}: device {dev[i]} != host {host[i]}"
+    mc = dev_cache.shared.arena
+    for i, hc in enumerate(host_caches):  # the rows each holds (the model's batch of 3 rounds k, v apart from
+        assert mc.usage(i) == hc.arena._c.usage(), f"{method}: sequence {i}"  # batch 1: no checksums here)
+    print(f"{method}: {len(prompts)} x {NEW_TOKENS} tokens equal; {mc.nbytes} bytes of pages, "
+          f"{mc.host_bytes} of host state")
+
+
+def test_mirrored_bad_input_is_refused_and_leaves_the_caches_unchanged():
+    d = 64
+    mc = kd.MirroredCache(1, 4, 2, d, batch=2, method="h2o", budget=32, sink=4, window=8, device=DEVICE)
+    g = torch.Generator().manual_seed(SEED)
+    k, v = (torch.randn(2, 2, 3, d, generator=g).to(DEVICE) for _ in range(2))
+    q = torch.randn(2, 4, 3, d, generator=g).to(DEVICE)
+    mc.extend(0, k, v, q, 0.125)
+    before = [mc.checksum(0), mc.checksum(1)]
+    bad = k.clone()
+    bad[1, 0, 2, 5] = float("nan")
+    with pytest.raises(kvcompress.KvcError, match="sequence 1, position 2"):
+        mc.extend(0, bad, v, q, 0.125)
+    with pytest.raises(ValueError, match="want shape"):
+        mc.extend(0, k, v, q[:, :2], 0.125)
+    with pytest.raises(ValueError, match="a batch of 1"):
+        mc.extend(0, k[:1], v[:1], q[:1], 0.125)
+    with pytest.raises(ValueError, match="0 \\(padding\\) or 1"):
+        mc.extend(0, k, v, q, 0.125, real=torch.full((2, 3), 2))
+    with pytest.raises(ValueError, match="scaling"):
+        mc.extend(0, k, v, q, -1.0)
+    with pytest.raises(kvcompress.KvcError, match="layer 1 of 1"):
+        mc.extend(1, k, v, q, 0.125)
+    assert [mc.checksum(0), mc.checksum(1)] == before and mc.seen(0) == 3
+    with pytest.raises(kvcompress.KvcError, match="f16, int8 or int4"):
+        kd.MirroredCache(1, 4, 2, d, batch=1, method="sink-window", dtype="kivi4", budget=128, device=DEVICE)
+    with pytest.raises(ValueError, match="batch"):
+        kd.MirroredCache(1, 4, 2, d, batch=0, budget=64, device=DEVICE)
+
+
+def test_padding_never_enters_and_is_answered_with_zeros():
+    """A sequence whose first positions are padding holds exactly what the
+    same sequence without them holds, and its padded outputs are 0."""
+    d = 64
+    g = torch.Generator().manual_seed(SEED)
+    k, v = (torch.randn(2, 2, 6, d, generator=g).to(DEVICE) for _ in range(2))
+    q = torch.randn(2, 4, 6, d, generator=g).to(DEVICE)
+    real = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
+    padded = kd.MirroredCache(1, 4, 2, d, batch=2, method="subgen", budget=32, sink=4, window=8, device=DEVICE)
+    alone = kd.MirroredCache(1, 4, 2, d, batch=1, method="subgen", budget=32, sink=4, window=8, device=DEVICE)
+    out = padded.extend(0, k, v, q, 0.125, real=real)
+    ref = alone.extend(0, k[1:, :, 2:], v[1:, :, 2:], q[1:, :, 2:], 0.125)
+    assert padded.checksum(1) == alone.checksum(0)
+    assert torch.equal(out[1, :2], torch.zeros_like(out[1, :2]))
+    assert torch.isfinite(out).all() and out[1, 2:].shape == ref[0].shape
+
+
+def test_threads_share_a_mirrored_cache_without_crashing():
+    """Two threads extend one cache (the binding holds its lock while the GIL
+    is released): both calls complete, in some order, and the cache holds
+    both threads' positions."""
+    import threading
+    d = 64
+    mc = kd.MirroredCache(1, 4, 2, d, batch=2, method="h2o", budget=32, sink=4, window=8, device=DEVICE)
+    errors = []
+
+    def worker(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            for _ in range(3):
+                k, v = (torch.randn(2, 2, 2, d, generator=g).to(DEVICE) for _ in range(2))
+                mc.extend(0, k, v, torch.randn(2, 4, 2, d, generator=g).to(DEVICE), 0.125)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and mc.seen(0) == 12
+
+
+SMOLLM2_PROMPTS = ("The passkey is 31415. Remember it. What is the passkey? The passkey is",
+                   "The capital of France is")
+# CI runs one method on SmolLM2 (30 layers on the SIMT runtime: ~2 min a method);
+# KVC_DEVICE_ALL_METHODS=1 runs all of them (docs/python.md has that run)
+SMOLLM2_METHODS = METHODS if os.environ.get("KVC_DEVICE_ALL_METHODS") == "1" else ["h2o"]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from test_hf import _gguf
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    transformers.logging.set_verbosity_error()
+    g = _gguf()
+    tok = transformers.AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(g.parent, gguf_file=g.name, dtype=torch.float32)
+    return tok, model.to(DEVICE).eval()
+
+
+@pytest.mark.parametrize("method", SMOLLM2_METHODS)
+def test_smollm2_generates_the_host_paths_tokens_for_a_padded_batch(smollm2, method):
+    """SmolLM2-135M, two left-padded prompts on f16 pages: 32 greedy tokens
+    each, equal to the host path's on each prompt alone."""
+    tok, model = smollm2
+    prompts = [tok(p, return_tensors="pt").input_ids[0] for p in SMOLLM2_PROMPTS]
+    kw = method_kwargs(method)
+    kw["dtype"] = "f16"
+    dev, host, mc, _ = host_and_device_tokens(model, prompts, kw)
+    for i in range(len(prompts)):
+        assert dev[i] == host[i], f"{method}: sequence {i}: device {tok.decode(dev[i])!r} != host {tok.decode(host[i])!r}"
+    print(f"{method}: {tok.decode(dev[0])!r} | {tok.decode(dev[1])!r}")

@@ -61,9 +61,9 @@ def test_exact_attention_within_the_f32_bound_at_every_layer(lm, monkeypatch):
     worst = [0.0]
     original = kvc_hf.KvcLayer.attend
 
-    def checked(self, query, scaling):
+    def checked(self, query, scaling, real=None):
         k, v = (t[0].double().numpy() for t in self.pending)  # (n_kv_heads, L, d): the whole prompt
-        out = original(self, query, scaling)[0].double().numpy()  # (L, n_heads, d)
+        out = original(self, query, scaling, real)[0].double().numpy()  # (L, n_heads, d)
         q = query[0].double().numpy()
         group = q.shape[0] // k.shape[0]
         beta = 1.0 / np.sqrt(q.shape[-1])
@@ -162,9 +162,9 @@ def test_press_in_kvpress_pipeline_answers_from_the_library(lm):
     calls = []
     original = kvc_hf.KvcLayer.attend
 
-    def counted(self, query, scaling):
+    def counted(self, query, scaling, real=None):
         calls.append(query.shape[2])
-        return original(self, query, scaling)
+        return original(self, query, scaling, real)
 
     kvc_hf.KvcLayer.attend = counted
     try:

@@ -22,7 +22,7 @@
 # H2O on int8 pages observing the device's mass, 2 sequences of 280 rows (5
 # pages, split over items), a prompt in one call and decode steps past the
 # budget; the clean kernels (0) and the control (8, a redundant barrier
-# removed) never.
+# removed) never. TSan does not run rows 17 and 18 (n/a: see run() below).
 # usage: bug_matrix.sh BINDIR
 set -u
 bin=${1:?usage: bug_matrix.sh BINDIR}
@@ -43,7 +43,12 @@ run() { # bug config -> prints pass|CAUGHT(why)
     fwd) out=$(KVC_BUG=$1 SIMT_POISON=0xFF timeout 600 "$exe" matrix 2>&1); rc=$? ;;
     rev7f) out=$(KVC_BUG=$1 SIMT_SCHEDULE=reverse SIMT_POISON=0x7F timeout 600 "$exe" matrix 2>&1); rc=$? ;;
     asan) out=$(KVC_BUG=$1 ASAN_OPTIONS=detect_leaks=0 timeout 600 "${exe}_asan" matrix 2>&1); rc=$? ;;
-    tsan) out=$(KVC_BUG=$1 TSAN_OPTIONS=halt_on_error=1 timeout 900 "${exe}_tsan" matrix 2>&1); rc=$? ;;
+    tsan)
+        # 17 and 18 live in the mirror case, whose host side TSan adds nothing to and whose
+        # kernels (put_rows, the mass launch) TSan still runs clean in row 0; at 3.7 min a
+        # row under TSan they are left to fwd, rev and ASan (CI's hour)
+        if [ "$1" -eq 17 ] || [ "$1" -eq 18 ]; then echo "n/a"; return; fi
+        out=$(KVC_BUG=$1 TSAN_OPTIONS=halt_on_error=1 timeout 900 "${exe}_tsan" matrix 2>&1); rc=$? ;;
     esac
     if [ $rc -eq 0 ]; then echo pass; return; fi
     local why="exit $rc"

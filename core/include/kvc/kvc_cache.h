@@ -232,6 +232,18 @@ kvc_status kvc_cache_prefill_queries(kvc_cache *c, const kvc_kernels *kern, uint
  */
 kvc_status kvc_cache_mark(kvc_cache *c, uint32_t layer, uint32_t kv_head, uint64_t token, int centre);
 
+/**
+ * @brief kvc_stream_observe on the stream of (@p layer, @p kv_head): the
+ *        attention mass its view entries received from an attend computed
+ *        elsewhere (a device's kvc_cuda_batch_attend_mass, mapped to view order
+ *        by kvc_mirror_view_mass). kvc_cache_attend_observed does both at once
+ *        on the host.
+ * @param mass  @p n = kvc_stream_view_entries of that stream finite doubles >= 0.
+ * @return as kvc_stream_observe; KVC_E_ARG also for a layer or head out of range.
+ */
+kvc_status kvc_cache_observe(kvc_cache *c, const kvc_kernels *kern, uint32_t layer, uint32_t kv_head,
+                             const double *mass, size_t n);
+
 /** @brief The stream of (layer, kv_head), or NULL when out of range. */
 const kvc_stream *kvc_cache_get_stream(const kvc_cache *c, uint32_t layer, uint32_t kv_head);
 
