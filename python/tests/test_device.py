@@ -355,9 +355,12 @@ def test_threads_share_a_mirrored_cache_without_crashing():
 
 SMOLLM2_PROMPTS = ("The passkey is 31415. Remember it. What is the passkey? The passkey is",
                    "The capital of France is")
-# CI runs one method on SmolLM2 (30 layers on the SIMT runtime: ~2 min a method);
-# KVC_DEVICE_ALL_METHODS=1 runs all of them (docs/python.md has that run)
-SMOLLM2_METHODS = METHODS if os.environ.get("KVC_DEVICE_ALL_METHODS") == "1" else ["h2o"]
+# SmolLM2's 30 layers take the SIMT runtime about 6 minutes a method (a fiber switch per
+# CUDA thread and barrier), past what CI's hour has left: there the test runs the methods
+# KVC_DEVICE_SMOLLM2 names ("h2o,subgen" or "all"; docs/python.md has the last such run).
+# On a GPU build every method runs.
+_SMOL = os.environ.get("KVC_DEVICE_SMOLLM2", "all" if kd.backend() == "gpu" else "")
+SMOLLM2_METHODS = METHODS if _SMOL == "all" else [m for m in _SMOL.split(",") if m]
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +374,9 @@ def smollm2():
     return tok, model.to(DEVICE).eval()
 
 
-@pytest.mark.parametrize("method", SMOLLM2_METHODS)
+@pytest.mark.parametrize("method", SMOLLM2_METHODS or [
+    pytest.param("none", marks=pytest.mark.skip(reason="SmolLM2 on the SIMT runtime: ~6 min a method; set "
+                                                        "KVC_DEVICE_SMOLLM2=all (or a list of methods)"))])
 def test_smollm2_generates_the_host_paths_tokens_for_a_padded_batch(smollm2, method):
     """SmolLM2-135M, two left-padded prompts on f16 pages: 32 greedy tokens
     each, equal to the host path's on each prompt alone."""
