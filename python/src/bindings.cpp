@@ -5,6 +5,7 @@
 // carrying the code and kvc_status_str's message. Python-level behaviour
 // (budget spellings, defaults, docstrings) is in python/kvcompress/__init__.py.
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <cstdlib>
 #include <cstring>
@@ -20,9 +21,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#ifdef KVC_PY_CUDA
-#define KVC_ADVANCED // the device path's header is the advanced tier's
-#endif
+#define KVC_ADVANCED // the device path and the vLLM plugin's rows use the advanced tier (kvc_kernels.h, kvc_cuda_batch.h)
 #include "kvc/kvc.h"
 #ifdef KVC_PY_CUDA
 #include "kvc/kvc_cuda_batch.h"
@@ -633,6 +632,59 @@ NB_MODULE(_core, m)
 #else
     m.attr("cuda_backend") = nb::none();
 #endif
+    // The vLLM plugin's rows (kvcompress.vllm): rows stored by the best
+    // table's row kernel (the core's own codes), and the attend of one
+    // kv head's query group over such rows, causal over the last positions.
+    m.def("row_bytes", [](const std::string &dtype, uint32_t d) {
+        const kvc_dtype t = parse_dtype(dtype);
+        if (d < 1 || d > KVC_MAX_HEAD_DIM) throw status_error{(int)KVC_E_ARG, "head_dim out of range"};
+        return (size_t)kvc_row_bytes((unsigned)t, d);
+    });
+    m.def("rows_store",
+          [](const std::string &dtype, nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> x,
+             nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> out) {
+              const kvc_dtype t = parse_dtype(dtype);
+              const size_t n = x.shape(0), d = x.shape(1);
+              const kvc_row_kernels &rk = kvc_kernels_best()->rows[t];
+              if (d < 1 || d > KVC_MAX_HEAD_DIM || rk.store == nullptr || t == KVC_DTYPE_F32 || t == KVC_DTYPE_KIVI4)
+                  throw status_error{(int)KVC_E_UNSUPPORTED, "rows_store: a type with per-token rows (f16, int8, int4) "
+                                                             "of dimension 1 .. 256"};
+              const size_t rb = (size_t)kvc_row_bytes((unsigned)t, d);
+              if (out.shape(0) != n || out.shape(1) != rb)
+                  throw status_error{(int)KVC_E_ARG, "rows_store: out wants (n, row_bytes)"};
+              for (size_t i = 0; i < n * d; i++)
+                  if (!std::isfinite(x.data()[i])) throw status_error{(int)KVC_E_NONFINITE, "rows_store: a NaN or Inf"};
+              for (size_t i = 0; i < n; i++) rk.store(out.data() + i * rb, x.data() + i * d, d);
+          });
+    m.def("attend_rows", [](const std::string &dtype,
+                            nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> keys,
+                            nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> values,
+                            nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> q, float beta,
+                            bool causal, nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu> out) {
+        const kvc_dtype t = parse_dtype(dtype);
+        const size_t n = keys.shape(0), n_pos = q.shape(0), g = q.shape(1), d = q.shape(2);
+        if (d < 1 || d > KVC_MAX_HEAD_DIM || t == KVC_DTYPE_F32 || t == KVC_DTYPE_KIVI4)
+            throw status_error{(int)KVC_E_UNSUPPORTED, "attend_rows: f16, int8 or int4 rows of dimension 1 .. 256"};
+        const size_t rb = (size_t)kvc_row_bytes((unsigned)t, d);
+        if (keys.shape(1) != rb || values.shape(0) != n || values.shape(1) != rb || out.shape(0) != n_pos ||
+            out.shape(1) != g || out.shape(2) != d || n_pos < 1 || n_pos > KVC_MAX_BATCH_POSITIONS || g < 1 ||
+            g > KVC_MAX_QUERY_HEADS || (causal && n_pos > n) || !(std::isfinite(beta) && beta > 0))
+            throw status_error{(int)KVC_E_ARG, "attend_rows: shapes (n, row_bytes) x2, (n_pos, group, d) x2; "
+                                               "n_pos <= n when causal; beta finite > 0"};
+        kvc_view view{};
+        view.n_seg = 1, view.d = view.dv = d, view.beta = beta;
+        view.seg[0].scale = 1.0, view.seg[0].n = n, view.seg[0].role = KVC_SET_BOTH, view.seg[0].dtype = (unsigned)t;
+        view.seg[0].keys_q = keys.data(), view.seg[0].values_q = values.data();
+        kvc_attend_batch b{q.data(), n_pos, g, causal ? 1u : 0u, out.data(), nullptr, nullptr};
+        std::vector<double> work(kvc_attend_work_bytes(n_pos, g, d) / sizeof(double) + 1);
+        const kvc_kernels *k = kvc_kernels_best();
+        kvc_status s;
+        {
+            nb::gil_scoped_release unlocked; // caller arrays only: no object of ours to lock
+            s = k->attend_batch(k, &view, &b, work.data(), work.size() * sizeof(double));
+        }
+        check(s, "attend_rows");
+    });
     // the core's budget grammar (kvc_budget.h): (tokens, 0) for the token
     // forms, (0, bytes of one stream's arena) for the byte forms
     m.def("budget_per_stream", [](const std::string &text, uint32_t head_dim, uint64_t context, uint64_t n_streams) {
