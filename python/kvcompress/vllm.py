@@ -32,3 +32,5 @@ def register() -> None:
                            f"{vllm.__version__} (unset KVCOMPRESS_VLLM to run vLLM without it)")
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
     register_backend(AttentionBackendEnum.CPU_ATTN, "kvcompress.vllm_backend.KvcBackend")
+    from .vllm_backend import register_specs
+    register_specs()

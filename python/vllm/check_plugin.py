@@ -2,7 +2,7 @@
 (python/vllm/setup-env.sh): the pool each sizes in the same KV memory, and
 the greedy text of the same prompts (issue 53; docs/vllm.md).
 
-    KVCOMPRESS_VLLM_DTYPE=int8 python check_plugin.py MODEL_DIR [stock|plugin]
+    KVCOMPRESS_VLLM_DTYPE=int8 python check_plugin.py MODEL_DIR stock|plugin [PROMPT ...]
 
 Prints one JSON line: mode, dtype, the pool's tokens, the texts. One engine
 per process (vLLM's engine does not come apart cleanly in one process); the
@@ -18,6 +18,7 @@ def main() -> None:
     model, mode = sys.argv[1], sys.argv[2]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the scheduler in this process: its managers' counts
     if mode == "plugin":
         os.environ["KVCOMPRESS_VLLM"] = "1"
     else:
@@ -32,9 +33,14 @@ def main() -> None:
     blocks = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
     block_size = llm.llm_engine.vllm_config.cache_config.block_size
     prompts = ["The capital of France is", "The passkey is 31415. Remember it. What is the passkey? The passkey is"]
+    prompts += sys.argv[3:]
     t0 = time.time()
     out = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
-    print(json.dumps({"mode": mode, "dtype": os.environ.get("KVCOMPRESS_VLLM_DTYPE", "int8") if mode == "plugin"
+    freed = 0
+    if mode == "plugin" and os.environ.get("KVCOMPRESS_VLLM_METHOD") == "sink-window":
+        from kvcompress.vllm_backend import SinkWindowManager
+        freed = SinkWindowManager.freed_blocks
+    print(json.dumps({"method": os.environ.get("KVCOMPRESS_VLLM_METHOD", "exact"), "freed_blocks": freed, "mode": mode, "dtype": os.environ.get("KVCOMPRESS_VLLM_DTYPE", "int8") if mode == "plugin"
                       else "f32", "pool_tokens": blocks * block_size, "start_s": round(started, 1),
                       "generate_s": round(time.time() - t0, 2), "texts": [o.outputs[0].text for o in out],
                       "tokens": [list(o.outputs[0].token_ids) for o in out]}), flush=True)
