@@ -57,11 +57,18 @@ class SinkWindowSpec(FullAttentionSpec):
     """Full attention's spec that keeps the first sink_tokens and the last
     window_tokens of a request: what admission may count on."""
 
-    sink_tokens: int = 0
-    window_tokens: int = 1
+    # the defaults are the process's settings: vLLM's merge() of a group's
+    # specs builds the class anew from the base fields only
+    sink_tokens: int = SINK
+    window_tokens: int = WINDOW
 
     def max_memory_usage_bytes(self, vllm_config) -> int:
-        kept = cdiv(self.sink_tokens, self.block_size) + cdiv(self.window_tokens, self.block_size) + 1
+        """A request's peak: the sink and window blocks, one block the
+        window straddles, and one prefill chunk (read whole before the
+        manager frees anything behind it); never more than full attention's."""
+        chunk = min(vllm_config.scheduler_config.max_num_batched_tokens, vllm_config.model_config.max_model_len)
+        kept = (cdiv(self.sink_tokens, self.block_size) + cdiv(self.window_tokens, self.block_size) + 1 +
+                cdiv(chunk, self.block_size))
         return min(super().max_memory_usage_bytes(vllm_config), kept * self.page_size_bytes)
 
 

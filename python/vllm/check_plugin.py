@@ -27,8 +27,9 @@ def main() -> None:
     from vllm import LLM, SamplingParams
 
     t0 = time.time()
+    chunk = int(os.environ.get("KVCOMPRESS_CHECK_CHUNK", "0"))  # max_num_batched_tokens; 0: vLLM's default
     llm = LLM(model=model, dtype="float32", max_model_len=2048, enforce_eager=True, seed=0,
-              enable_prefix_caching=False)
+              enable_prefix_caching=False, **({"max_num_batched_tokens": chunk} if chunk else {}))
     started = time.time() - t0
     blocks = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
     block_size = llm.llm_engine.vllm_config.cache_config.block_size
@@ -40,7 +41,9 @@ def main() -> None:
     if mode == "plugin" and os.environ.get("KVCOMPRESS_VLLM_METHOD") == "sink-window":
         from kvcompress.vllm_backend import SinkWindowManager
         freed = SinkWindowManager.freed_blocks
-    print(json.dumps({"method": os.environ.get("KVCOMPRESS_VLLM_METHOD", "exact"), "freed_blocks": freed, "mode": mode, "dtype": os.environ.get("KVCOMPRESS_VLLM_DTYPE", "int8") if mode == "plugin"
+    concurrency = llm.llm_engine.vllm_config.cache_config.kv_cache_max_concurrency
+    print(json.dumps({"method": os.environ.get("KVCOMPRESS_VLLM_METHOD", "exact"), "freed_blocks": freed,
+                      "max_concurrency_2048": round(concurrency, 2), "mode": mode, "dtype": os.environ.get("KVCOMPRESS_VLLM_DTYPE", "int8") if mode == "plugin"
                       else "f32", "pool_tokens": blocks * block_size, "start_s": round(started, 1),
                       "generate_s": round(time.time() - t0, 2), "texts": [o.outputs[0].text for o in out],
                       "tokens": [list(o.outputs[0].token_ids) for o in out]}), flush=True)
