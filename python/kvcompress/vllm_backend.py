@@ -157,31 +157,20 @@ class KvcImpl(CPUAttentionBackendImpl):
             raise NotImplementedError("fused output quantisation is not supported by kvcompress's backend")
         if attn_metadata is None:  # warming up
             return output
-        rb = self._rows(kv_cache)
-        hq, hkv, d = self.num_heads, self.num_kv_heads, self.head_size
-        group = hq // hkv
-        block_size = kv_cache.shape[2]
+        hq, d = self.num_heads, self.head_size
         n_tok = attn_metadata.num_actual_tokens
+        if output.dtype != torch.float32:
+            raise NotImplementedError("kvcompress's vLLM backend attends float32 models (dtype='float32')")
+        q = query[:n_tok].float().contiguous().view(n_tok, hq, d)
         out3 = output[:n_tok].view(n_tok, hq, d)
-        starts = attn_metadata.query_start_loc.tolist()
-        lens = attn_metadata.seq_lens.tolist()
-        for r, seq_len in enumerate(lens):
-            q0, q1 = starts[r], starts[r + 1]
-            if q1 <= q0:
-                continue
-            n_blocks = -(-seq_len // block_size)
-            blocks = attn_metadata.block_table[r, :n_blocks].to(torch.int64)
-            rows = kv_cache[blocks].permute(1, 0, 2, 3).reshape(hkv, n_blocks * block_size, -1)[:, :seq_len]
-            if METHOD == "sink-window":  # the blocks the manager freed are skipped (their ids stay in the table)
-                first, last = kept_blocks(SINK, WINDOW, block_size, seq_len - (q1 - q0))
-                if last > first:
-                    rows = torch.cat([rows[:, :first * block_size], rows[:, last * block_size:]], dim=1)
-            q = query[q0:q1].float()
-            for h in range(hkv):
-                k = np.ascontiguousarray(rows[h, :, :rb].numpy())
-                v = np.ascontiguousarray(rows[h, :, rb:2 * rb].numpy())
-                qh = np.ascontiguousarray(q[:, h * group:(h + 1) * group].numpy())
-                res = np.empty_like(qh)
-                _core.attend_rows(DTYPE, k, v, qh, float(self.scale), bool(attn_metadata.causal), res)
-                out3[q0:q1, h * group:(h + 1) * group] = torch.from_numpy(res).to(output.dtype)
+        res = out3 if out3.is_contiguous() else torch.empty_like(q)
+        n_req = attn_metadata.seq_lens.shape[0]
+        _core.attend_blocks(DTYPE, kv_cache.contiguous().numpy(),
+                            attn_metadata.block_table[:n_req].to(torch.int32).contiguous().numpy(),
+                            attn_metadata.seq_lens.to(torch.int32).contiguous().numpy(),
+                            attn_metadata.query_start_loc[:n_req + 1].to(torch.int32).contiguous().numpy(),
+                            q.numpy(), res.numpy(), float(self.scale),
+                            SINK if METHOD == "sink-window" else 0, WINDOW if METHOD == "sink-window" else 0)
+        if res is not out3:
+            out3.copy_(res)
         return output

@@ -685,6 +685,90 @@ NB_MODULE(_core, m)
         }
         check(s, "attend_rows");
     });
+    // The vLLM plugin's attention for one layer (kvcompress.vllm_backend):
+    // every request of the step over its blocks of vLLM's pool
+    // [n_blocks][kv heads][block][key row | value row], each kv head's query
+    // group attended by the core (causal over the request's last positions).
+    // A sink-window gap [gap_first, gap_last) of block indices, computed from
+    // (sink, window) and the tokens computed before the step, is skipped (the
+    // manager freed those blocks); window 0: no gap. The GIL is released:
+    // the arrays are the caller's, held by nanobind for the call.
+    m.def("attend_blocks", [](const std::string &dtype,
+                              nb::ndarray<const uint8_t, nb::ndim<4>, nb::c_contig, nb::device::cpu> pool,
+                              nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> block_table,
+                              nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> seq_lens,
+                              nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> query_start,
+                              nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> q,
+                              nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu> out, float beta,
+                              uint64_t sink, uint64_t window) {
+        const kvc_dtype t = parse_dtype(dtype);
+        const size_t n_blk = pool.shape(0), hkv = pool.shape(1), bs = pool.shape(2), c = pool.shape(3);
+        const size_t n_tok = q.shape(0), hq = q.shape(1), d = q.shape(2), n_req = seq_lens.shape(0);
+        if (d < 1 || d > KVC_MAX_HEAD_DIM || t == KVC_DTYPE_F32 || t == KVC_DTYPE_KIVI4)
+            throw status_error{(int)KVC_E_UNSUPPORTED, "attend_blocks: f16, int8 or int4 rows of dimension 1 .. 256"};
+        const size_t rb = (size_t)kvc_row_bytes((unsigned)t, d);
+        if (c != 2 * rb || hkv < 1 || hq % hkv != 0 || hq / hkv > KVC_MAX_QUERY_HEADS || out.shape(0) != n_tok ||
+            out.shape(1) != hq || out.shape(2) != d || query_start.shape(0) != n_req + 1 ||
+            block_table.shape(0) < n_req || bs < 1 || !(std::isfinite(beta) && beta > 0))
+            throw status_error{(int)KVC_E_ARG, "attend_blocks: shapes: pool (blocks, kv heads, block, 2 row "
+                                               "bytes), q and out (tokens, heads, d), query_start n + 1"};
+        const size_t g = hq / hkv, width = block_table.shape(1);
+        const int32_t *qs = query_start.data(), *lens = seq_lens.data(), *table = block_table.data();
+        for (size_t r = 0; r < n_req; r++) { // every index checked before any work
+            const int64_t q0 = qs[r], q1 = qs[r + 1], len = lens[r];
+            if (q0 < 0 || q1 < q0 || (size_t)q1 > n_tok || len < q1 - q0 || (size_t)((len + bs - 1) / bs) > width)
+                throw status_error{(int)KVC_E_ARG, "attend_blocks: request " + std::to_string(r) +
+                                                       ": its queries, length or blocks are out of range"};
+            for (int64_t b = 0; b < (int64_t)((len + bs - 1) / bs); b++)
+                if (table[r * width + b] < 0 || (size_t)table[r * width + b] >= n_blk)
+                    throw status_error{(int)KVC_E_ARG, "attend_blocks: a block id outside the pool"};
+        }
+        const kvc_kernels *k = kvc_kernels_best();
+        kvc_status s = KVC_OK;
+        {
+            nb::gil_scoped_release unlocked;
+            std::vector<uint8_t> keys, values;
+            std::vector<float> qh, oh;
+            std::vector<double> work;
+            for (size_t r = 0; r < n_req && s == KVC_OK; r++) {
+                const size_t q0 = (size_t)qs[r], n_pos = (size_t)(qs[r + 1] - qs[r]), len = (size_t)lens[r];
+                if (n_pos == 0) continue;
+                // the tokens read: all, or the sink blocks and the window's blocks
+                size_t gap0 = len, gap1 = len;
+                if (window > 0) {
+                    const size_t computed = len - n_pos, first = (size_t)((sink + bs - 1) / bs);
+                    const size_t last = computed + 1 >= window ? (computed + 1 - window) / bs : 0;
+                    if (last > first) gap0 = first * bs, gap1 = last * bs;
+                }
+                const size_t n = len - (gap1 - gap0);
+                keys.resize(n * rb), values.resize(n * rb), qh.resize(n_pos * g * d), oh.resize(n_pos * g * d);
+                work.resize(kvc_attend_work_bytes(n_pos, g, d) / sizeof(double) + 1);
+                for (size_t h = 0; h < hkv && s == KVC_OK; h++) {
+                    size_t row = 0;
+                    for (size_t tok = 0; tok < len; tok++) {
+                        if (tok >= gap0 && tok < gap1) continue;
+                        const size_t blk = (size_t)table[r * width + tok / bs];
+                        const uint8_t *src = pool.data() + ((blk * hkv + h) * bs + tok % bs) * c;
+                        std::memcpy(keys.data() + row * rb, src, rb);
+                        std::memcpy(values.data() + row * rb, src + rb, rb);
+                        row++;
+                    }
+                    for (size_t i = 0; i < n_pos; i++)
+                        std::memcpy(qh.data() + i * g * d, q.data() + ((q0 + i) * hq + h * g) * d, g * d * 4);
+                    kvc_view view{};
+                    view.n_seg = 1, view.d = view.dv = d, view.beta = beta;
+                    view.seg[0].scale = 1.0, view.seg[0].n = n, view.seg[0].role = KVC_SET_BOTH;
+                    view.seg[0].dtype = (unsigned)t, view.seg[0].keys_q = keys.data(),
+                    view.seg[0].values_q = values.data();
+                    kvc_attend_batch b{qh.data(), n_pos, g, 1u, oh.data(), nullptr, nullptr};
+                    s = k->attend_batch(k, &view, &b, work.data(), work.size() * sizeof(double));
+                    for (size_t i = 0; i < n_pos && s == KVC_OK; i++)
+                        std::memcpy(out.data() + ((q0 + i) * hq + h * g) * d, oh.data() + i * g * d, g * d * 4);
+                }
+            }
+        }
+        check(s, "attend_blocks");
+    });
     // the core's budget grammar (kvc_budget.h): (tokens, 0) for the token
     // forms, (0, bytes of one stream's arena) for the byte forms
     m.def("budget_per_stream", [](const std::string &text, uint32_t head_dim, uint64_t context, uint64_t n_streams) {

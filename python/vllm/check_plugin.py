@@ -35,6 +35,9 @@ def main() -> None:
     block_size = llm.llm_engine.vllm_config.cache_config.block_size
     prompts = ["The capital of France is", "The passkey is 31415. Remember it. What is the passkey? The passkey is"]
     prompts += sys.argv[3:]
+    batch = int(os.environ.get("KVCOMPRESS_CHECK_BATCH", "0"))  # that many requests, the prompts repeated
+    if batch:
+        prompts = [prompts[i % len(prompts)] for i in range(batch)]
     t0 = time.time()
     out = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
     freed = 0
