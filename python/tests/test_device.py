@@ -355,11 +355,11 @@ def test_threads_share_a_mirrored_cache_without_crashing():
 
 SMOLLM2_PROMPTS = ("The passkey is 31415. Remember it. What is the passkey? The passkey is",
                    "The capital of France is")
-# SmolLM2's 30 layers take the SIMT runtime about 6 minutes a method (a fiber switch per
-# CUDA thread and barrier), past what CI's hour has left: there the test runs the methods
-# KVC_DEVICE_SMOLLM2 names ("h2o,subgen" or "all"; docs/python.md has the last such run).
+# SmolLM2's 30 layers take the SIMT runtime about 50 s a method: CI runs three (the
+# recommended method, one that observes the device's mass, one of the papers');
+# KVC_DEVICE_SMOLLM2 names others ("all", or a list; docs/python.md has the run of all 14).
 # On a GPU build every method runs.
-_SMOL = os.environ.get("KVC_DEVICE_SMOLLM2", "all" if kd.backend() == "gpu" else "")
+_SMOL = os.environ.get("KVC_DEVICE_SMOLLM2", "all" if kd.backend() == "gpu" else "sink-window,h2o,balancekv")
 SMOLLM2_METHODS = METHODS if _SMOL == "all" else [m for m in _SMOL.split(",") if m]
 
 
@@ -375,8 +375,7 @@ def smollm2():
 
 
 @pytest.mark.parametrize("method", SMOLLM2_METHODS or [
-    pytest.param("none", marks=pytest.mark.skip(reason="SmolLM2 on the SIMT runtime: ~6 min a method; set "
-                                                        "KVC_DEVICE_SMOLLM2=all (or a list of methods)"))])
+    pytest.param("none", marks=pytest.mark.skip(reason="KVC_DEVICE_SMOLLM2 names no method"))])
 def test_smollm2_generates_the_host_paths_tokens_for_a_padded_batch(smollm2, method):
     """SmolLM2-135M, two left-padded prompts on f16 pages: 32 greedy tokens
     each, equal to the host path's on each prompt alone."""
