@@ -13,13 +13,21 @@ KVCOMPRESS_VLLM=1 HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPA
   --enforce-eager --no-enable-prefix-caching --served-model-name smollm2 >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
+py="$venv/bin/python"
+# the HTTP calls from the venv's Python (urllib): nothing beyond the venv
 for _ in $(seq 300); do
-  if curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
+  if "$py" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=2)" 2>/dev/null; then break; fi
   if ! kill -0 $server 2>/dev/null; then tail -20 "$log"; echo "serve_check: the server exited"; exit 1; fi
   sleep 1
 done
-answer=$(curl -sf --max-time 120 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-  -d '{"model": "smollm2", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0}')
-text=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["text"])' "$answer")
+text=$("$py" - "$port" <<'PY'
+import json, sys, urllib.request
+body = json.dumps({"model": "smollm2", "prompt": "The capital of France is", "max_tokens": 16,
+                   "temperature": 0}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", body,
+                             {"Content-Type": "application/json"})
+print(json.loads(urllib.request.urlopen(req, timeout=120).read())["choices"][0]["text"])
+PY
+)
 echo "serve_check: $(grep -o 'KV cache size: [0-9,]* tokens' "$log" | head -1); completion: ${text@Q}"
 case $text in *Paris*) echo "serve_check: ok" ;; *) echo "serve_check: unexpected completion"; exit 1 ;; esac

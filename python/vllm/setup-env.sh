@@ -12,7 +12,7 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/kvcompress
 venv=${1:-$cache/vllm-venv}
 wheels=$cache/vllm-wheels
 here=$(cd "$(dirname "$0")" && pwd)
-stamp=$venv/.kvc-vllm-$VLLM_VERSION
+stamp=$venv/.kvc-vllm-$VLLM_VERSION-2  # -2: the setup as of this script (pytest added)
 if [ -f "$stamp" ]; then echo "$venv"; exit 0; fi
 mkdir -p "$wheels"
 python3 -m venv "$venv"
@@ -27,5 +27,8 @@ python3 "$here/requirements_from_wheel.py" "$whl" "$TORCH_VERSION" > "$venv/requ
 "$venv/bin/pip" download --quiet -d "$wheels" gguf accelerate >&2
 "$venv/bin/pip" install --quiet --find-links "$wheels" gguf >&2
 "$venv/bin/pip" install --quiet --no-deps --find-links "$wheels" accelerate >&2
+# the plugin's engine tests (python/tests/test_vllm.py)
+"$venv/bin/pip" download --quiet -d "$wheels" pytest >&2
+"$venv/bin/pip" install --quiet --find-links "$wheels" pytest >&2
 touch "$stamp"
 echo "$venv"
