@@ -180,3 +180,26 @@ def test_press_in_kvpress_pipeline_answers_from_the_library(lm):
     assert press.nbytes <= 0.5 * f16.nbytes
     assert len(calls) >= 2 * 30  # the question and the answer of both questions went through the library
     assert r["answers"][0] == r["answers"][1]  # the second question starts from the restored context
+
+
+def test_a_left_padded_prompt_on_the_cpu_path_generates_the_unpadded_tokens():
+    """The CPU path (batch 1) reads the attention mask: padding is not
+    appended, and a left-padded prompt generates what the prompt alone does
+    (a seeded two-layer Llama, sink-window int8 rows)."""
+    torch.manual_seed(1)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                   max_position_embeddings=256)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    p = torch.randint(3, 128, (12,), generator=torch.Generator().manual_seed(1))
+    ids = torch.cat([torch.zeros(4, dtype=torch.long), p])[None]
+    mask = torch.cat([torch.zeros(4), torch.ones(12)]).long()[None]
+    kw = dict(method="sink-window", budget=64, sink=4, window=8, dtype="int8")
+    gen = dict(max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0)
+    padded_cache = kvc_hf.KvcCache.for_model(model, paged=False, **kw)
+    alone_cache = kvc_hf.KvcCache.for_model(model, paged=False, **kw)
+    with torch.no_grad():
+        padded = model.generate(ids, attention_mask=mask, past_key_values=padded_cache, **gen)[0, 16:]
+        alone = model.generate(p[None], past_key_values=alone_cache, **gen)[0, 12:]
+    assert torch.equal(padded, alone)
+    assert padded_cache.arena.usage() == alone_cache.arena.usage()  # the 4 pads never entered
