@@ -33,6 +33,7 @@ over CPU tensors; CI's tests) or None (a plain install: no device path).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Optional, Union
 
 import numpy as np
@@ -95,6 +96,22 @@ def _pages_for(budget: Union[int, str], *, dtype: str, head_dim: int, n_entries:
     if pages < 1:
         raise ValueError(f"budget '{budget}' is {per_entry:.0f} bytes per kv head: less than one page ({pb} bytes)")
     return pages
+
+
+def _check_step(cache, b: int, n: int, k: torch.Tensor, v: torch.Tensor, q: torch.Tensor, scaling: float) -> None:
+    """k, v (b, n_kv_heads, n, head_dim) and q (b, n_heads, n, head_dim) on
+    the cache's device in a type the kernels read, and a positive finite
+    scaling; ValueError naming what is wrong otherwise."""
+    want = (b, cache.n_kv_heads, n, cache.head_dim)
+    for name, t, shape in (("k", k, want), ("v", v, want), ("q", q, (b, cache.n_heads, n, cache.head_dim))):
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{name}: want shape {shape}, got {tuple(t.shape)}")
+        if t.device != cache.device:
+            raise ValueError(f"{name} is on {t.device}; the cache's pages are on {cache.device}")
+        if t.dtype not in _ELEM:
+            raise ValueError(f"{name}: want float32, float16 or bfloat16, got {t.dtype}")
+    if not (math.isfinite(scaling) and scaling > 0):
+        raise ValueError(f"scaling {scaling}: want finite and > 0")
 
 
 class _Layer:
@@ -220,16 +237,7 @@ class PagedCache:
         ``scaling``. Tensors: float32, float16 or bfloat16 on the cache's
         device, the last dimension contiguous."""
         n = k.shape[2]
-        want = (1, self.n_kv_heads, n, self.head_dim)
-        for name, t, shape in (("k", k, want), ("v", v, want), ("q", q, (1, self.n_heads, n, self.head_dim))):
-            if tuple(t.shape) != shape:
-                raise ValueError(f"{name}: want shape {shape}, got {tuple(t.shape)}")
-            if t.device != self.device:
-                raise ValueError(f"{name} is on {t.device}; the cache's pages are on {self.device}")
-            if t.dtype not in _ELEM:
-                raise ValueError(f"{name}: want float32, float16 or bfloat16, got {t.dtype}")
-        if not (math.isfinite(scaling) and scaling > 0):
-            raise ValueError(f"scaling {scaling}: want finite and > 0")
+        _check_step(self, 1, n, k, v, q, scaling)
         k, v, q = (t if t.stride(-1) == 1 else t.contiguous() for t in (k, v, q))
         lay = self.layers[layer]
         if lay.core is None:
@@ -340,6 +348,9 @@ class MirroredCache:
         self._params = plist
         self._c: Optional[_core.MirroredCache] = None
         self._seen = [0] * n_layers
+        # the C object's lock covers its calls; this one covers the Python state around them (the
+        # object made at the first extend, the position counts), which threads would otherwise race on
+        self._lock = threading.Lock()
         self.batch: Optional[int] = None
         if batch is not None:
             self._make(batch)
@@ -396,18 +407,7 @@ class MirroredCache:
         if k.dim() != 4:
             raise ValueError(f"k: want (batch, n_kv_heads, n, head_dim), got shape {tuple(k.shape)}")
         b, n = k.shape[0], k.shape[2]
-        want = (b, self.n_kv_heads, n, self.head_dim)
-        for name, t, shape in (("k", k, want), ("v", v, want), ("q", q, (b, self.n_heads, n, self.head_dim))):
-            if tuple(t.shape) != shape:
-                raise ValueError(f"{name}: want shape {shape}, got {tuple(t.shape)}")
-            if t.device != self.device:
-                raise ValueError(f"{name} is on {t.device}; the cache's pages are on {self.device}")
-            if t.dtype not in _ELEM:
-                raise ValueError(f"{name}: want float32, float16 or bfloat16, got {t.dtype}")
-        if not (math.isfinite(scaling) and scaling > 0):
-            raise ValueError(f"scaling {scaling}: want finite and > 0")
-        if self.batch is not None and b != self.batch:
-            raise ValueError(f"a batch of {b}; this cache holds {self.batch} sequences")
+        _check_step(self, b, n, k, v, q, scaling)
         if real is None:
             mask = np.ones((b, n), dtype=np.uint8)
         else:
@@ -417,8 +417,11 @@ class MirroredCache:
             if r.is_floating_point() or r.is_complex() or not bool(((r == 0) | (r == 1)).all()):
                 raise ValueError("real: want 0 (padding) or 1 (a token) per position, as an integer or bool tensor")
             mask = np.ascontiguousarray(r.numpy().astype(np.uint8))
-        if self._c is None:
-            self._make(b)
+        with self._lock:
+            if self._c is None:
+                self._make(b)
+            elif b != self.batch:
+                raise ValueError(f"a batch of {b}; this cache holds {self.batch} sequences")
         q = q if q.stride(-1) == 1 else q.contiguous()
         # the rows the core appends: float32 on the host, [batch][n][kv head][d]
         kh = np.ascontiguousarray(k.detach().permute(0, 2, 1, 3).float().cpu().numpy())
@@ -428,5 +431,6 @@ class MirroredCache:
         qv = _core.DevTensor(q.data_ptr(), _ELEM[q.dtype], q.stride(0), q.stride(1))
         ov = _core.DevTensor(out.data_ptr(), _ELEM[out.dtype], out.stride(0), out.stride(2))
         self._c.extend(layer, kh, vh, mask, qv, q.stride(2), ov, out.stride(1), float(scaling), stream)
-        self._seen[layer] += n
+        with self._lock:
+            self._seen[layer] += n
         return out

@@ -206,8 +206,8 @@ class KvcPagedLayer(KvcLayer):
 
     @property
     def keys(self) -> _Rows:
-        pc = self.shared.arena
-        return _Rows((1, pc.n_kv_heads, self.seen, pc.head_dim))
+        pc = self.shared.arena  # a PagedCache (batch 1) or a MirroredCache (its batch, once known)
+        return _Rows((getattr(pc, "batch", None) or 1, pc.n_kv_heads, self.seen, pc.head_dim))
 
     @keys.setter
     def keys(self, rows: Any) -> None:
@@ -233,18 +233,6 @@ class KvcMirroredLayer(KvcPagedLayer):
                                        scaling if scaling is not None else 1.0 / math.sqrt(d), real=real)
         self.seen += k.shape[2]
         return out
-
-    @property
-    def keys(self) -> _Rows:
-        mc = self.shared.arena
-        return _Rows((mc.batch or 1, mc.n_kv_heads, self.seen, mc.head_dim))
-
-    @keys.setter
-    def keys(self, rows: Any) -> None:
-        if rows is not None and rows.shape[2] != self.seen:
-            raise NotImplementedError(f"layer {self.layer_idx}: a paged kvcompress cache cannot drop tokens")
-
-    values = keys
 
 
 def _padding_mask(*args: Any, attention_mask: Optional[torch.Tensor] = None, **kwargs: Any) -> Any:

@@ -497,6 +497,23 @@ namespace
 {
 #endif
 
+// One kv head's query group (n_pos positions x g heads of d floats) over n
+// rows of type t (keys and values apart, kvc_row_bytes each), causal over the
+// last n_pos rows when asked: the core's batched attend with the best table,
+// as the vLLM plugin's bindings call it. No GIL needed: caller memory only.
+kvc_status attend_group(kvc_dtype t, size_t d, const void *keys, const void *values, size_t n, const float *q,
+                        size_t n_pos, size_t g, float beta, bool causal, float *out, std::vector<double> &work)
+{
+    kvc_view view{};
+    view.n_seg = 1, view.d = view.dv = d, view.beta = beta;
+    view.seg[0].scale = 1.0, view.seg[0].n = n, view.seg[0].role = KVC_SET_BOTH, view.seg[0].dtype = (unsigned)t;
+    view.seg[0].keys_q = keys, view.seg[0].values_q = values;
+    kvc_attend_batch b{q, n_pos, g, causal ? 1u : 0u, out, nullptr, nullptr};
+    work.resize(kvc_attend_work_bytes(n_pos, g, d) / sizeof(double) + 1);
+    const kvc_kernels *k = kvc_kernels_best();
+    return k->attend_batch(k, &view, &b, work.data(), work.size() * sizeof(double));
+}
+
 } // namespace
 
 NB_MODULE(_core, m)
@@ -671,17 +688,11 @@ NB_MODULE(_core, m)
             g > KVC_MAX_QUERY_HEADS || (causal && n_pos > n) || !(std::isfinite(beta) && beta > 0))
             throw status_error{(int)KVC_E_ARG, "attend_rows: shapes (n, row_bytes) x2, (n_pos, group, d) x2; "
                                                "n_pos <= n when causal; beta finite > 0"};
-        kvc_view view{};
-        view.n_seg = 1, view.d = view.dv = d, view.beta = beta;
-        view.seg[0].scale = 1.0, view.seg[0].n = n, view.seg[0].role = KVC_SET_BOTH, view.seg[0].dtype = (unsigned)t;
-        view.seg[0].keys_q = keys.data(), view.seg[0].values_q = values.data();
-        kvc_attend_batch b{q.data(), n_pos, g, causal ? 1u : 0u, out.data(), nullptr, nullptr};
-        std::vector<double> work(kvc_attend_work_bytes(n_pos, g, d) / sizeof(double) + 1);
-        const kvc_kernels *k = kvc_kernels_best();
+        std::vector<double> work;
         kvc_status s;
         {
-            nb::gil_scoped_release unlocked; // caller arrays only: no object of ours to lock
-            s = k->attend_batch(k, &view, &b, work.data(), work.size() * sizeof(double));
+            nb::gil_scoped_release unlocked; // caller arrays only (nanobind holds them): no object of ours to lock
+            s = attend_group(t, d, keys.data(), values.data(), n, q.data(), n_pos, g, beta, causal, out.data(), work);
         }
         check(s, "attend_rows");
     });
@@ -723,10 +734,9 @@ NB_MODULE(_core, m)
                 if (table[r * width + b] < 0 || (size_t)table[r * width + b] >= n_blk)
                     throw status_error{(int)KVC_E_ARG, "attend_blocks: a block id outside the pool"};
         }
-        const kvc_kernels *k = kvc_kernels_best();
         kvc_status s = KVC_OK;
         {
-            nb::gil_scoped_release unlocked;
+            nb::gil_scoped_release unlocked; // caller arrays only (nanobind holds them): no object of ours to lock
             std::vector<uint8_t> keys, values;
             std::vector<float> qh, oh;
             std::vector<double> work;
@@ -742,7 +752,6 @@ NB_MODULE(_core, m)
                 }
                 const size_t n = len - (gap1 - gap0);
                 keys.resize(n * rb), values.resize(n * rb), qh.resize(n_pos * g * d), oh.resize(n_pos * g * d);
-                work.resize(kvc_attend_work_bytes(n_pos, g, d) / sizeof(double) + 1);
                 for (size_t h = 0; h < hkv && s == KVC_OK; h++) {
                     size_t row = 0;
                     for (size_t tok = 0; tok < len; tok++) {
@@ -755,13 +764,8 @@ NB_MODULE(_core, m)
                     }
                     for (size_t i = 0; i < n_pos; i++)
                         std::memcpy(qh.data() + i * g * d, q.data() + ((q0 + i) * hq + h * g) * d, g * d * 4);
-                    kvc_view view{};
-                    view.n_seg = 1, view.d = view.dv = d, view.beta = beta;
-                    view.seg[0].scale = 1.0, view.seg[0].n = n, view.seg[0].role = KVC_SET_BOTH;
-                    view.seg[0].dtype = (unsigned)t, view.seg[0].keys_q = keys.data(),
-                    view.seg[0].values_q = values.data();
-                    kvc_attend_batch b{qh.data(), n_pos, g, 1u, oh.data(), nullptr, nullptr};
-                    s = k->attend_batch(k, &view, &b, work.data(), work.size() * sizeof(double));
+                    s = attend_group(t, d, keys.data(), values.data(), n, qh.data(), n_pos, g, beta, true, oh.data(),
+                                     work);
                     for (size_t i = 0; i < n_pos && s == KVC_OK; i++)
                         std::memcpy(out.data() + ((q0 + i) * hq + h * g) * d, oh.data() + i * g * d, g * d * 4);
                 }

@@ -126,6 +126,7 @@ class mirrored_cache
         std::vector<int32_t> tables((size_t)E_ + 1 + n_pages_);
         for (uint32_t e = 0; e <= E_; e++) tables[e] = (int32_t)(e * pages_per_entry_);
         for (size_t p = 0; p < n_pages_; p++) tables[E_ + 1 + p] = (int32_t)p;
+        page_ids_.assign(tables.begin() + E_ + 1, tables.end());
         tables_.allocate(tables.size() * sizeof(int32_t));
         copy_in(tables_.p, tables.data(), tables.size() * sizeof(int32_t), nullptr);
         const size_t row_cap = 2u * (size_t)slots_ * E_, weight_cap = (size_t)slots_ * E_;
@@ -253,7 +254,6 @@ class mirrored_cache
         const size_t tok = (size_t)Hkv_ * d_;
         kvc_cuda_staging sg{(uint32_t)h_halves_.size(), 0, h_row_slots_.data(),    h_halves_.data(),  h_rows_.data(),
                             (uint32_t)h_roles_.size(),  0, h_weight_slots_.data(), h_weights_.data(), h_roles_.data()};
-        std::vector<int32_t> pages(pages_per_entry_);
         kvc_status s = KVC_OK;
         for (uint32_t b = 0; b < B_; b++) {
             const bool is_real = real[b * n + i] != 0;
@@ -273,8 +273,9 @@ class mirrored_cache
                 s = kvc_mirror_step(mirrors_[index(layer, b, h)], st, &j, edits_.data(), edits_.size(), &n_edits,
                                     &rows);
                 if (s != KVC_OK) return where = "the mirror of sequence " + std::to_string(b), s;
-                for (uint32_t p = 0; p < pages_per_entry_; p++) pages[p] = (int32_t)(e * pages_per_entry_ + p);
-                s = kvc_cuda_stage_edits(&sg, &c, st, edits_.data(), n_edits, pages.data(), pages.size());
+                // entry e's pages are e * pages_per_entry_ onwards: its slice of the page table
+                const int32_t *pages = page_ids_.data() + (size_t)e * pages_per_entry_;
+                s = kvc_cuda_stage_edits(&sg, &c, st, edits_.data(), n_edits, pages, pages_per_entry_);
                 if (s != KVC_OK) return where = "staging the edits of sequence " + std::to_string(b), s;
                 n_rows_[e] = (int32_t)rows;
             }
@@ -353,6 +354,7 @@ class mirrored_cache
     std::vector<dev_buffer> pools_;
     dev_buffer tables_, workspace_, d_row_slots_, d_halves_, d_rows_, d_weight_slots_, d_weights_, d_roles_, d_mass_;
     std::vector<int32_t> h_row_slots_, h_weight_slots_, n_rows_;
+    std::vector<int32_t> page_ids_; // the host copy of the page table's ids (entry e: e * pages_per_entry_ ...)
     std::vector<uint8_t> h_halves_, h_roles_;
     std::vector<unsigned char> h_rows_;
     std::vector<float> h_weights_, h_mass_;

@@ -201,6 +201,7 @@ def test_generate_on_paged_rows_within_the_bound_at_every_layer(tiny, monkeypatc
 
 import kvcompress  # noqa: E402
 import kvcompress.hf as kvc_hf  # noqa: E402
+from test_hf import lm  # noqa: E402,F401  (the SmolLM2 fixture)
 
 METHODS = [m["name"] for m in kvcompress.methods()]
 NEW_TOKENS = 32
@@ -364,14 +365,10 @@ SMOLLM2_METHODS = METHODS if _SMOL == "all" else [m for m in _SMOL.split(",") if
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from test_hf import _gguf
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    transformers.logging.set_verbosity_error()
-    g = _gguf()
-    tok = transformers.AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(g.parent, gguf_file=g.name, dtype=torch.float32)
-    return tok, model.to(DEVICE).eval()
+def smollm2(lm):
+    """test_hf's SmolLM2 (tokenizer and f32 model), on the build's device."""
+    tok, model, _ = lm
+    return tok, model.to(DEVICE)
 
 
 @pytest.mark.parametrize("method", SMOLLM2_METHODS or [
