@@ -51,13 +51,43 @@ static void window_key_sum(const kvc_stream *st, const stream_regions *R, uint32
     }
 }
 
-/* The cosine of k to the window's key sum against its moving statistics:
- * 1 for an outlier. Floating-point only (no memory but k, sum and the two
- * moving statistics).
+/* The cosine of k to the sum of the keys before it against the moving
+ * statistics (*mu, *var) of that cosine: 1 for an outlier (never before
+ * `warm`). Floating-point only (no memory but k, sum and the two moving
+ * statistics). Shared by the stream's test and kvc_outlier_flags, so that an
+ * engine scoring its own blocks (kvcompress's vLLM plugin) flags what a
+ * stream would.
  * trusted-by: its memory: it reads k[0 .. d-1] and sum[0 .. d-1] in one
  * loop bounded by d, and writes the two statistics; its statistics:
  * tests/unit/test_stream.c protected_spans_keep_needles (a planted needle is
  * flagged, for every method, also under ASan). */
+/*@ requires \valid(mu) && \valid(var) && \separated(mu, var) && 1 <= d <= 256;
+    requires \valid_read(k + (0 .. d - 1)) && \valid_read(sum + (0 .. d - 1));
+    assigns *mu, *var;
+    ensures \result <= 1;
+*/
+static uint8_t outlier_step(double *mu, double *var, int warm, const float *k, const double *sum, uint32_t d)
+{
+    double kk = 0.0, ss = 0.0, ks = 0.0;
+    for (uint32_t c = 0; c < d; c++) kk += (double)k[c] * k[c], ss += sum[c] * sum[c], ks += (double)k[c] * sum[c];
+    if (!(kk > 0.0) || !(ss > 0.0)) return 0u;
+    const double cosv = ks / sqrt(kk * ss);
+    /* the first cosine starts the averages (a zeroed arena has none yet);
+       non-finite ones (corrupted data) restart them */
+    if ((*mu == 0.0 && *var == 0.0) || !isfinite(*mu) || !(*var >= 0.0) || !isfinite(*var)) *mu = cosv, *var = 0.0;
+    /* a deviation below KVC_FLAG_MIN_DEV is no evidence (rounding, a
+       perfectly periodic filler whose variance is ~0) */
+    const double sd = sqrt(*var) > KVC_FLAG_MIN_DEV ? sqrt(*var) : KVC_FLAG_MIN_DEV;
+    const uint8_t flag = warm && cosv < *mu - KVC_FLAG_Z * sd ? 1u : 0u;
+    const double dev = cosv - *mu;
+    *mu += KVC_FLAG_RATE * dev;
+    *var = (1.0 - KVC_FLAG_RATE) * (*var + KVC_FLAG_RATE * dev * dev);
+    return flag;
+}
+
+/* The stream's statistics through outlier_step (warm after 2 contexts of tokens).
+ * trusted-by: outlier_step's contract (its one call, with the stream's two
+ * statistics). */
 /*@ requires \valid(st) && 1 <= st->plan.d <= 256;
     requires \valid_read(k + (0 .. st->plan.d - 1)) && \valid_read(sum + (0 .. st->plan.d - 1));
     assigns st->flag_mu, st->flag_var;
@@ -65,25 +95,7 @@ static void window_key_sum(const kvc_stream *st, const stream_regions *R, uint32
 */
 static uint8_t flag_statistics(kvc_stream *st, const float *k, const double *sum)
 {
-    const uint32_t d = st->plan.d;
-    double kk = 0.0, ss = 0.0, ks = 0.0;
-    for (uint32_t c = 0; c < d; c++) kk += (double)k[c] * k[c], ss += sum[c] * sum[c], ks += (double)k[c] * sum[c];
-    if (!(kk > 0.0) || !(ss > 0.0)) return 0u;
-    const double cosv = ks / sqrt(kk * ss);
-    /* the first cosine starts the averages (a zeroed arena has none yet);
-       non-finite ones (corrupted data) restart them */
-    if ((st->flag_mu == 0.0 && st->flag_var == 0.0) || !isfinite(st->flag_mu) || !(st->flag_var >= 0.0) ||
-        !isfinite(st->flag_var))
-        st->flag_mu = cosv, st->flag_var = 0.0;
-    const int warm = st->n_seen >= 2u * (uint64_t)KVC_FLAG_CONTEXT;
-    /* a deviation below KVC_FLAG_MIN_DEV is no evidence (rounding, a
-       perfectly periodic filler whose variance is ~0) */
-    const double sd = sqrt(st->flag_var) > KVC_FLAG_MIN_DEV ? sqrt(st->flag_var) : KVC_FLAG_MIN_DEV;
-    const uint8_t flag = warm && cosv < st->flag_mu - KVC_FLAG_Z * sd ? 1u : 0u;
-    const double dev = cosv - st->flag_mu;
-    st->flag_mu += KVC_FLAG_RATE * dev;
-    st->flag_var = (1.0 - KVC_FLAG_RATE) * (st->flag_var + KVC_FLAG_RATE * dev * dev);
-    return flag;
+    return outlier_step(&st->flag_mu, &st->flag_var, st->n_seen >= 2u * (uint64_t)KVC_FLAG_CONTEXT, k, sum, st->plan.d);
 }
 
 /* Is the key k (entering the window) an outlier against the window before it? */
@@ -127,4 +139,44 @@ void kvc_stream_window_mark(const kvc_stream *st, uint8_t *wflag, uint32_t i, ui
     const uint32_t W = st->plan.n_window, head = st->win_head;
     const uint32_t slot = head + i < W ? head + i : head + i - W;
     wflag[slot] = centre;
+}
+
+/* kvc_outlier_flags: the window's key sum kept as a running sum over the
+ * sequence context ++ keys (add the newest, drop the one 32 back) instead of
+ * recomputed from a ring; the rows are the caller's floats, not the stream's
+ * stored rows (which may be quantised), so flags agree with a stream's on
+ * f32 rows up to rounding.
+ * trusted-by: tests/unit/test_stream.c outlier_flags_match_stream (every
+ * flag of a planted-needle run equals an f32 sink-window stream's). */
+kvc_status kvc_outlier_flags(kvc_outlier_state *state, const float *context, uint32_t n_context, const float *keys,
+                             uint32_t n, uint32_t d, size_t stride, uint8_t *flags)
+{
+    if (state == NULL || d < 1u || d > KVC_MAX_HEAD_DIM || stride < d || n_context > KVC_FLAG_CONTEXT ||
+        (n_context > 0u && context == NULL) || (n > 0u && (keys == NULL || flags == NULL)))
+        return KVC_E_ARG;
+    for (uint32_t i = 0; i < n_context + n; i++) {
+        const float *k = i < n_context ? context + (size_t)i * stride : keys + (size_t)(i - n_context) * stride;
+        for (uint32_t c = 0; c < d; c++)
+            if (!isfinite(k[c])) return KVC_E_NONFINITE;
+    }
+    double sum[KVC_MAX_HEAD_DIM];
+    for (uint32_t c = 0; c < d; c++) sum[c] = 0.0;
+    for (uint32_t i = 0; i < n_context; i++)
+        for (uint32_t c = 0; c < d; c++) sum[c] += (double)context[(size_t)i * stride + c];
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t before = n_context + i < KVC_FLAG_CONTEXT ? n_context + i : KVC_FLAG_CONTEXT;
+        const float *k = keys + (size_t)i * stride;
+        /* warm as a stream is when it tests its 64th token: 64 appended */
+        const int warm = state->seen + 1u >= 2u * (uint64_t)KVC_FLAG_CONTEXT;
+        flags[i] = before >= 8u ? outlier_step(&state->mu, &state->var, warm, k, sum, d) : 0u;
+        state->seen++;
+        for (uint32_t c = 0; c < d; c++) sum[c] += (double)k[c];
+        if (n_context + i + 1u > KVC_FLAG_CONTEXT) { /* the key 32 back leaves the sum */
+            const uint32_t old = n_context + i - KVC_FLAG_CONTEXT;
+            const float *o =
+                old < n_context ? context + (size_t)old * stride : keys + (size_t)(old - n_context) * stride;
+            for (uint32_t c = 0; c < d; c++) sum[c] -= (double)o[c];
+        }
+    }
+    return KVC_OK;
 }

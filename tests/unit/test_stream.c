@@ -4,6 +4,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvc/kvc.h"
 #include "kvc_oracle/kvc_oracle.h"
@@ -773,6 +774,60 @@ static int budget_for_bytes_is_largest(void)
  * within the radius of it are kept exactly in the protected segment when they
  * leave the window, for every method; the filler is not. With protection off
  * the segment is empty and the plan gives those tokens to the method. */
+/* kvc_outlier_flags (the outlier test outside a stream, for engines with
+ * their own pool) flags exactly the tokens a stream's window flags: an f32
+ * sink-window stream with protected spans of radius 1 and room for every
+ * span keeps precisely its flagged centres and their neighbours, and the
+ * function, run in two
+ * calls (the second continuing from the first's last 32 keys), flags the
+ * same tokens among those that left the window. Keys: one direction plus
+ * noise, with planted needles pointing away. */
+static int outlier_flags_match_stream(void)
+{
+    const size_t n = 500, d = 16, window = 40, split = 250;
+    const size_t needles[4] = {150, 151, 300, 420};
+    kvc_rng r;
+    kvc_rng_seed(&r, 85);
+    printf("seed 85, n=%zu, d=%zu, window %zu, needles 150 151 300 420\n", n, d, window);
+    float *k = tu_normal(&r, n, d, 0.3), *v = tu_normal(&r, n, d, 1.0);
+    for (size_t j = 0; j < n; j++) k[j * d] += 3.0f, v[j * d + 1] = (float)j;
+    for (int i = 0; i < 4; i++) k[needles[i] * d] -= 6.0f;
+    kvc_stream_config c = cfg_of(KVC_METHOD_SINK_WINDOW, (uint32_t)d, (uint32_t)d, (uint32_t)(n + window + 8), 1);
+    c.n_sink = 0, c.n_window = (uint32_t)window, c.prefix_len = (uint32_t)n;
+    c.n_protect = (uint32_t)n, c.protect_radius = 1; /* 0 is the default radius, 25 */
+    kvc_stream *st = tu_stream(&c);
+    CHECK_MSG(st != NULL, "%s", kvc_stream_config_problem(&c));
+    for (size_t j = 0; j < n; j++) CHECK(kvc_stream_append(st, NULL, k + j * d, v + j * d) == KVC_OK);
+    kvc_view view;
+    CHECK(kvc_stream_view(st, &view) == KVC_OK);
+    const kvc_segment *g = &view.seg[KVC_STREAM_EXACT_SEGMENTS - 1];
+    uint8_t *kept = calloc(n, 1), *flags = calloc(n, 1);
+    for (size_t i = 0; i < g->n; i++) kept[(size_t)g->values[i * d + 1]] = 1;
+    kvc_outlier_state state = {0};
+    CHECK(kvc_outlier_flags(&state, NULL, 0, k, (uint32_t)split, (uint32_t)d, d, flags) == KVC_OK);
+    CHECK(kvc_outlier_flags(&state, k + (split - 32) * d, 32, k + split * d, (uint32_t)(n - split), (uint32_t)d, d,
+                            flags + split) == KVC_OK);
+    size_t n_flags = 0;
+    for (size_t j = 1; j + window + 2 < n; j++) { /* the tokens that left the window, and their neighbours */
+        const int near = flags[j - 1] || flags[j] || flags[j + 1];
+        CHECK_MSG(near == kept[j], "token %zu: a flag within 1 %d, kept by the stream %d", j, near, kept[j]);
+        n_flags += flags[j];
+    }
+    for (int i = 0; i < 4; i++) CHECK_MSG(flags[needles[i]] || i == 1, "needle %zu not flagged", needles[i]);
+    printf("%zu tokens flagged by both (the stream kept %zu)\n", n_flags, (size_t)g->n);
+    /* refusals write nothing */
+    uint8_t sentinel = 7;
+    kvc_outlier_state before = state;
+    CHECK(kvc_outlier_flags(&state, NULL, 33, k, 1, (uint32_t)d, d, &sentinel) == KVC_E_ARG);
+    CHECK(kvc_outlier_flags(&state, NULL, 0, k, 1, 0, d, &sentinel) == KVC_E_ARG);
+    CHECK(kvc_outlier_flags(&state, NULL, 0, k, 1, (uint32_t)d, d - 1, &sentinel) == KVC_E_ARG);
+    k[3] = NAN;
+    CHECK(kvc_outlier_flags(&state, NULL, 0, k, 2, (uint32_t)d, d, &sentinel) == KVC_E_NONFINITE);
+    CHECK(sentinel == 7 && memcmp(&before, &state, sizeof state) == 0);
+    free(st), free(kept), free(flags), free(k), free(v);
+    return 0;
+}
+
 static int protected_spans_keep_needles(void)
 {
     const size_t n = 600, d = 16, needle = 300, radius = 4;
@@ -963,6 +1018,7 @@ static int kivi4_regions_match_blocks(void)
 static const kvc_test_case cases[] = {
     {"kivi4_regions_match_blocks", kivi4_regions_match_blocks},
     {"protected_spans_keep_needles", protected_spans_keep_needles},
+    {"outlier_flags_match_stream", outlier_flags_match_stream},
     {"marks_protect_chosen_tokens", marks_protect_chosen_tokens},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},

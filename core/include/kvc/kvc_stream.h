@@ -533,6 +533,36 @@ kvc_status kvc_stream_prefill(kvc_stream *st, const kvc_kernels *kern, const flo
  */
 kvc_status kvc_stream_mark(kvc_stream *st, uint64_t token, int centre);
 
+/** The protected spans' outlier test's running state for one kv head, for
+ *  kvc_outlier_flags: zero it before a sequence's first key. */
+typedef struct kvc_outlier_state {
+    double mu, var; /**< moving mean and variance of a key's cosine to the keys before it */
+    uint64_t seen;  /**< keys passed so far (the test is warm from the 64th on) */
+} kvc_outlier_state;
+
+/**
+ * @brief The protected spans' key-outlier test, outside a stream: for an
+ *        engine that keeps its own cache (a paged pool) and wants the
+ *        centres a stream's window would flag. Key i is an outlier when its
+ *        cosine to the sum of the (at most 32) keys before it falls more than
+ *        3 moving standard deviations below the moving mean of that cosine
+ *        (the stream's test; no verdict with fewer than 8 keys before it, nor
+ *        before the 64th key). Call it again with the next keys and the last
+ *        keys as @p context to continue a sequence.
+ * @param state      the head's running state, updated (zeroed to start).
+ * @param context    the keys just before @p keys, oldest first, rows @p stride
+ *                   floats apart; NULL when @p n_context is 0.
+ * @param n_context  0 .. 32.
+ * @param keys       n keys of d floats, row i at keys + i * stride.
+ * @param d          1 .. KVC_MAX_HEAD_DIM; @p stride >= d.
+ * @param flags      n bytes: 1 for an outlier, else 0.
+ * @return KVC_OK; KVC_E_ARG (a null pointer, d, stride or n_context out of
+ *         range); KVC_E_NONFINITE (a NaN or Inf in a key or the context).
+ *         On an error nothing is written.
+ */
+kvc_status kvc_outlier_flags(kvc_outlier_state *state, const float *context, uint32_t n_context, const float *keys,
+                             uint32_t n, uint32_t d, size_t stride, uint8_t *flags);
+
 /** Number of leading segments of a stream's view that are its exact regions:
  *  the sinks in KIVI4 blocks and in rows, the window ring's closed tokens in two
  *  pieces, the open block (f16), the current token (these six hold the most recent
