@@ -4,6 +4,11 @@
 // Python layer). A kvc_status other than KVC_OK becomes kvcompress.KvcError
 // carrying the code and kvc_status_str's message. Python-level behaviour
 // (budget spellings, defaults, docstrings) is in python/kvcompress/__init__.py.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -13,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -497,6 +504,72 @@ namespace
 {
 #endif
 
+// Helper threads for attend_blocks, started on first use and parked between
+// calls: a decode step calls it once per layer, so a thread started per call
+// would cost about what it saves. run() shares items [0, n) out through an
+// atomic counter among the caller and `helpers` of them, and returns once
+// every item is done. One run at a time (calls from several Python threads
+// take turns). The threads are detached and the pool never destroyed (an
+// exiting process must not join parked threads); a forked child, which has
+// none of them, starts a pool of its own.
+class helper_pool
+{
+  public:
+    static helper_pool &get()
+    {
+        static std::mutex made_mu;
+        static helper_pool *pool = nullptr;
+        std::lock_guard<std::mutex> lock(made_mu);
+        if (pool == nullptr || pool->pid_ != getpid()) pool = new helper_pool(); // the old one: a parent's, left
+        return *pool;
+    }
+
+    void run(size_t helpers, size_t n, const std::function<void(size_t)> &item)
+    {
+        std::lock_guard<std::mutex> one_run(run_mu_);
+        std::unique_lock<std::mutex> lock(mu_);
+        while (started_ < helpers) std::thread([this, id = started_++] { loop(id); }).detach();
+        item_ = &item, n_ = n, next_ = 0, wanted_ = helpers, active_ = helpers, generation_++;
+        wake_.notify_all();
+        lock.unlock();
+        work();
+        lock.lock();
+        done_.wait(lock, [this] { return active_ == 0; });
+        item_ = nullptr;
+    }
+
+  private:
+    helper_pool() : pid_(getpid()) {}
+
+    void work()
+    {
+        for (size_t i; (i = next_.fetch_add(1)) < n_;) (*item_)(i);
+    }
+
+    void loop(size_t id)
+    {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+            wake_.wait(lock, [&] { return generation_ != seen; });
+            seen = generation_;
+            if (id >= wanted_) continue;
+            lock.unlock();
+            work();
+            lock.lock();
+            if (--active_ == 0) done_.notify_one();
+        }
+    }
+
+    const pid_t pid_;
+    std::mutex run_mu_, mu_;
+    std::condition_variable wake_, done_;
+    const std::function<void(size_t)> *item_ = nullptr;
+    size_t n_ = 0, wanted_ = 0, active_ = 0, started_ = 0;
+    std::atomic<size_t> next_{0};
+    uint64_t generation_ = 0;
+};
+
 // One kv head's query group (n_pos positions x g heads of d floats) over n
 // rows of type t (keys and values apart, kvc_row_bytes each), causal over the
 // last n_pos rows when asked: the core's batched attend with the best table,
@@ -673,6 +746,77 @@ NB_MODULE(_core, m)
                   if (!std::isfinite(x.data()[i])) throw status_error{(int)KVC_E_NONFINITE, "rows_store: a NaN or Inf"};
               for (size_t i = 0; i < n; i++) rk.store(out.data() + i * rb, x.data() + i * d, d);
           });
+    // keys or values (n, kv heads, d) stored as rows straight into vLLM's
+    // pool layout (blocks, kv heads, block, key row | value row) at the given
+    // slots (block * block_size + offset; negative: padding, skipped); `half`
+    // 0 writes the key rows, 1 the value rows. Every check before any write.
+    m.def("rows_store_slots",
+          [](const std::string &dtype, nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> x,
+             nb::ndarray<uint8_t, nb::ndim<4>, nb::c_contig, nb::device::cpu> pool,
+             nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> slots, int half) {
+              const kvc_dtype t = parse_dtype(dtype);
+              const size_t n = x.shape(0), h = x.shape(1), d = x.shape(2);
+              const size_t n_blk = pool.shape(0), bs = pool.shape(2), c = pool.shape(3);
+              const kvc_row_kernels &rk = kvc_kernels_best()->rows[t];
+              if (d < 1 || d > KVC_MAX_HEAD_DIM || rk.store == nullptr || t == KVC_DTYPE_F32 || t == KVC_DTYPE_KIVI4)
+                  throw status_error{(int)KVC_E_UNSUPPORTED, "rows_store_slots: a type with per-token rows (f16, int8, "
+                                                             "int4) of dimension 1 .. 256"};
+              const size_t rb = (size_t)kvc_row_bytes((unsigned)t, d);
+              if (pool.shape(1) != h || c != 2 * rb || bs < 1 || slots.shape(0) != n || (half != 0 && half != 1))
+                  throw status_error{(int)KVC_E_ARG, "rows_store_slots: x (n, kv heads, d), pool (blocks, kv heads, "
+                                                     "block, 2 row bytes), n slots, half 0 or 1"};
+              const int64_t *sl = slots.data();
+              for (size_t i = 0; i < n; i++)
+                  if (sl[i] >= (int64_t)(n_blk * bs))
+                      throw status_error{(int)KVC_E_ARG, "rows_store_slots: a slot outside the pool"};
+              for (size_t i = 0; i < n; i++)
+                  if (sl[i] >= 0)
+                      for (size_t j = 0; j < h * d; j++)
+                          if (!std::isfinite(x.data()[i * h * d + j]))
+                              throw status_error{(int)KVC_E_NONFINITE, "rows_store_slots: a NaN or Inf"};
+              for (size_t i = 0; i < n; i++) {
+                  if (sl[i] < 0) continue;
+                  const size_t blk = (size_t)sl[i] / bs, off = (size_t)sl[i] % bs;
+                  for (size_t j = 0; j < h; j++)
+                      rk.store(pool.data() + ((blk * h + j) * bs + off) * c + (size_t)half * rb,
+                               x.data() + (i * h + j) * d, d);
+              }
+          });
+    // the protected spans' outlier test per kv head (kvc_outlier_flags), for
+    // an engine that keeps its own pool (the vLLM plugin scores its blocks):
+    // keys (n, heads, d); context (m <= 32, heads, d), the keys just before;
+    // state (heads, 3): moving mean, moving variance, keys seen, updated in
+    // place; flags (n, heads) written. Every check before any write.
+    m.def("outlier_flags", [](nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> keys,
+                              nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> context,
+                              nb::ndarray<double, nb::ndim<2>, nb::c_contig, nb::device::cpu> state,
+                              nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> flags) {
+        const size_t n = keys.shape(0), h = keys.shape(1), d = keys.shape(2), m = context.shape(0);
+        if (d < 1 || d > KVC_MAX_HEAD_DIM || m > 32 || context.shape(1) != h || context.shape(2) != d ||
+            state.shape(0) != h || state.shape(1) != 3 || flags.shape(0) != n || flags.shape(1) != h || n > UINT32_MAX)
+            throw status_error{(int)KVC_E_ARG, "outlier_flags: keys (n, heads, d <= 256), context (<= 32, heads, d), "
+                                               "state (heads, 3), flags (n, heads)"};
+        for (size_t i = 0; i < n * h * d; i++)
+            if (!std::isfinite(keys.data()[i])) throw status_error{(int)KVC_E_NONFINITE, "outlier_flags: a NaN or Inf"};
+        for (size_t i = 0; i < m * h * d; i++)
+            if (!std::isfinite(context.data()[i]))
+                throw status_error{(int)KVC_E_NONFINITE, "outlier_flags: a NaN or Inf in the context"};
+        for (size_t j = 0; j < h; j++) {
+            const double *st = state.data() + j * 3;
+            if (!(st[2] >= 0.0 && st[2] <= 9007199254740992.0 && st[2] == std::floor(st[2])))
+                throw status_error{(int)KVC_E_ARG, "outlier_flags: state's third column counts keys"};
+        }
+        std::vector<uint8_t> head_flags(n);
+        for (size_t j = 0; j < h; j++) {
+            double *st = state.data() + j * 3;
+            kvc_outlier_state s{st[0], st[1], (uint64_t)st[2]};
+            check(kvc_outlier_flags(&s, m ? context.data() + j * d : nullptr, (uint32_t)m, keys.data() + j * d,
+                                    (uint32_t)n, (uint32_t)d, h * d, head_flags.data()),
+                  "outlier_flags");
+            st[0] = s.mu, st[1] = s.var, st[2] = (double)s.seen;
+            for (size_t i = 0; i < n; i++) flags.data()[i * h + j] = head_flags[i];
+        }
+    });
     m.def("attend_rows", [](const std::string &dtype,
                             nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> keys,
                             nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> values,
@@ -711,7 +855,7 @@ NB_MODULE(_core, m)
                               nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> query_start,
                               nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu> q,
                               nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu> out, float beta,
-                              uint64_t sink, uint64_t window) {
+                              int threads) {
         const kvc_dtype t = parse_dtype(dtype);
         const size_t n_blk = pool.shape(0), hkv = pool.shape(1), bs = pool.shape(2), c = pool.shape(3);
         const size_t n_tok = q.shape(0), hq = q.shape(1), d = q.shape(2), n_req = seq_lens.shape(0);
@@ -723,6 +867,7 @@ NB_MODULE(_core, m)
             block_table.shape(0) < n_req || bs < 1 || !(std::isfinite(beta) && beta > 0))
             throw status_error{(int)KVC_E_ARG, "attend_blocks: shapes: pool (blocks, kv heads, block, 2 row "
                                                "bytes), q and out (tokens, heads, d), query_start n + 1"};
+        if (threads < 1 || threads > 256) throw status_error{(int)KVC_E_ARG, "attend_blocks: threads 1 .. 256"};
         const size_t g = hq / hkv, width = block_table.shape(1);
         const int32_t *qs = query_start.data(), *lens = seq_lens.data(), *table = block_table.data();
         for (size_t r = 0; r < n_req; r++) { // every index checked before any work
@@ -730,47 +875,61 @@ NB_MODULE(_core, m)
             if (q0 < 0 || q1 < q0 || (size_t)q1 > n_tok || len < q1 - q0 || (size_t)((len + bs - 1) / bs) > width)
                 throw status_error{(int)KVC_E_ARG, "attend_blocks: request " + std::to_string(r) +
                                                        ": its queries, length or blocks are out of range"};
+            // -1: a block the engine freed (evicted), not read; the queries' own blocks are read
             for (int64_t b = 0; b < (int64_t)((len + bs - 1) / bs); b++)
-                if (table[r * width + b] < 0 || (size_t)table[r * width + b] >= n_blk)
-                    throw status_error{(int)KVC_E_ARG, "attend_blocks: a block id outside the pool"};
+                if (table[r * width + b] < (b >= (len - (q1 - q0)) / (int64_t)bs ? 0 : -1) ||
+                    table[r * width + b] >= (int64_t)n_blk)
+                    throw status_error{(int)KVC_E_ARG, "attend_blocks: a block id outside the pool, or a "
+                                                       "query's own block marked freed (-1)"};
         }
-        kvc_status s = KVC_OK;
+        // one item per (request with queries, kv head), shared out among the
+        // caller and threads - 1 parked helpers (helper_pool)
+        std::vector<std::pair<uint32_t, uint32_t>> items;
+        for (size_t r = 0; r < n_req; r++)
+            if (qs[r + 1] > qs[r])
+                for (size_t h = 0; h < hkv; h++) items.emplace_back((uint32_t)r, (uint32_t)h);
+        std::atomic<int> failed{(int)KVC_OK};
+        const std::function<void(size_t)> one = [&](size_t it) {
+            thread_local std::vector<uint8_t> keys, values;
+            thread_local std::vector<float> qh, oh;
+            thread_local std::vector<double> work;
+            const size_t r = items[it].first, h = items[it].second;
+            const size_t q0 = (size_t)qs[r], n_pos = (size_t)(qs[r + 1] - qs[r]), len = (size_t)lens[r];
+            // the tokens read: those of the blocks not freed
+            size_t n = 0;
+            for (size_t b = 0; b * bs < len; b++)
+                if (table[r * width + b] >= 0) n += std::min(bs, len - b * bs);
+            keys.resize(n * rb), values.resize(n * rb), qh.resize(n_pos * g * d), oh.resize(n_pos * g * d);
+            size_t row = 0;
+            for (size_t tok = 0; tok < len; tok++) {
+                if (table[r * width + tok / bs] < 0) continue;
+                const size_t blk = (size_t)table[r * width + tok / bs];
+                const uint8_t *src = pool.data() + ((blk * hkv + h) * bs + tok % bs) * c;
+                std::memcpy(keys.data() + row * rb, src, rb);
+                std::memcpy(values.data() + row * rb, src + rb, rb);
+                row++;
+            }
+            for (size_t i = 0; i < n_pos; i++)
+                std::memcpy(qh.data() + i * g * d, q.data() + ((q0 + i) * hq + h * g) * d, g * d * 4);
+            const kvc_status st =
+                attend_group(t, d, keys.data(), values.data(), n, qh.data(), n_pos, g, beta, true, oh.data(), work);
+            if (st != KVC_OK) {
+                int expected = (int)KVC_OK;
+                failed.compare_exchange_strong(expected, (int)st);
+                return;
+            }
+            for (size_t i = 0; i < n_pos; i++)
+                std::memcpy(out.data() + ((q0 + i) * hq + h * g) * d, oh.data() + i * g * d, g * d * 4);
+        };
         {
             nb::gil_scoped_release unlocked; // caller arrays only (nanobind holds them): no object of ours to lock
-            std::vector<uint8_t> keys, values;
-            std::vector<float> qh, oh;
-            std::vector<double> work;
-            for (size_t r = 0; r < n_req && s == KVC_OK; r++) {
-                const size_t q0 = (size_t)qs[r], n_pos = (size_t)(qs[r + 1] - qs[r]), len = (size_t)lens[r];
-                if (n_pos == 0) continue;
-                // the tokens read: all, or the sink blocks and the window's blocks
-                size_t gap0 = len, gap1 = len;
-                if (window > 0) {
-                    const size_t computed = len - n_pos, first = (size_t)((sink + bs - 1) / bs);
-                    const size_t last = computed + 1 >= window ? (computed + 1 - window) / bs : 0;
-                    if (last > first) gap0 = first * bs, gap1 = last * bs;
-                }
-                const size_t n = len - (gap1 - gap0);
-                keys.resize(n * rb), values.resize(n * rb), qh.resize(n_pos * g * d), oh.resize(n_pos * g * d);
-                for (size_t h = 0; h < hkv && s == KVC_OK; h++) {
-                    size_t row = 0;
-                    for (size_t tok = 0; tok < len; tok++) {
-                        if (tok >= gap0 && tok < gap1) continue;
-                        const size_t blk = (size_t)table[r * width + tok / bs];
-                        const uint8_t *src = pool.data() + ((blk * hkv + h) * bs + tok % bs) * c;
-                        std::memcpy(keys.data() + row * rb, src, rb);
-                        std::memcpy(values.data() + row * rb, src + rb, rb);
-                        row++;
-                    }
-                    for (size_t i = 0; i < n_pos; i++)
-                        std::memcpy(qh.data() + i * g * d, q.data() + ((q0 + i) * hq + h * g) * d, g * d * 4);
-                    s = attend_group(t, d, keys.data(), values.data(), n, qh.data(), n_pos, g, beta, true, oh.data(),
-                                     work);
-                    for (size_t i = 0; i < n_pos && s == KVC_OK; i++)
-                        std::memcpy(out.data() + ((q0 + i) * hq + h * g) * d, oh.data() + i * g * d, g * d * 4);
-                }
-            }
+            const size_t helpers = std::min<size_t>(threads > 1 ? (size_t)threads - 1 : 0, items.size() / 8);
+            if (helpers == 0)
+                for (size_t i = 0; i < items.size(); i++) one(i);
+            else
+                helper_pool::get().run(helpers, items.size(), one);
         }
+        const kvc_status s = (kvc_status)failed.load();
         check(s, "attend_blocks");
     });
     // the core's budget grammar (kvc_budget.h): (tokens, 0) for the token
