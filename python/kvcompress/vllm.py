@@ -1,4 +1,4 @@
-"""kvcompress as a vLLM plugin (issue 53, in progress; docs/vllm.md).
+"""kvcompress as a vLLM plugin (docs/vllm.md).
 
 Installing kvcompress next to vLLM 0.32 registers an entry point of vLLM's
 "vllm.general_plugins" group, which vLLM runs in each of its processes. It
@@ -7,7 +7,10 @@ changes nothing unless ``KVCOMPRESS_VLLM=1``: then the CPU attention backend
 ``kvcompress.vllm_backend.KvcBackend``, whose pool holds the core's rows
 (``KVCOMPRESS_VLLM_DTYPE``: int8, the default, int4 or f16) and whose
 attention is the core's batched attend over them. vLLM sizes its pool from
-the bytes the backend declares per token.
+the bytes the backend declares per token. ``KVCOMPRESS_VLLM_METHOD=sink-window``
+adds the recommended configuration on whole blocks: sinks, a recent window
+and protected blocks, the others freed as the window passes
+(kvcompress.vllm_backend).
 """
 from __future__ import annotations
 
