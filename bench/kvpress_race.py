@@ -95,13 +95,15 @@ def make_press(name, ratio):
     ours = {
         "kvc-sink-window-int8": dict(method="sink-window", dtype="int8"),
         "kvc-sink-window-int8-protect": dict(method="sink-window", dtype="int8", params={"protect": 25}),
+        "kvc-balancekv-int8": dict(method="balancekv", dtype="int8"),
         "kvc-balancekv-int8-protect": dict(method="balancekv", dtype="int8", params={"protect": 25}),
         "kvc-express-int8-protect": dict(method="express", dtype="int8", params={"protect": 25}),
     }
     theirs = {
         "tova": kvpress.TOVAPress, "knorm": kvpress.KnormPress, "kvzip": kvpress.KVzipPress,
         "streaming_llm": kvpress.StreamingLLMPress, "snapkv": kvpress.SnapKVPress,
-        "expected_attention": kvpress.ExpectedAttentionPress,
+        "expected_attention": kvpress.ExpectedAttentionPress, "pyramidkv": kvpress.PyramidKVPress,
+        "random": kvpress.RandomPress,
     }
     if name == "exact":
         return None
