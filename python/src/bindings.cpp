@@ -782,6 +782,19 @@ NB_MODULE(_core, m)
                                x.data() + (i * h + j) * d, d);
               }
           });
+    // whole spans for the protected rows by per-token scores (kvc_spans_choose):
+    // scores (n,), span ends (spans,) strictly increasing to n; the marks (n,)
+    // to give Cache.mark as the tokens enter the window
+    m.def("spans_choose",
+          [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> scores,
+             nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> span_end, uint32_t first,
+             uint32_t budget, uint32_t radius, nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> marks) {
+              if (scores.shape(0) > UINT32_MAX || span_end.shape(0) > UINT32_MAX || marks.shape(0) != scores.shape(0))
+                  throw status_error{(int)KVC_E_ARG, "spans_choose: marks as long as scores"};
+              check(kvc_spans_choose(scores.data(), (uint32_t)scores.shape(0), span_end.data(),
+                                     (uint32_t)span_end.shape(0), first, budget, radius, marks.data()),
+                    "spans_choose");
+          });
     // the protected spans' outlier test per kv head (kvc_outlier_flags), for
     // an engine that keeps its own pool (the vLLM plugin scores its blocks):
     // keys (n, heads, d); context (m <= 32, heads, d), the keys just before;

@@ -828,6 +828,67 @@ static int outlier_flags_match_stream(void)
     return 0;
 }
 
+/* kvc_spans_choose picks the spans a sorted reference picks: random scores
+ * and span lengths, the spans sorted by falling mean (ties by index, qsort
+ * on (mean, index)), each taken while its tokens + 2 radius fit and it
+ * starts at or after `first`; the marks equal token for token, over 200
+ * seeded cases. Refusals write nothing. */
+static double ref_mean[64];
+static int by_ref_mean(const void *a, const void *b)
+{
+    const int i = *(const int *)a, j = *(const int *)b;
+    return ref_mean[i] > ref_mean[j] ? -1 : ref_mean[i] < ref_mean[j] ? 1 : i - j;
+}
+
+static int spans_choose_matches_sorted_reference(void)
+{
+    kvc_rng r;
+    kvc_rng_seed(&r, 87);
+    printf("seed 87, 200 cases of up to 64 spans\n");
+    size_t chosen_total = 0;
+    for (int c = 0; c < 200; c++) {
+        uint32_t ends[64], n_spans = 1 + (uint32_t)(kvc_rng_next(&r) % 64), n = 0;
+        for (uint32_t i = 0; i < n_spans; i++) ends[i] = n += 1 + (uint32_t)(kvc_rng_next(&r) % 12);
+        float scores[64 * 12];
+        /* a few distinct values, so that equal means (ties) occur */
+        for (uint32_t t = 0; t < n; t++) scores[t] = (float)(kvc_rng_next(&r) % 4);
+        const uint32_t first = (uint32_t)(kvc_rng_next(&r) % 8), budget = (uint32_t)(kvc_rng_next(&r) % (n + 1)),
+                       radius = (uint32_t)(kvc_rng_next(&r) % 3);
+        uint8_t marks[64 * 12], want[64 * 12] = {0};
+        CHECK(kvc_spans_choose(scores, n, ends, n_spans, first, budget, radius, marks) == KVC_OK);
+        int order[64];
+        for (uint32_t i = 0; i < n_spans; i++) {
+            const uint32_t from = i ? ends[i - 1] : 0u;
+            double sum = 0.0;
+            for (uint32_t t = from; t < ends[i]; t++) sum += scores[t];
+            ref_mean[i] = sum / (double)(ends[i] - from), order[i] = (int)i;
+        }
+        qsort(order, n_spans, sizeof order[0], by_ref_mean);
+        uint64_t used = 0;
+        for (uint32_t k = 0; k < n_spans; k++) {
+            const uint32_t i = (uint32_t)order[k], from = i ? ends[i - 1] : 0u;
+            const uint64_t cost = (uint64_t)(ends[i] - from) + 2u * radius;
+            if (from < first || used + cost > budget) continue;
+            memset(want + from, 1, ends[i] - from);
+            used += cost;
+        }
+        CHECK_MSG(memcmp(marks, want, n) == 0, "case %d: %u spans, %u tokens", c, n_spans, n);
+        for (uint32_t t = 0; t < n; t++) chosen_total += marks[t];
+    }
+    CHECK(chosen_total > 0);
+    printf("%zu tokens marked over the cases, equal to the reference's\n", chosen_total);
+    /* refusals write nothing */
+    const float scores[4] = {1, 2, 3, NAN};
+    const uint32_t ends[2] = {2, 4}, bad_ends[2] = {2, 2};
+    uint8_t marks[4] = {7, 7, 7, 7};
+    CHECK(kvc_spans_choose(scores, 4, ends, 2, 0, 10, 0, marks) == KVC_E_NONFINITE);
+    CHECK(kvc_spans_choose(scores, 4, bad_ends, 2, 0, 10, 0, marks) == KVC_E_ARG);
+    CHECK(kvc_spans_choose(scores, 3, ends, 2, 0, 10, 0, marks) == KVC_E_ARG);
+    CHECK(kvc_spans_choose(scores, 4, ends, 0, 0, 10, 0, marks) == KVC_E_ARG);
+    CHECK(marks[0] == 7 && marks[1] == 7 && marks[2] == 7 && marks[3] == 7);
+    return 0;
+}
+
 static int protected_spans_keep_needles(void)
 {
     const size_t n = 600, d = 16, needle = 300, radius = 4;
@@ -1019,6 +1080,7 @@ static const kvc_test_case cases[] = {
     {"kivi4_regions_match_blocks", kivi4_regions_match_blocks},
     {"protected_spans_keep_needles", protected_spans_keep_needles},
     {"outlier_flags_match_stream", outlier_flags_match_stream},
+    {"spans_choose_matches_sorted_reference", spans_choose_matches_sorted_reference},
     {"marks_protect_chosen_tokens", marks_protect_chosen_tokens},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},

@@ -563,6 +563,30 @@ typedef struct kvc_outlier_state {
 kvc_status kvc_outlier_flags(kvc_outlier_state *state, const float *context, uint32_t n_context, const float *keys,
                              uint32_t n, uint32_t d, size_t stride, uint8_t *flags);
 
+/**
+ * @brief Whole spans (sentences, say) for a stream's protected rows, chosen
+ *        by a caller's per-token scores (each token's surprisal, or KVzip's
+ *        reconstruction score): the spans in order of falling mean score
+ *        (ties: the earlier), each taken while its tokens plus 2 * radius fit
+ *        in what is left of @p budget; spans starting before @p first are
+ *        skipped (the sinks hold them). The chosen spans' tokens get
+ *        marks[t] = 1, all others 0: the centres to give kvc_stream_mark as
+ *        the tokens enter the window (the spans then hold them, as
+ *        protect_radius says). No allocation; O(n_spans x n) time.
+ * @param scores    n finite scores.
+ * @param span_end  n_spans ends, strictly increasing, the last equal to n:
+ *                  span i is [span_end[i - 1], span_end[i]), span 0 from 0.
+ * @param first     the first token a span may start at (the stream's n_sink).
+ * @param budget    tokens of protected rows (the plan's n_protect).
+ * @param radius    the plan's protect_radius: what each span costs beyond its tokens.
+ * @param marks     n bytes, written.
+ * @return KVC_OK; KVC_E_ARG (a null pointer, n or n_spans 0, ends not
+ *         strictly increasing to n); KVC_E_NONFINITE (a NaN or Inf score).
+ *         On an error nothing is written.
+ */
+kvc_status kvc_spans_choose(const float *scores, uint32_t n, const uint32_t *span_end, uint32_t n_spans, uint32_t first,
+                            uint32_t budget, uint32_t radius, uint8_t *marks);
+
 /** Number of leading segments of a stream's view that are its exact regions:
  *  the sinks in KIVI4 blocks and in rows, the window ring's closed tokens in two
  *  pieces, the open block (f16), the current token (these six hold the most recent
