@@ -24,8 +24,9 @@ block boundary, so a little more than sink + window tokens are kept.
 vLLM's blocks hold every kv head of a token, so only decisions made for all
 heads at once map onto them (docs/vllm.md). The scores pass from the
 attention to the manager in process memory: the scheduler and the worker
-must share a process (tensor parallel 1, vLLM's uniprocess executor, which
-is its CPU default); the manager refuses to start otherwise.
+must share a process (tensor parallel 1 and VLLM_ENABLE_V1_MULTIPROCESSING=0,
+without which vLLM's CPU build puts the worker in a process of its own); the
+manager refuses to start otherwise.
 """
 from __future__ import annotations
 
@@ -139,9 +140,10 @@ class SinkWindowManager(FullAttentionManager):
     def __init__(self, kv_cache_spec, *args, **kwargs):
         super().__init__(kv_cache_spec, *args, **kwargs)
         if kv_cache_spec.protect_tokens and not _Shared.attention_here:
-            raise RuntimeError("kvcompress's protected blocks need the scheduler and the attention in one process "
-                               "(tensor parallel 1, vLLM's uniprocess executor); set KVCOMPRESS_VLLM_PROTECT=0 "
-                               "for sink-window alone")
+            raise RuntimeError("kvcompress's protected blocks need the scheduler and the attention in one process: "
+                               "tensor parallel 1 and VLLM_ENABLE_V1_MULTIPROCESSING=0 (vLLM's CPU build otherwise "
+                               "runs the worker in a process of its own); or KVCOMPRESS_VLLM_PROTECT=0 for "
+                               "sink-window alone")
 
     def remove_skipped_blocks(self, request_id, processed_computed_tokens, num_prompt_tokens=None) -> None:
         spec = self.kv_cache_spec

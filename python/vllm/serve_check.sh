@@ -8,8 +8,14 @@
 set -euo pipefail
 venv=${1:?usage: serve_check.sh VENV MODEL_DIR [PORT]} model=${2:?model dir} port=${3:-8011}
 log=$(mktemp)
-KVCOMPRESS_VLLM=1 HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} \
-  "$venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --host 127.0.0.1 --port "$port" --dtype float32 --max-model-len 2048 \
+# docs/vllm.md's command: the recommended configuration (sink-window with
+# protected blocks), whose scores need the engine in the server's process
+# (VLLM_ENABLE_V1_MULTIPROCESSING=0: vLLM's CPU build otherwise runs the
+# worker in a process of its own)
+KVCOMPRESS_VLLM=1 KVCOMPRESS_VLLM_METHOD=${KVCOMPRESS_VLLM_METHOD:-sink-window} VLLM_ENABLE_V1_MULTIPROCESSING=0 \
+  HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} \
+  "$venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --host 127.0.0.1 --port "$port" \
+  --dtype float32 --max-model-len 2048 --block-size 16 --max-num-batched-tokens 256 \
   --enforce-eager --no-enable-prefix-caching --served-model-name smollm2 >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
