@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["Cache", "KvcError", "methods", "dtypes", "RECOMMENDED"]
+__all__ = ["Cache", "KvcError", "methods", "dtypes", "RECOMMENDED", "sentence_ends", "spans_choose"]
 # kvcompress.hf (transformers' Cache and attention, the kvpress press) imports
 # torch and transformers: it is loaded only when asked for.
 __version__ = "0.1.0"
@@ -129,6 +129,52 @@ def _check_out(out: Any, shape: tuple, name: str, *inputs: np.ndarray) -> None:
         raise ValueError(f"{name}: shape {tuple(out.shape)}; want {tuple(shape)}")
 
 
+def _centres(x: Any, n: int, n_kv_heads: int) -> np.ndarray:
+    """extend's centres as (n, n_kv_heads) uint8 0/1: checked, never guessed."""
+    if not isinstance(x, np.ndarray) or x.dtype not in (np.bool_, np.uint8):
+        raise TypeError(f"centres: want a bool or uint8 numpy array, got {type(x).__name__} "
+                        f"{getattr(x, 'dtype', '')}".rstrip())
+    if x.ndim == 1:
+        x = np.repeat(x[:, None], n_kv_heads, axis=1)
+    if x.shape != (n, n_kv_heads):
+        raise ValueError(f"centres: want ({n},) or ({n}, {n_kv_heads}), got {x.shape}")
+    x = np.ascontiguousarray(x.astype(np.uint8, copy=False))
+    if x.size and x.max() > 1:
+        raise ValueError("centres: want 0 or 1")
+    return x
+
+
+def sentence_ends(token_texts: Any) -> np.ndarray:
+    """Span ends for ``spans_choose`` from each token's text: a token whose
+    text holds ``.``, ``!``, ``?`` or a line break ends a sentence; the last
+    span ends at the last token. (n,) texts -> (spans,) uint32, strictly
+    increasing, the last equal to n."""
+    ends = [i + 1 for i, t in enumerate(token_texts) if any(c in t for c in ".!?\n")]
+    n = len(token_texts)
+    if n == 0:
+        raise ValueError("sentence_ends: no tokens")
+    if not ends or ends[-1] != n:
+        ends.append(n)
+    return np.asarray(ends, dtype=np.uint32)
+
+
+def spans_choose(scores: Any, span_end: Any, *, first: int, budget: int, radius: int) -> np.ndarray:
+    """Whole spans for the protected rows by per-token scores (kvc_spans_choose,
+    allocation-free in C): spans by falling mean score, each taken while its
+    tokens plus 2 * radius fit in what is left of ``budget``; spans starting
+    before ``first`` (the sinks) skipped. scores (n,) finite, span_end as
+    ``sentence_ends`` gives. Returns (n,) uint8 marks, 1 on the chosen spans'
+    tokens: ``Cache.extend``'s centres. ``Cache.plan`` gives first
+    (``n_sink``), budget (``n_protect``) and radius (``protect_radius``)."""
+    sc = np.ascontiguousarray(np.asarray(scores, dtype=np.float32))
+    ends = np.ascontiguousarray(np.asarray(span_end, dtype=np.uint32))
+    if sc.ndim != 1 or ends.ndim != 1:
+        raise ValueError("spans_choose: scores and span_end are 1-D")
+    marks = np.zeros(sc.shape[0], dtype=np.uint8)
+    _core.spans_choose(sc, ends, int(first), int(budget), int(radius), marks)
+    return marks
+
+
 def _check_finite(x: np.ndarray, name: str, rows_per_token: int) -> None:
     """KvcError(KVC_E_NONFINITE) naming the first token with a NaN or Inf,
     before anything is appended."""
@@ -201,7 +247,8 @@ class Cache:
         self._c.attend(layer, qr, out)
         return out
 
-    def extend(self, layer: int, k: Any, v: Any, q: Any = None, out: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
+    def extend(self, layer: int, k: Any, v: Any, q: Any = None, out: Optional[np.ndarray] = None,
+               centres: Any = None) -> Optional[np.ndarray]:
         """Appends ``n`` tokens of ``layer`` in order: k, v (n, n_kv_heads, head_dim).
         With ``q`` (n, n_heads, head_dim), each token's queries attend right after
         the token is appended (a prompt read through the cache, causal by
@@ -213,9 +260,16 @@ class Cache:
         with ``bkv-mode="offline"`` compresses its part of the prompt there, as
         BalanceKV's authors do (that mode needs its prompt this way).
 
+        ``centres`` (n,) or (n, n_kv_heads), bool or uint8 0/1: which tokens
+        are protected-span centres (``mark`` for each token and head, in place
+        of the key-outlier test), e.g. ``spans_choose``'s marks. The tokens then
+        go in one by one, each marked once the next is appended; the last
+        one's mark is given at the layer's next ``append``/``extend``. Needs a
+        cache with protected spans (``protect`` > 0): KvcError otherwise.
+
         On an input error (a shape, a NaN or Inf anywhere in k, v or q, an
-        ``out`` that is not a float32 C-contiguous array of the right shape)
-        nothing changes. A refusal by the cache itself (KVC_E_CAPACITY: an
+        ``out`` that is not a float32 C-contiguous array of the right shape,
+        centres of the wrong shape, type or values) nothing changes. A refusal by the cache itself (KVC_E_CAPACITY: an
         exact store that fills) leaves the tokens before it appended, in
         every head, as a loop of appends would; the error names the token."""
         layer = _index(layer, "layer")
@@ -223,10 +277,13 @@ class Cache:
         for name, x in (("k", kr), ("v", vr)):
             if x.ndim == 3 and x.shape[0] > 0:
                 _check_finite(x, name, 1)
+        marks = None
+        if centres is not None:
+            marks = _centres(centres, kr.shape[0] if kr.ndim == 3 else -1, self._c.n_kv_heads)
         if q is None:
             if out is not None:
                 raise ValueError("extend: out without q (the outputs are the queries' attention)")
-            self._c.extend(layer, kr, vr)
+            self._c.extend(layer, kr, vr, None, None, marks)
             return None
         qr = _as_rows(q, "q")
         if qr.ndim == 3 and qr.shape[0] > 0:
@@ -235,8 +292,16 @@ class Cache:
             out = np.empty(qr.shape, dtype=np.float32)
         else:
             _check_out(out, qr.shape, "out", kr, vr, qr)
-        self._c.extend(layer, kr, vr, qr, out)
+        self._c.extend(layer, kr, vr, qr, out, marks)
         return out
+
+    @property
+    def plan(self) -> dict[str, int]:
+        """What every stream's budget turned into: ``n_sink``, ``n_window``,
+        ``n_protect`` (tokens of protected spans), ``protect_radius``,
+        ``method_tokens`` (tokens per stream; ``spans_choose`` wants the
+        sinks, the protected budget and the radius)."""
+        return self._c.plan()
 
     def prefill_queries(self, layer: int, q: Any) -> None:
         """The prompt's last queries (n, n_heads, head_dim) for the query-aware

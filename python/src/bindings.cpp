@@ -126,6 +126,7 @@ using f32_matrix = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::devic
 using f32_out = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using f32_rows3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using f32_out3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using u8_rows2 = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 // The object's lock, taken with the GIL released: a thread never waits for
 // it while holding the GIL, so a thread inside the core with the GIL released
@@ -180,6 +181,7 @@ class cache
         cache_lock held(mu_);
         need(k, cfg_kv_heads(), "k"), need(v, cfg_kv_heads(), "v");
         check(kvc_cache_append(c_, nullptr, layer, k.data(), v.data()), "append");
+        check(apply_pending_centres(layer), "append: the previous extend's last centre");
     }
 
     // One position's attention. A method that scores the attention its rows
@@ -200,7 +202,14 @@ class cache
     // construction. One call for the prompt instead of 2n from Python; the
     // GIL is released. On a failure at token t, tokens before t stay appended
     // (the error says which t).
-    void extend(uint32_t layer, f32_rows3 k, f32_rows3 v, std::optional<f32_rows3> q, std::optional<f32_out3> out)
+    //
+    // With centres (n x n_kv_heads bytes, 0 or 1: kvc_cache_mark's verdict for
+    // each token and head, a caller's own selector in place of the key-outlier
+    // test) the tokens go in one by one, token t - 1 marked right after token
+    // t is appended (a mark needs its token followed by one more append); the
+    // last token's mark waits for the layer's next append.
+    void extend(uint32_t layer, f32_rows3 k, f32_rows3 v, std::optional<f32_rows3> q, std::optional<f32_out3> out,
+                std::optional<u8_rows2> centres)
     {
         cache_lock held(mu_);
         const size_t n = k.shape(0);
@@ -208,7 +217,22 @@ class cache
         if (q.has_value() != out.has_value()) throw status_error{(int)KVC_E_ARG, "extend: give q and out together"};
         if (q) need3(*q, n, heads(), "q"), need3(*out, n, heads(), "out");
         const size_t kv_row = (size_t)cfg_kv_heads() * head_dim(), q_row = (size_t)heads() * head_dim();
-        if (!q) { // the prompt alone: one kvc_cache_prefill (balancekv-prefill offline compresses it there)
+        const uint8_t *mark = nullptr;
+        if (centres) {
+            if (centres->shape(0) != n || centres->shape(1) != cfg_kv_heads())
+                throw status_error{(int)KVC_E_ARG, "extend: centres must be n x n_kv_heads"};
+            for (size_t i = 0; i < n * cfg_kv_heads(); i++)
+                if (centres->data()[i] > 1) throw status_error{(int)KVC_E_ARG, "extend: a centre is 0 or 1"};
+            const kvc_stream_plan *plan = kvc_stream_get_plan(kvc_cache_get_stream(c_, 0, 0));
+            if (plan == nullptr || plan->n_protect == 0 || plan->n_window == 0)
+                throw status_error{(int)KVC_E_UNSUPPORTED,
+                                   "extend: centres need protected spans and a window (protect > 0)"};
+            if (layer >= layers()) throw status_error{(int)KVC_E_ARG, "extend: layer out of range"};
+            mark = centres->data();
+        }
+        if (layer < layers() && !q && !mark &&
+            pending_token_[layer] ==
+                no_pending) { // the prompt alone: one kvc_cache_prefill (balancekv-prefill offline compresses it there)
             std::vector<double> work((kvc_cache_prefill_work_bytes(c_, n) + 7) / 8);
             kvc_status s;
             {
@@ -220,8 +244,14 @@ class cache
             return;
         }
         nb::gil_scoped_release unlocked;
+        const uint64_t first = mark ? tokens_seen(layer) : 0;
         for (size_t t = 0; t < n; t++) {
             kvc_status s = kvc_cache_append(c_, nullptr, layer, k.data() + t * kv_row, v.data() + t * kv_row);
+            if (s == KVC_OK) s = apply_pending_centres(layer);
+            if (s == KVC_OK && mark) { // token t pending: its mark after the next append
+                pending_token_[layer] = first + t;
+                pending_centre_[layer].assign(mark + t * cfg_kv_heads(), mark + (t + 1) * cfg_kv_heads());
+            }
             if (s == KVC_OK && q) s = attend_status(layer, q->data() + t * q_row, out->data() + t * q_row);
             if (s != KVC_OK) {
                 nb::gil_scoped_acquire locked;
@@ -263,6 +293,21 @@ class cache
             throw status_error{(int)KVC_E_ARG, "restore: the snapshot is of a cache of another shape"};
         arena_.swap(fresh);
         c_ = static_cast<kvc_cache *>(arena_.get());
+        std::fill(pending_token_.begin(), pending_token_.end(), no_pending); // marks of the state left behind
+    }
+
+    // The plan every stream of this cache follows (uniform policy): the exact
+    // regions and the protected spans' budget, as a caller choosing centres
+    // (kvc_spans_choose) needs them.
+    nb::dict plan() const
+    {
+        cache_lock held(mu_);
+        const kvc_stream_plan *p = kvc_stream_get_plan(kvc_cache_get_stream(c_, 0, 0));
+        if (p == nullptr) throw status_error{(int)KVC_E_CORRUPT, "plan"};
+        nb::dict d;
+        d["n_sink"] = p->n_sink, d["n_window"] = p->n_window, d["n_protect"] = p->n_protect;
+        d["protect_radius"] = p->protect_radius, d["method_tokens"] = p->method_tokens;
+        return d;
     }
 
     bool observes() const
@@ -365,6 +410,28 @@ class cache
     std::unique_ptr<void, freer> arena_;
     size_t bytes_ = 0;
     kvc_cache *c_ = nullptr;
+    // extend(centres=...): the last token's marks, given after the layer's next append
+    static constexpr uint64_t no_pending = UINT64_MAX;
+    std::vector<uint64_t> pending_token_;
+    std::vector<std::vector<uint8_t>> pending_centre_;
+
+    uint64_t tokens_seen(uint32_t layer) const
+    {
+        kvc_stream_stats st{};
+        return kvc_stream_get_stats(kvc_cache_get_stream(c_, layer, 0), &st) == KVC_OK ? st.tokens_seen : 0;
+    }
+    // Called with the lock held, after an append of the layer succeeded.
+    kvc_status apply_pending_centres(uint32_t layer)
+    {
+        if (layer >= pending_token_.size() || pending_token_[layer] == no_pending) return KVC_OK;
+        const uint64_t token = pending_token_[layer];
+        pending_token_[layer] = no_pending;
+        for (uint32_t h = 0; h < cfg_kv_heads(); h++) {
+            const kvc_status s = kvc_cache_mark(c_, layer, h, token, pending_centre_[layer][h]);
+            if (s != KVC_OK) return s;
+        }
+        return KVC_OK;
+    }
     std::vector<uint64_t> work_; // the observed attend's workspace (8-aligned), grown as the views grow
     mutable std::mutex mu_;      // cache_lock: one call at a time on this object
     uint32_t shape_[4] = {0, 0, 0, 0};
@@ -372,6 +439,8 @@ class cache
     {
         const kvc_cache_config *g = kvc_cache_get_config(c_);
         shape_[0] = g->n_layers, shape_[1] = g->n_heads, shape_[2] = g->n_kv_heads, shape_[3] = g->head_dim;
+        pending_token_.assign(g->n_layers, no_pending);
+        pending_centre_.assign(g->n_layers, std::vector<uint8_t>(g->n_kv_heads, 0));
     }
 };
 
@@ -646,7 +715,8 @@ NB_MODULE(_core, m)
         .def("append", &cache::append)
         .def("attend", &cache::attend, nb::arg("layer"), nb::arg("q"), nb::arg("out").noconvert())
         .def("extend", &cache::extend, nb::arg("layer"), nb::arg("k"), nb::arg("v"), nb::arg("q").none() = nb::none(),
-             nb::arg("out").noconvert().none() = nb::none())
+             nb::arg("out").noconvert().none() = nb::none(), nb::arg("centres").noconvert().none() = nb::none())
+        .def("plan", &cache::plan)
         .def("prefill_queries", &cache::prefill_queries)
         .def("mark", &cache::mark, nb::arg("layer"), nb::arg("kv_head"), nb::arg("token"), nb::arg("centre") = true)
         .def("restore", &cache::restore)

@@ -29,3 +29,82 @@ def test_spans_refusals_write_nothing():
     with pytest.raises(KvcError, match="as long as"):
         _core.spans_choose(np.zeros(3, np.float32), np.array([3], np.uint32), 0, 5, 0, marks[:2])
     assert marks.tolist() == [9, 9, 9]
+
+
+def _cache(**kw):
+    from kvcompress import Cache
+    return Cache(2, 4, 2, 16, method="sink-window", budget=32, dtype="int8", seed=3,
+                 **{"sink": 4, "window": 8, "protect": 25, "protect_radius": 1, **kw})
+
+
+def _rows(n, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 2, 16)).astype(np.float32), rng.standard_normal((n, 2, 16)).astype(np.float32))
+
+
+def test_extend_with_centres_is_append_then_mark_each_token():
+    """extend(centres=...) leaves the state that appending token by token and
+    marking token t - 1 after token t (Cache.mark's contract) leaves: equal
+    checksums, through the pending last mark given at the next append."""
+    k, v = _rows(40, 1)
+    marks = np.zeros((40, 2), np.uint8)
+    marks[12:15, 0] = 1
+    marks[20:22] = 1
+    fast, slow = _cache(), _cache()
+    for layer in range(2):
+        fast.extend(layer, k[:39], v[:39], centres=marks[:39])
+        fast.append(layer, k[39], v[39])
+        for t in range(40):
+            slow.append(layer, k[t], v[t])
+            if t > 0:
+                for h in range(2):
+                    slow.mark(layer, h, t - 1, bool(marks[t - 1, h]))
+    assert fast.checksum() == slow.checksum()
+    plain = _cache()  # and the marks did something: the key-outlier test's state differs
+    for layer in range(2):
+        plain.extend(layer, k, v)
+    assert plain.checksum() != fast.checksum()
+
+
+def test_extend_centres_one_row_per_token_go_to_every_head():
+    k, v = _rows(30, 2)
+    one = np.zeros(30, bool)
+    one[10:13] = True
+    a, b = _cache(), _cache()
+    a.extend(0, k, v, centres=one)
+    b.extend(0, k, v, centres=np.repeat(one[:, None], 2, axis=1).astype(np.uint8))
+    assert a.checksum() == b.checksum()
+
+
+def test_extend_centres_refusals_change_nothing():
+    from kvcompress import Cache
+    k, v = _rows(20, 3)
+    c = _cache()
+    before = c.checksum()
+    with pytest.raises(TypeError):
+        c.extend(0, k, v, centres=[0] * 20)  # a list: the type is checked, never guessed
+    with pytest.raises(TypeError):
+        c.extend(0, k, v, centres=np.zeros(20, np.int64))
+    with pytest.raises(ValueError):
+        c.extend(0, k, v, centres=np.zeros(19, np.uint8))
+    with pytest.raises(ValueError):
+        c.extend(0, k, v, centres=np.full(20, 2, np.uint8))
+    assert c.checksum() == before
+    bare = Cache(2, 4, 2, 16, method="sink-window", budget=64, dtype="int8", sink=4, window=8)
+    before = bare.checksum()
+    with pytest.raises(KvcError, match="protected spans"):
+        bare.extend(0, k, v, centres=np.zeros(20, np.uint8))
+    assert bare.checksum() == before
+
+
+def test_plan_gives_what_spans_choose_wants():
+    from kvcompress import spans_choose, sentence_ends
+    p = _cache().plan
+    # sink-window gives the budget left after sinks and spans to its window
+    assert p["n_sink"] == 4 and p["n_protect"] == 8 and p["protect_radius"] == 1
+    assert p["n_sink"] + p["n_window"] + p["n_protect"] + 1 + p["method_tokens"] == 32
+    ends = sentence_ends(["a", " b", ".", " c", "!", " d", " e"])
+    assert ends.tolist() == [3, 5, 7]
+    marks = spans_choose(np.array([0, 0, 0, 9, 9, 1, 1], np.float32), ends, first=0, budget=4,
+                         radius=p["protect_radius"])
+    assert marks.tolist() == [0, 0, 0, 1, 1, 0, 0]
