@@ -22,7 +22,7 @@ Rows are appended to the CSV as they finish; a rerun skips the rows already
 there (resume). bench/kvpress_race_table.py makes the table.
 
 usage: kvpress_race.py GGUF_DIR GGUF_NAME --csv OUT.csv [--contexts 1024,2048,4096] [--trials 5]
-       [--budgets 10,25] [--tasks passkey,natural] [--presses NAME,...] [--seed 1]
+       [--budgets 10,25] [--tasks passkey,natural] [--haystack TEXT] [--presses NAME,...] [--seed 1]
 """
 import argparse
 import csv
@@ -88,10 +88,18 @@ def build_context(tok, blocks, n_tokens, depth, key):
     return compose(n)
 
 
-def make_press(name, ratio):
+def make_press(name, ratio, tok):
     import kvpress
     from kvcompress.hf import KvcPress
 
+    # "-sentences": the protected spans hold the prompt's sentences of highest
+    # mean surprisal (KvcPress(protect_marks="sentences"), radius 1), a share
+    # of the budget given by the suffix's percentage (25 by default)
+    sentences = re.fullmatch(r"kvc-(sink-window|balancekv)-(int8|int4|kivi4)-sentences(\d*)", name)
+    if sentences:
+        method, dtype, share = sentences.group(1), sentences.group(2), int(sentences.group(3) or 25)
+        return KvcPress(compression_ratio=ratio, method=method, dtype=dtype, protect_marks="sentences",
+                        params={"protect": share}, tokenizer=tok)
     ours = {
         "kvc-sink-window-int8": dict(method="sink-window", dtype="int8"),
         "kvc-sink-window-int8-protect": dict(method="sink-window", dtype="int8", params={"protect": 25}),
@@ -111,7 +119,8 @@ def make_press(name, ratio):
         return KvcPress(compression_ratio=ratio, **ours[name])
     if name in theirs:
         return theirs[name](compression_ratio=ratio)
-    raise SystemExit(f"unknown press {name}: want exact, {', '.join(ours)}, {', '.join(theirs)}")
+    raise SystemExit(f"unknown press {name}: want exact, {', '.join(ours)}, "
+                     f"kvc-{{sink-window,balancekv}}-{{int8,int4,kivi4}}-sentences[SHARE], {', '.join(theirs)}")
 
 
 def main():
@@ -122,7 +131,10 @@ def main():
     ap.add_argument("--contexts", default="1024,2048,4096")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--budgets", default="10,25", help="percent of the f16 exact cache's bytes")
-    ap.add_argument("--tasks", default="passkey,natural")
+    ap.add_argument("--tasks", default="passkey,natural",
+                    help="passkey (filler), natural (the prose of --haystack)")
+    ap.add_argument("--haystack", default=NATURAL_TEXT,
+                    help="the natural task's text; a text other than GPL-3 names the task natural:BASENAME")
     ap.add_argument("--presses", default="exact,kvc-sink-window-int8-protect,kvc-balancekv-int8-protect,"
                     "kvc-express-int8-protect,tova,knorm,kvzip,streaming_llm,snapkv,expected_attention")
     ap.add_argument("--seed", type=int, default=1)
@@ -169,11 +181,14 @@ def main():
     if new:
         w.writerow(["task", "context", "trial", "depth", "key", "prompt_tokens", "press", "budget_pct", "correct",
                     "answer", "seconds"])
-    natural = natural_blocks(NATURAL_TEXT) if "natural" in a.tasks else None
+    natural = natural_blocks(a.haystack) if "natural" in a.tasks else None
+    natural_name = "natural" if a.haystack == NATURAL_TEXT else "natural:" + os.path.basename(a.haystack)
     for t in range(a.trials):
         for n in contexts:
             for task in a.tasks.split(","):
                 blocks = [FILL] if task == "passkey" else natural
+                if task == "natural":
+                    task = natural_name
                 key = f"{random.Random(f'{a.seed}-{task}-{n}-{t}').randrange(10000, 100000):05d}"
                 depth = (t + 0.5) / a.trials
                 context = build_context(tok, blocks, n - 48, depth, key)  # room for the template, question, answer
@@ -181,7 +196,7 @@ def main():
                     for pct in ([100.0] if name == "exact" else budgets):
                         if (task, str(n), str(t), name, f"{pct:g}") in done:
                             continue
-                        press = make_press(name, 1.0 - pct / 100.0)
+                        press = make_press(name, 1.0 - pct / 100.0, tok)
                         t0 = time.time()
                         try:
                             with torch.no_grad():

@@ -22,6 +22,7 @@ path of exact and sink-window at batch 1 (``kvcompress.device.PagedCache``).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -33,7 +34,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from . import Cache as KvcArena
-from . import RECOMMENDED
+from . import RECOMMENDED, sentence_ends, spans_choose
 
 # kvpress, when installed, is imported before the attention function is
 # registered: kvpress wraps every attention function registered when it is
@@ -333,6 +334,26 @@ class KvcCache(Cache):
         return self.shared.arena.nbytes
 
 
+def prompt_surprisal(model: Any, hidden: torch.Tensor, ids: torch.Tensor, chunk: int = 256) -> np.ndarray:
+    """-log p(token t | tokens before it) for each prompt token (0 for the
+    first), from the last hidden states (n, hidden) through the model's
+    output layer, ``chunk`` positions at a time (the vocabulary's logits for
+    the whole prompt at once would be n x vocab floats)."""
+    head = model.get_output_embeddings()
+    cap = getattr(getattr(model.config, "text_config", None) or model.config, "final_logit_softcapping", None)
+    n = hidden.shape[0]
+    out = np.zeros(n, dtype=np.float32)
+    with torch.no_grad():
+        for a in range(0, n - 1, chunk):
+            b = min(a + chunk, n - 1)
+            logits = head(hidden[a:b]).float()
+            if cap:
+                logits = torch.tanh(logits / cap) * cap
+            lp = torch.log_softmax(logits, dim=-1)
+            out[a + 1:b + 1] = (-lp.gather(1, ids[a + 1:b + 1, None].to(lp.device))[:, 0]).cpu().numpy()
+    return out
+
+
 def _queries(module: torch.nn.Module, hidden_states: torch.Tensor, kwargs: dict) -> torch.Tensor:
     """The layer's post-RoPE queries (1, n_heads, L, d), as kvpress's own
     query-aware presses compute them."""
@@ -363,6 +384,17 @@ class KvcPress(BasePress):
     params : method parameters by their command-line names.
     observe_queries : for SnapKV-like methods, the prompt's last queries
         given first (question-agnostic: the prompt's own end).
+    protect_marks : what picks the protected spans' tokens (``params``
+        ``protect`` > 0): "outliers", the stream's key-outlier test (the
+        library's default); "sentences", whole sentences of the prompt by
+        falling mean surprisal (-log p of each token given the ones before,
+        from the prefill's own last hidden states through the model's output
+        layer), chosen by ``kvcompress.spans_choose`` and given to every
+        stream as centres (docs/quality.md, "A needle in prose"). With
+        "sentences", ``protect`` defaults to 25 and ``protect_radius`` to 1.
+    tokenizer : the model's tokenizer, for "sentences" (a sentence ends at a
+        token whose text holds ``.``, ``!``, ``?`` or a line break); by
+        default loaded from ``model.config.name_or_path``.
     """
 
     method: str = RECOMMENDED["method"]
@@ -372,14 +404,43 @@ class KvcPress(BasePress):
     params: dict = field(default_factory=dict)
     observe_queries: int = 32
     seed: int = 1
+    protect_marks: str = "outliers"
+    tokenizer: Any = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.compression_ratio < 1.0:
             raise ValueError(f"compression_ratio {self.compression_ratio}: want 0 <= r < 1")
+        if self.protect_marks not in ("outliers", "sentences"):
+            raise ValueError(f"protect_marks {self.protect_marks!r}: want 'outliers' or 'sentences'")
+        if self.protect_marks == "sentences":
+            self.params = {"protect": 25, "protect_radius": 1, **self.params}
+            if float(str(self.params["protect"]).rstrip("%")) <= 0:
+                raise ValueError("protect_marks='sentences' needs protected spans: params protect > 0")
         self.shared: Optional[_Shared] = None
+        self._model: Any = None
+        self.last_marks: Optional[np.ndarray] = None  # "sentences": the last prompt's protected tokens (n,) 0/1
+        self._deferred: dict[int, tuple] = {}  # "sentences": each layer's rows wait for the prompt's surprisal
 
     def post_init_from_model(self, model: Any) -> None:
         _use_kvcompress_attention(model)
+        self._model = model
+
+    @contextmanager
+    def __call__(self, model: Any) -> Any:
+        """kvpress's hooks on every attention layer, and for "sentences" one
+        on the language model itself: it runs once the prompt has gone through
+        every layer, scores the prompt's tokens and then fills the cache."""
+        with super().__call__(model):
+            handle = None
+            if self.protect_marks == "sentences":
+                base = model.model.language_model if hasattr(model.model, "language_model") else model.model
+                handle = base.register_forward_hook(self._prompt_read, with_kwargs=True)
+            try:
+                yield
+            finally:
+                if handle is not None:
+                    handle.remove()
+                self._deferred.clear()
 
     def _budget(self) -> Union[int, str]:
         if self.budget is not None:
@@ -409,18 +470,63 @@ class KvcPress(BasePress):
                                            budget=self._budget(), context=q_len, seed=self.seed, **params))
         arena = self.shared.arena
         k, v = keys[0].transpose(0, 1), values[0].transpose(0, 1)
+        scale = module.scaling * math.sqrt(k.shape[-1])
+        q_all = q_last = None
         if arena.observes:  # the method scores the attention each token's rows receive: the prompt's queries
-            q = _queries(module, hidden_states, kwargs)[0].transpose(0, 1) * (module.scaling * math.sqrt(k.shape[-1]))
-            arena.extend(idx, k, v, q)
+            q_all = _queries(module, hidden_states, kwargs)[0].transpose(0, 1) * scale
+        elif self.observe_queries > 0:
+            q_last = _queries(module, hidden_states[:, -self.observe_queries:], {
+                "position_embeddings": tuple(t[:, -self.observe_queries:] for t in kwargs["position_embeddings"])})
+            q_last = q_last[0].transpose(0, 1) * scale
+        if self.protect_marks == "sentences":  # the marks need the whole prompt read: _prompt_read fills the cache
+            self._deferred[idx] = (cache, k, v, q_all, q_last, q_len)
+            return output
+        self._fill(cache, idx, k, v, q_all, q_last, q_len, None)
+        return output
+
+    def _fill(self, cache: Any, idx: int, k: torch.Tensor, v: torch.Tensor, q_all: Optional[torch.Tensor],
+              q_last: Optional[torch.Tensor], q_len: int, centres: Optional[np.ndarray]) -> None:
+        """One layer's prompt into the C cache; the layer replaced by its view."""
+        arena = self.shared.arena
+        if q_all is not None:
+            arena.extend(idx, k, v, q_all, centres=centres)
         else:
-            if self.observe_queries > 0:
-                q = _queries(module, hidden_states[:, -self.observe_queries:], {
-                    "position_embeddings": tuple(t[:, -self.observe_queries:] for t in kwargs["position_embeddings"])})
-                arena.prefill_queries(idx, q[0].transpose(0, 1) * (module.scaling * math.sqrt(k.shape[-1])))
-            arena.extend(idx, k, v)
+            if q_last is not None:
+                arena.prefill_queries(idx, q_last)
+            arena.extend(idx, k, v, centres=centres)
         cache.layers[idx] = KvcLayer(self.shared, idx, seen=q_len)
         if idx == len(cache.layers) - 1:  # the compressed context: kvpress's pipeline comes back to it
             self.shared.mark_len, self.shared.mark, self.shared.dirty = q_len, arena.to_bytes(), False
+
+    def _prompt_read(self, module: torch.nn.Module, args: Any, kwargs: dict, output: Any) -> Any:
+        """"sentences": the prompt's surprisal from the last hidden states, the
+        sentences chosen for the protected spans, then every layer's rows."""
+        if not self._deferred:
+            return output
+        ids = kwargs.get("input_ids")
+        if ids is None and args:
+            ids = args[0]
+        if ids is None:
+            raise ValueError("KvcPress(protect_marks='sentences') needs the prompt's input_ids")
+        ids = ids[0]
+        hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+        n = hidden.shape[1]
+        if ids.shape[0] != n:
+            raise ValueError(f"KvcPress: {ids.shape[0]} input ids for {n} hidden states")
+        scores = prompt_surprisal(self._model, hidden[0], ids)
+        tok = self.tokenizer
+        if tok is None:
+            from transformers import AutoTokenizer
+            tok = self.tokenizer = AutoTokenizer.from_pretrained(self._model.config.name_or_path)
+        ends = sentence_ends([tok.decode([i]) for i in ids.tolist()])  # each token's own text
+        plan = self.shared.arena.plan
+        marks = spans_choose(scores, ends, first=plan["n_sink"], budget=plan["n_protect"],
+                             radius=plan["protect_radius"])
+        self.last_marks = marks
+        for idx in sorted(self._deferred):
+            cache, k, v, q_all, q_last, q_len = self._deferred[idx]
+            self._fill(cache, idx, k, v, q_all, q_last, q_len, marks)
+        self._deferred.clear()
         return output
 
     @property

@@ -182,6 +182,43 @@ def test_press_in_kvpress_pipeline_answers_from_the_library(lm):
     assert r["answers"][0] == r["answers"][1]  # the second question starts from the restored context
 
 
+def test_press_sentences_protects_the_surprising_sentence(lm):
+    """protect_marks="sentences": in a context of one filler sentence repeated,
+    the needle sentence's digits are the prompt's least predictable tokens
+    once the filler has repeated, so the spans chosen by mean surprisal hold
+    every token of the needle sentence; the cache stays within (1 - r) of
+    the f16 bytes."""
+    pytest.importorskip("kvpress", reason="kvpress is not installed")
+    tok, model, ids = lm
+    pipe = transformers.pipeline("kv-press-text-generation", model=model, tokenizer=tok, device="cpu")
+    filler = " The grass is green. The sky is blue." * 12
+    needle = " The passkey is 31415."
+    context = "Remember the passkey." + filler + needle + filler
+    press = kvc_hf.KvcPress(method="sink-window", dtype="int8", compression_ratio=0.75, protect_marks="sentences",
+                            tokenizer=tok)
+    r = pipe(context, question="What is the passkey?", answer_prefix="The passkey is", press=press,
+             max_new_tokens=6)
+    ctx_ids = pipe.preprocess(context, ["What is the passkey?"], "The passkey is", 1 << 20)["context_ids"][0]
+    n = press.shared.mark_len
+    marks = press.last_marks
+    assert marks is not None and marks.shape == (n,) and n == len(ctx_ids)
+    text = [tok.decode([i]) for i in ctx_ids.tolist()]
+    at = "".join(text).index(needle)  # the needle's tokens: those whose text lies within it
+    pos, start, end = 0, None, None
+    for t, piece in enumerate(text):
+        if start is None and pos + len(piece) > at:
+            start = t
+        pos += len(piece)
+        if end is None and pos >= at + len(needle):
+            end = t + 1
+    chosen = [text[t] for t in np.flatnonzero(marks)]
+    print(f"press sentences: answer {r['answer']!r}, {int(marks.sum())} tokens marked, needle [{start}, {end}): "
+          f"{''.join(chosen)!r}")
+    assert marks[start:end].all()  # the whole needle sentence
+    assert press.nbytes <= 0.25 * kvcompress.Cache(*kvc_hf.model_shape(model.config), method="exact", dtype="f16",
+                                                    budget=n, sink=0, window=0).nbytes
+
+
 def test_a_left_padded_prompt_on_the_cpu_path_generates_the_unpadded_tokens():
     """The CPU path (batch 1) reads the attention mask: padding is not
     appended, and a left-padded prompt generates what the prompt alone does
