@@ -93,13 +93,13 @@ def make_press(name, ratio, tok):
     from kvcompress.hf import KvcPress
 
     # "-sentences": the protected spans hold the prompt's sentences of highest
-    # mean surprisal (KvcPress(protect_marks="sentences"), radius 1), a share
-    # of the budget given by the suffix's percentage (25 by default)
+    # mean surprisal (KvcPress(protect_marks="sentences"): a share of 50% of
+    # the budget, radius 1, 4 sinks, unless the suffix gives the share)
     sentences = re.fullmatch(r"kvc-(sink-window|balancekv)-(int8|int4|kivi4)-sentences(\d*)", name)
     if sentences:
-        method, dtype, share = sentences.group(1), sentences.group(2), int(sentences.group(3) or 25)
+        method, dtype, share = sentences.group(1), sentences.group(2), sentences.group(3)
         return KvcPress(compression_ratio=ratio, method=method, dtype=dtype, protect_marks="sentences",
-                        params={"protect": share}, tokenizer=tok)
+                        params={"protect": int(share)} if share else {}, tokenizer=tok)
     ours = {
         "kvc-sink-window-int8": dict(method="sink-window", dtype="int8"),
         "kvc-sink-window-int8-protect": dict(method="sink-window", dtype="int8", params={"protect": 25}),

@@ -20,35 +20,51 @@ def wilson(k, n, z=1.96):
     return (max(0.0, c - h), min(1.0, c + h))
 
 
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
 def main():
     rows = list(csv.DictReader(open(sys.argv[1])))
     cells = defaultdict(lambda: [0, 0])
-    presses, budgets, tasks = [], set(), []
+    seconds = defaultdict(list)
+    presses, tasks = [], []
+    budgets = defaultdict(set)
     for r in rows:
         key = (r["task"], r["budget_pct"], r["press"])
         cells[key][0] += int(r["correct"])
         cells[key][1] += 1
+        seconds[(r["press"], r["context"])].append(float(r["seconds"]))
         if r["press"] not in presses:
             presses.append(r["press"])
         if r["task"] not in tasks:
             tasks.append(r["task"])
         if r["press"] != "exact":
-            budgets.add(r["budget_pct"])
-    budgets = sorted(budgets, key=float)
+            budgets[r["task"]].add(r["budget_pct"])
     contexts = sorted({int(r["context"]) for r in rows})
-    print(f"contexts {', '.join(map(str, contexts))} tokens; correct / prompts [Wilson 95%]\n")
-    head = "| press | " + " | ".join(f"{t}, {b}% of f16 bytes" for t in tasks for b in budgets)
-    print(head + " |")
-    print("|---" * (1 + len(tasks) * len(budgets)) + "|")
-    for p in presses:
-        cols = []
-        for t in tasks:
-            for b in budgets:
+    print(f"contexts {', '.join(map(str, contexts))} tokens; correct / prompts [Wilson 95%]")
+    for t in tasks:  # one table per task: a press per row, a budget per column
+        bs = sorted(budgets[t], key=float, reverse=True)
+        print(f"\n{t}:\n")
+        print("| press | " + " | ".join(f"{b}% of f16 bytes" for b in bs) + " |")
+        print("|---" * (1 + len(bs)) + "|")
+        for p in presses:
+            cols = []
+            for b in bs:
                 k, n = cells[(t, "100" if p == "exact" else b, p)]
                 lo, hi = wilson(k, n)
                 cols.append(f"{k}/{n} [{100 * lo:.0f}, {100 * hi:.0f}]%" if n else "–")
-        label = "exact (every token, f16: the same prompts in each column)" if p == "exact" else p
-        print(f"| {label} | " + " | ".join(cols) + " |")
+            if all(c == "–" for c in cols):
+                continue
+            label = "exact (every token, f16: the same prompts in each column)" if p == "exact" else p
+            print(f"| {label} | " + " | ".join(cols) + " |")
+    print("\nmedian seconds per run (prefill with the press, question, 8-token answer), every task and budget:\n")
+    print("| press | " + " | ".join(f"{c} tokens" for c in contexts) + " |")
+    print("|---" * (1 + len(contexts)) + "|")
+    for p in presses:
+        print(f"| {p} | " + " | ".join(f"{median(seconds[(p, str(c))]):.1f}" if seconds[(p, str(c))] else "–"
+                                       for c in contexts) + " |")
 
 
 if __name__ == "__main__":

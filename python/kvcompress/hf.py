@@ -390,8 +390,12 @@ class KvcPress(BasePress):
         falling mean surprisal (-log p of each token given the ones before,
         from the prefill's own last hidden states through the model's output
         layer), chosen by ``kvcompress.spans_choose`` and given to every
-        stream as centres (docs/quality.md, "A needle in prose"). With
-        "sentences", ``protect`` defaults to 25 and ``protect_radius`` to 1.
+        stream as centres (``kvcompress.sentence_ends`` with the surprisal:
+        docs/quality.md, "Prose at KVzip's level"). With "sentences",
+        ``protect`` defaults to 50, ``protect_radius`` to 1 and ``sink`` to 4
+        (the best of protect 25/50 x sink 4/32 on 1k-token GPL-3 prompts at
+        3.125-10% of f16 bytes; the spans then hold the needle, the window
+        the prompt's end).
     tokenizer : the model's tokenizer, for "sentences" (a sentence ends at a
         token whose text holds ``.``, ``!``, ``?`` or a line break); by
         default loaded from ``model.config.name_or_path``.
@@ -413,7 +417,7 @@ class KvcPress(BasePress):
         if self.protect_marks not in ("outliers", "sentences"):
             raise ValueError(f"protect_marks {self.protect_marks!r}: want 'outliers' or 'sentences'")
         if self.protect_marks == "sentences":
-            self.params = {"protect": 25, "protect_radius": 1, **self.params}
+            self.params = {"protect": 50, "protect_radius": 1, "sink": 4, **self.params}
             if float(str(self.params["protect"]).rstrip("%")) <= 0:
                 raise ValueError("protect_marks='sentences' needs protected spans: params protect > 0")
         self.shared: Optional[_Shared] = None
@@ -518,7 +522,7 @@ class KvcPress(BasePress):
         if tok is None:
             from transformers import AutoTokenizer
             tok = self.tokenizer = AutoTokenizer.from_pretrained(self._model.config.name_or_path)
-        ends = sentence_ends([tok.decode([i]) for i in ids.tolist()])  # each token's own text
+        ends = sentence_ends([tok.decode([i]) for i in ids.tolist()], scores)  # each token's own text
         plan = self.shared.arena.plan
         marks = spans_choose(scores, ends, first=plan["n_sink"], budget=plan["n_protect"],
                              radius=plan["protect_radius"])

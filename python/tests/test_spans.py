@@ -108,3 +108,23 @@ def test_plan_gives_what_spans_choose_wants():
     marks = spans_choose(np.array([0, 0, 0, 9, 9, 1, 1], np.float32), ends, first=0, budget=4,
                          radius=p["protect_radius"])
     assert marks.tolist() == [0, 0, 0, 1, 1, 0, 0]
+
+
+def test_sentence_ends_splits_at_a_surprising_capitalised_word():
+    """A needle cut into a sentence ("... works are The pass key is 1.") is
+    a span of its own when its capitalised first word is surprising (above
+    mean + 1.5 sd of the prompt's surprisal); an unsurprising capital is not
+    a split, nor is a surprising lower-case word."""
+    from kvcompress import sentence_ends
+    text = [" the", " works", " are", " The", " pass", " key", " is", " 1", ".", " Then", " more", " text", "."]
+    s = np.array([0, 1, 1, 1, 9, 8, 7, 2, 3, 1, 1, 9, 1], np.float32)
+    assert sentence_ends(text).tolist() == [9, 13]
+    # s[1:]: mean 3.67, sd 3.32, the bar 8.65; " The" (1) is below it
+    assert sentence_ends(text, s).tolist() == [9, 13]
+    s[3] = 14  # " The" surprising (the bar moves to 11.1): the needle starts a span; " text" (9, lower case) not
+    assert sentence_ends(text, s).tolist() == [3, 9, 13]
+    with pytest.raises(ValueError):
+        sentence_ends(text, s[:5])
+    s[0] = np.nan
+    with pytest.raises(ValueError):
+        sentence_ends(text, s)
