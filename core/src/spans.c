@@ -1,7 +1,8 @@
 /* Whole spans for the protected rows from a caller's per-token scores
  * (kvc_spans_choose, kvc_stream.h): the bench's sentences-of-highest-
  * surprisal selector (kvc bench recall --protect-marks sentences) as a
- * library call a decoder or a press can make. No allocation: the spans are
+ * library call a decoder or a press can make, and the spans it takes from
+ * the tokens' texts (kvc_sentence_ends). No allocation: the spans are
  * visited in falling order of their mean score by repeated selection of the
  * next (mean, index) below the last one visited, O(spans x n). */
 #define KVC_ADVANCED 1 /* kvc_spans_choose is in the advanced tier */
@@ -54,5 +55,41 @@ kvc_status kvc_spans_choose(const float *scores, uint32_t n, const uint32_t *spa
         memset(marks + from, 1, span_end[best] - from);
         used += cost;
     }
+    return KVC_OK;
+}
+
+/* Does the token's text end a sentence? */
+static int ends_sentence(const char *text) { return strpbrk(text, ".!?\n") != NULL; }
+
+/* Is it a space and an ASCII capital letter on (a capitalised word)? */
+static int capitalised_word(const char *text) { return text[0] == ' ' && text[1] >= 'A' && text[1] <= 'Z'; }
+
+kvc_status kvc_sentence_ends(const char *const *texts, const float *surprisal, uint32_t n, float split_sigma,
+                             uint32_t *span_end, uint32_t *n_spans)
+{
+    if (texts == NULL || span_end == NULL || n_spans == NULL || n == 0 || !(split_sigma >= 0.0f) ||
+        split_sigma > 100.0f)
+        return KVC_E_ARG;
+    for (uint32_t t = 0; t < n; t++)
+        if (texts[t] == NULL) return KVC_E_ARG;
+    double bar = INFINITY; /* no split without surprisal, nor with fewer than 3 tokens */
+    if (surprisal != NULL) {
+        for (uint32_t t = 0; t < n; t++)
+            if (!isfinite(surprisal[t])) return KVC_E_NONFINITE;
+        if (n > 2) { /* mean and (population) deviation of tokens 1 .. n-1: token 0 has no context */
+            double sum = 0.0, sq = 0.0;
+            for (uint32_t t = 1; t < n; t++) sum += surprisal[t];
+            const double mean = sum / (double)(n - 1);
+            for (uint32_t t = 1; t < n; t++) sq += (surprisal[t] - mean) * (surprisal[t] - mean);
+            bar = mean + (double)split_sigma * sqrt(sq / (double)(n - 1));
+        }
+    }
+    uint32_t k = 0;
+    for (uint32_t t = 1; t < n; t++) /* a span ends before token t when t-1 ends a sentence or t starts one */
+        if (ends_sentence(texts[t - 1]) ||
+            (surprisal != NULL && capitalised_word(texts[t]) && (double)surprisal[t] > bar))
+            span_end[k++] = t;
+    span_end[k++] = n;
+    *n_spans = k;
     return KVC_OK;
 }

@@ -151,28 +151,23 @@ def sentence_ends(token_texts: Any, surprisal: Any = None, split_sigma: float = 
     increasing, the last equal to n.
 
     With ``surprisal`` (n,), a span also starts at a capitalised word (a
-    token that is a space and an upper-case letter on) whose surprisal is
+    token that is a space and an ASCII capital letter on) whose surprisal is
     above the prompt's mean by more than ``split_sigma`` standard deviations
     (token 0 left out of both): text inserted mid-sentence (a needle cut
     into prose) then is a span of its own instead of diluting its mean with
-    the sentence it interrupts (docs/quality.md, "Prose at KVzip's level")."""
-    n = len(token_texts)
-    if n == 0:
+    the sentence it interrupts (docs/quality.md, "Prose at KVzip's level").
+    The C core's ``kvc_sentence_ends`` does the work."""
+    texts = [str(t) for t in token_texts]
+    if not texts:
         raise ValueError("sentence_ends: no tokens")
-    cut = {i + 1 for i, t in enumerate(token_texts) if any(c in t for c in ".!?\n")}
+    s = None
     if surprisal is not None:
-        s = np.asarray(surprisal, dtype=np.float64)
-        if s.shape != (n,):
-            raise ValueError(f"sentence_ends: surprisal of shape {s.shape} for {n} tokens")
+        s = np.ascontiguousarray(np.asarray(surprisal, dtype=np.float32))
+        if s.shape != (len(texts),):
+            raise ValueError(f"sentence_ends: surprisal of shape {s.shape} for {len(texts)} tokens")
         if not np.isfinite(s).all():
             raise ValueError("sentence_ends: a surprisal is not finite")
-        if n > 2:
-            bar = s[1:].mean() + split_sigma * s[1:].std()
-            cut |= {i for i in range(1, n) if s[i] > bar and len(token_texts[i]) > 1
-                    and token_texts[i][0] == " " and token_texts[i][1].isupper()}
-    cut.discard(0)
-    cut.add(n)
-    return np.asarray(sorted(c for c in cut if c <= n), dtype=np.uint32)
+    return _core.sentence_ends(texts, s, float(split_sigma))
 
 
 def spans_choose(scores: Any, span_end: Any, *, first: int, budget: int, radius: int) -> np.ndarray:

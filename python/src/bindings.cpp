@@ -855,6 +855,28 @@ NB_MODULE(_core, m)
     // whole spans for the protected rows by per-token scores (kvc_spans_choose):
     // scores (n,), span ends (spans,) strictly increasing to n; the marks (n,)
     // to give Cache.mark as the tokens enter the window
+    // span ends from the tokens' texts (kvc_sentence_ends): a list of str,
+    // the surprisal (n,) or None; returns (spans,) uint32
+    m.def(
+        "sentence_ends",
+        [](const std::vector<std::string> &texts,
+           std::optional<nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>> surprisal,
+           float split_sigma) {
+            const size_t n = texts.size();
+            if (n == 0 || n > UINT32_MAX) throw status_error{(int)KVC_E_ARG, "sentence_ends: 1 .. 2^32-1 tokens"};
+            if (surprisal && surprisal->shape(0) != n)
+                throw status_error{(int)KVC_E_ARG, "sentence_ends: a surprisal per token"};
+            std::vector<const char *> ptrs(n);
+            for (size_t i = 0; i < n; i++) ptrs[i] = texts[i].c_str();
+            uint32_t *ends = new uint32_t[n];
+            nb::capsule owner(ends, [](void *p) noexcept { delete[] static_cast<uint32_t *>(p); });
+            uint32_t n_spans = 0;
+            check(kvc_sentence_ends(ptrs.data(), surprisal ? surprisal->data() : nullptr, (uint32_t)n, split_sigma,
+                                    ends, &n_spans),
+                  "sentence_ends");
+            return nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>(ends, {n_spans}, owner);
+        },
+        nb::arg("texts"), nb::arg("surprisal").none(), nb::arg("split_sigma"));
     m.def("spans_choose",
           [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> scores,
              nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> span_end, uint32_t first,

@@ -889,6 +889,40 @@ static int spans_choose_matches_sorted_reference(void)
     return 0;
 }
 
+/* kvc_sentence_ends: sentences from the tokens' texts, and a span of its own
+ * for a needle cut into a sentence when its capitalised first word is
+ * surprising. The surprisal of tokens 1..12 below has mean 44/12 = 3.67 and
+ * population deviation 3.32: the bar at 1.5 deviations is 8.65, so " The"
+ * at 1 is no split; at 14 the bar moves to 11.15 and it is one; " text" (9)
+ * is lower case and never one. */
+static int sentence_ends_split_at_surprising_capitals(void)
+{
+    const char *text[13] = {" the", " works", " are",  " The",  " pass", " key", " is",
+                            " 1",   ".",      " Then", " more", " text", "."};
+    float s[13] = {0, 1, 1, 1, 9, 8, 7, 2, 3, 1, 1, 9, 1};
+    uint32_t ends[13], n_spans = 0;
+    CHECK(kvc_sentence_ends(text, NULL, 13, 1.5f, ends, &n_spans) == KVC_OK);
+    CHECK(n_spans == 2 && ends[0] == 9 && ends[1] == 13);
+    CHECK(kvc_sentence_ends(text, s, 13, 1.5f, ends, &n_spans) == KVC_OK);
+    CHECK(n_spans == 2 && ends[0] == 9 && ends[1] == 13);
+    s[3] = 14;
+    CHECK(kvc_sentence_ends(text, s, 13, 1.5f, ends, &n_spans) == KVC_OK);
+    CHECK(n_spans == 3 && ends[0] == 3 && ends[1] == 9 && ends[2] == 13);
+    /* refusals write nothing */
+    uint32_t kept[13];
+    memset(kept, 0xab, sizeof kept);
+    uint32_t kept_n = 77;
+    s[5] = NAN;
+    CHECK(kvc_sentence_ends(text, s, 13, 1.5f, kept, &kept_n) == KVC_E_NONFINITE);
+    s[5] = 8;
+    CHECK(kvc_sentence_ends(text, s, 0, 1.5f, kept, &kept_n) == KVC_E_ARG);
+    CHECK(kvc_sentence_ends(text, s, 13, -1.0f, kept, &kept_n) == KVC_E_ARG);
+    CHECK(kvc_sentence_ends(text, s, 13, NAN, kept, &kept_n) == KVC_E_ARG);
+    CHECK(kvc_sentence_ends(NULL, s, 13, 1.5f, kept, &kept_n) == KVC_E_ARG);
+    CHECK(kept_n == 77 && kept[0] == 0xabababab && kept[12] == 0xabababab);
+    return 0;
+}
+
 static int protected_spans_keep_needles(void)
 {
     const size_t n = 600, d = 16, needle = 300, radius = 4;
@@ -1081,6 +1115,7 @@ static const kvc_test_case cases[] = {
     {"protected_spans_keep_needles", protected_spans_keep_needles},
     {"outlier_flags_match_stream", outlier_flags_match_stream},
     {"spans_choose_matches_sorted_reference", spans_choose_matches_sorted_reference},
+    {"sentence_ends_split_at_surprising_capitals", sentence_ends_split_at_surprising_capitals},
     {"marks_protect_chosen_tokens", marks_protect_chosen_tokens},
     {"budget_for_bytes_is_largest", budget_for_bytes_is_largest},
     {"outputs_stay_in_value_box", outputs_stay_in_value_box},

@@ -587,6 +587,29 @@ kvc_status kvc_outlier_flags(kvc_outlier_state *state, const float *context, uin
 kvc_status kvc_spans_choose(const float *scores, uint32_t n, const uint32_t *span_end, uint32_t n_spans, uint32_t first,
                             uint32_t budget, uint32_t radius, uint8_t *marks);
 
+/**
+ * @brief The spans kvc_spans_choose takes, from each token's text: a token
+ *        whose text holds '.', '!', '?' or a line break ends a sentence; with
+ *        @p surprisal, a token that is a space and an ASCII capital letter on,
+ *        with a surprisal above the prompt's mean by more than @p split_sigma
+ *        standard deviations (token 0 left out of mean and deviation), starts
+ *        a span too: text inserted mid-sentence (a needle cut into prose) is
+ *        then a span of its own rather than diluting the mean of the sentence
+ *        it interrupts. No allocation; O(n) time plus the texts' lengths.
+ * @param texts        n NUL-terminated token texts (UTF-8, as decoded).
+ * @param surprisal    n finite floats (-log p of each token given the ones
+ *                     before it), or NULL for sentences alone.
+ * @param n            1 .. UINT32_MAX tokens.
+ * @param split_sigma  0 .. 100 (1.5 in the press); ignored without surprisal.
+ * @param span_end     room for n ends, written strictly increasing, the last = n.
+ * @param n_spans      out: the number of spans (1 .. n).
+ * @return KVC_OK; KVC_E_ARG (a null pointer, n 0, split_sigma out of range);
+ *         KVC_E_NONFINITE (a NaN or Inf surprisal). On an error nothing is
+ *         written.
+ */
+kvc_status kvc_sentence_ends(const char *const *texts, const float *surprisal, uint32_t n, float split_sigma,
+                             uint32_t *span_end, uint32_t *n_spans);
+
 /** Number of leading segments of a stream's view that are its exact regions:
  *  the sinks in KIVI4 blocks and in rows, the window ring's closed tokens in two
  *  pieces, the open block (f16), the current token (these six hold the most recent
