@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
+import re
+
 import numpy as np
 
 from . import _core
@@ -80,7 +82,21 @@ def _budget_tokens(budget: Union[int, str], *, method: str, dtype: str, head_dim
     tokens, nbytes = _core.budget_per_stream(budget, head_dim, context or 0, n_streams)
     if tokens:
         return int(tokens)
-    return int(_core.stream_budget_for_bytes(method, dtype, head_dim, nbytes, params))
+    got = int(_core.stream_budget_for_bytes(method, dtype, head_dim, nbytes, params))
+    if got == 0:  # as the command line says it (kvc_budget_resolve)
+        raise ValueError(f"budget {budget!r} gives {nbytes} B per stream, too few for any {method} budget in "
+                         f"{dtype} rows (its sinks, window and spans included)")
+    return got
+
+
+def _whole_cache_bytes(budget: Union[int, str]) -> Optional[float]:
+    """The bytes of a whole-cache spelling ("96KiB", "4096B"), else None."""
+    if not isinstance(budget, str):
+        return None
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)(B|KiB|MiB|GiB)", budget.strip())
+    if m is None:
+        return None
+    return float(m.group(1)) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m.group(2)]
 
 
 def _as_rows(x: Any, name: str) -> np.ndarray:
@@ -206,7 +222,8 @@ class Cache:
     n_layers, n_heads, n_kv_heads, head_dim : model shape (n_heads a multiple of n_kv_heads).
     method : a registry name (``kvcompress.methods()``), default "sink-window".
     budget : tokens per stream (int or "512"), "25%" of ``context``, "25%f16" of an
-        f16 exact cache's bytes for ``context``, or bytes of the whole cache ("96KiB").
+        f16 exact cache's bytes for ``context``, or bytes of the whole cache ("96KiB":
+        ``nbytes`` stays within them, the cache's own header included).
     context : tokens the caller will append (for the share spellings).
     dtype : storage type, default "int8" (``kvcompress.dtypes()``).
     seed : the counter-based generator's seed (randomised methods).
@@ -225,6 +242,13 @@ class Cache:
         tokens = _budget_tokens(budget, method=method, dtype=dtype, head_dim=head_dim,
                                 n_streams=n_layers * n_kv_heads, context=context, params=plist)
         self._c = _core.Cache(n_layers, n_heads, n_kv_heads, head_dim, method, tokens, dtype, seed, plist)
+        # bytes of the whole cache ("96KiB"): the streams get an even share, and
+        # the cache's own header (its stream table) must fit too: one token
+        # fewer per stream frees more than the header takes
+        whole = _whole_cache_bytes(budget)
+        while whole is not None and self._c.arena_bytes() > whole and tokens > 1:
+            tokens -= 1
+            self._c = _core.Cache(n_layers, n_heads, n_kv_heads, head_dim, method, tokens, dtype, seed, plist)
         self.method, self.dtype, self.budget = method, dtype, tokens
 
     @classmethod

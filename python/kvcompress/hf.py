@@ -61,15 +61,48 @@ def model_shape(config: Any) -> tuple[int, int, int, int]:
             int(head_dim))
 
 
+def sliding_layers(config: Any) -> tuple[list[int], Optional[int]]:
+    """The layers that attend only to a window of recent positions (Gemma 3's
+    "sliding_attention") and that window, or ([], None)."""
+    config = getattr(config, "text_config", None) or config
+    types, window = getattr(config, "layer_types", None), getattr(config, "sliding_window", None)
+    if not types or not window:
+        return [], None
+    return [i for i, t in enumerate(types) if t == "sliding_attention"], int(window)
+
+
 class _Shared:
     """The C cache of a whole model and the point a kvpress pipeline may come
-    back to (the compressed context): its length and snapshot."""
+    back to (the compressed context): its length and snapshot. A model with
+    sliding-window layers has a second cache for them (``sliding``), and
+    ``local`` maps a model layer to its cache and its index there."""
 
-    def __init__(self, arena: KvcArena) -> None:
-        self.arena = arena
+    def __init__(self, arena: KvcArena, sliding: Optional[KvcArena] = None,
+                 local: Optional[dict[int, tuple[KvcArena, int]]] = None) -> None:
+        self.arena, self.sliding, self.local = arena, sliding, local
         self.mark_len: Optional[int] = None
-        self.mark: Optional[bytes] = None
+        self.mark: Optional[tuple[bytes, ...]] = None
         self.dirty = False  # appended since the mark
+
+    def arena_of(self, layer: int) -> tuple[Any, int]:
+        """The cache holding model layer ``layer`` and the layer's index in it."""
+        return (self.arena, layer) if self.local is None else self.local[layer]
+
+    @property
+    def arenas(self) -> list[Any]:
+        return [self.arena] + ([self.sliding] if self.sliding is not None else [])
+
+    def take_mark(self, length: int) -> None:
+        self.mark_len, self.mark, self.dirty = length, tuple(a.to_bytes() for a in self.arenas), False
+
+    def restore_mark(self) -> None:
+        for a, snap in zip(self.arenas, self.mark):
+            a.restore(snap)
+        self.dirty = False
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arenas)
 
 
 class _Rows:
@@ -143,7 +176,8 @@ class KvcLayer(CacheLayerMixin):
             kt, vt, q = kt[keep], vt[keep], q[keep]
         res = torch.zeros((n, q.shape[1], d), dtype=query.dtype)
         if kt.shape[0]:
-            out = torch.from_numpy(self.shared.arena.extend(self.layer_idx, kt, vt, q)).to(query.dtype)
+            arena, local = self.shared.arena_of(self.layer_idx)
+            out = torch.from_numpy(arena.extend(local, kt, vt, q)).to(query.dtype)
             res = out if keep is None else res.index_put_((keep,), out)
         self.seen += n
         self.shared.dirty = True
@@ -179,8 +213,7 @@ class KvcLayer(CacheLayerMixin):
             raise NotImplementedError(f"layer {self.layer_idx}: a compressed cache cannot drop tokens except back "
                                       f"to its compressed context ({sh.mark_len} positions); asked for {n}")
         if sh.dirty:
-            sh.arena.restore(sh.mark)  # every layer at once, back to the mark
-            sh.dirty = False
+            sh.restore_mark()  # every layer at once, back to the mark
         self.seen = n
 
     def reset(self) -> None:
@@ -466,13 +499,8 @@ class KvcPress(BasePress):
             raise ValueError(f"KvcPress streams into the C cache on the CPU; the keys are on {keys.device} "
                              f"(on CUDA, KvcCache.for_model keeps exact and sink-window rows in device pages)")
         if self.shared is None or idx == 0:
-            n_layers, n_heads, n_kv, d = model_shape(module.config)
-            params = dict(self.params)
-            if self.method.endswith("-prefill"):  # the prefill methods compress the prompt: its length
-                params.setdefault("prefix_len", q_len)
-            self.shared = _Shared(KvcArena(n_layers, n_heads, n_kv, d, method=self.method, dtype=self.dtype,
-                                           budget=self._budget(), context=q_len, seed=self.seed, **params))
-        arena = self.shared.arena
+            self.shared = self._make_caches(module.config, q_len)
+        arena, local = self.shared.arena_of(idx)
         k, v = keys[0].transpose(0, 1), values[0].transpose(0, 1)
         scale = module.scaling * math.sqrt(k.shape[-1])
         q_all = q_last = None
@@ -482,25 +510,61 @@ class KvcPress(BasePress):
             q_last = _queries(module, hidden_states[:, -self.observe_queries:], {
                 "position_embeddings": tuple(t[:, -self.observe_queries:] for t in kwargs["position_embeddings"])})
             q_last = q_last[0].transpose(0, 1) * scale
-        if self.protect_marks == "sentences":  # the marks need the whole prompt read: _prompt_read fills the cache
-            self._deferred[idx] = (cache, k, v, q_all, q_last, q_len)
+        if self.protect_marks == "sentences" and arena is self.shared.arena:  # the marks need the whole prompt
+            self._deferred[idx] = (cache, k, v, q_all, q_last, q_len)          # read: _prompt_read fills the cache
             return output
         self._fill(cache, idx, k, v, q_all, q_last, q_len, None)
         return output
 
+    def _make_caches(self, config: Any, q_len: int) -> _Shared:
+        """The C caches for a prompt of q_len tokens. A model whose layers all
+        attend to every position gets one cache of the press's budget. With
+        sliding-window layers (Gemma 3: window W), those hold what they can
+        attend to and no more: a sink-window cache of the last W positions
+        (no sinks, no spans; in the press's dtype), or fewer when the budget
+        per layer is smaller; the global layers share the rest of the bytes,
+        so the whole stays within (1 - r) of the f16 exact cache's bytes of
+        every layer (docs/python.md, "kvpress")."""
+        n_layers, n_heads, n_kv, d = model_shape(config)
+        params = dict(self.params)
+        if self.method.endswith("-prefill"):  # the prefill methods compress the prompt: its length
+            params.setdefault("prefix_len", q_len)
+        slid, window = sliding_layers(config)
+        kw = dict(method=self.method, dtype=self.dtype, context=q_len, seed=self.seed, **params)
+        if not slid:
+            return _Shared(KvcArena(n_layers, n_heads, n_kv, d, budget=self._budget(), **kw))
+        if self.budget is not None:
+            raise ValueError("KvcPress: a model with sliding-window layers takes its budget as compression_ratio "
+                             "(the bytes are split between sliding and global layers)")
+        glob = [i for i in range(n_layers) if i not in slid]
+        total = (1.0 - self.compression_ratio) * q_len * n_layers * n_kv * 2 * d * 2  # f16 bytes of every layer
+        per_layer = total / n_layers
+        sliding = KvcArena(len(slid), n_heads, n_kv, d, method="sink-window", dtype=self.dtype, budget=window,
+                           context=q_len, sink=0)
+        if sliding.nbytes > per_layer * len(slid):  # not even the window fits: the largest that does
+            sliding = KvcArena(len(slid), n_heads, n_kv, d, method="sink-window", dtype=self.dtype,
+                               budget=f"{int(per_layer * len(slid))}B", context=q_len, sink=0)
+        rest = int(total - sliding.nbytes)
+        arena = KvcArena(len(glob), n_heads, n_kv, d, budget=f"{rest}B", **kw)
+        local = {i: (arena, j) for j, i in enumerate(glob)}
+        local.update({i: (sliding, j) for j, i in enumerate(slid)})
+        return _Shared(arena, sliding, local)
+
     def _fill(self, cache: Any, idx: int, k: torch.Tensor, v: torch.Tensor, q_all: Optional[torch.Tensor],
               q_last: Optional[torch.Tensor], q_len: int, centres: Optional[np.ndarray]) -> None:
         """One layer's prompt into the C cache; the layer replaced by its view."""
-        arena = self.shared.arena
+        arena, local = self.shared.arena_of(idx)
+        if arena is not self.shared.arena:  # a sliding-window layer: its recent positions, no spans
+            q_all = q_last = centres = None
         if q_all is not None:
-            arena.extend(idx, k, v, q_all, centres=centres)
+            arena.extend(local, k, v, q_all, centres=centres)
         else:
             if q_last is not None:
-                arena.prefill_queries(idx, q_last)
-            arena.extend(idx, k, v, centres=centres)
+                arena.prefill_queries(local, q_last)
+            arena.extend(local, k, v, centres=centres)
         cache.layers[idx] = KvcLayer(self.shared, idx, seen=q_len)
-        if idx == len(cache.layers) - 1:  # the compressed context: kvpress's pipeline comes back to it
-            self.shared.mark_len, self.shared.mark, self.shared.dirty = q_len, arena.to_bytes(), False
+        if all(isinstance(layer, KvcLayer) for layer in cache.layers):  # the compressed context: kvpress's
+            self.shared.take_mark(q_len)                                # pipeline comes back to it
 
     def _prompt_read(self, module: torch.nn.Module, args: Any, kwargs: dict, output: Any) -> Any:
         """"sentences": the prompt's surprisal from the last hidden states, the
@@ -536,4 +600,4 @@ class KvcPress(BasePress):
     @property
     def nbytes(self) -> int:
         """Bytes of the last prompt's cache (0 before the first)."""
-        return self.shared.arena.nbytes if self.shared is not None else 0
+        return self.shared.nbytes if self.shared is not None else 0

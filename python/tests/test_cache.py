@@ -97,12 +97,16 @@ def test_budget_spellings():
     f16 = kvcompress.Cache(1, 2, 1, 64, method="exact", dtype="f16", budget=1000)
     quarter = kvcompress.Cache(1, 2, 1, 64, budget="25%f16", context=1000, **kw)
     assert quarter.nbytes <= 0.25 * f16.nbytes * 1.01  # the cache header is outside the share
-    small = kvcompress.Cache(2, 2, 1, 64, budget="64KiB", **kw)
-    assert small.nbytes <= 64 * 1024 * 1.01
+    for spelled, whole in (("64KiB", 64 * 1024), ("20000B", 20000), ("1.5MiB", 1.5 * 2**20)):
+        small = kvcompress.Cache(2, 2, 1, 64, budget=spelled, **kw)  # the whole cache, its header included
+        assert small.nbytes <= whole
+        assert kvcompress.Cache(2, 2, 1, 64, budget=small.budget + 1, **kw).nbytes > whole  # and the largest
     with pytest.raises(ValueError):
         kvcompress.Cache(1, 2, 1, 64, budget="25%", **kw)  # a share needs the context
     with pytest.raises(ValueError):
         kvcompress.Cache(1, 2, 1, 64, budget="lots", **kw)
+    with pytest.raises(ValueError, match="too few"):  # 2,500 B a stream: less than the 32 sinks' rows
+        kvcompress.Cache(2, 2, 1, 64, budget="5000B", **kw)
 
 
 def test_snapshot_round_trip_and_corruption():

@@ -240,3 +240,42 @@ def test_a_left_padded_prompt_on_the_cpu_path_generates_the_unpadded_tokens():
         alone = model.generate(p[None], past_key_values=alone_cache, **gen)[0, 12:]
     assert torch.equal(padded, alone)
     assert padded_cache.arena.usage() == alone_cache.arena.usage()  # the 4 pads never entered
+
+
+def test_press_on_sliding_window_layers_answers_as_the_model():
+    """A Gemma 3-shaped model (random weights: two sliding-window layers of
+    window 8, one global layer): the press gives the sliding layers a cache
+    of their last 8 positions and the global layer every prompt token
+    (exact, f32 rows, within (1 - r) of every layer's f16 bytes), so the
+    question's logits equal transformers' own within tau = 2e, e the distance
+    of transformers' f32 logits from the same model in f64 (as above)."""
+    kvpress = pytest.importorskip("kvpress", reason="kvpress is not installed")
+    torch.manual_seed(2)
+    cfg = transformers.Gemma3TextConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                        num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                                        sliding_window=8, max_position_embeddings=256,
+                                        layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    model = transformers.Gemma3ForCausalLM(cfg).eval()
+    ids = torch.randint(3, 128, (1, 64), generator=torch.Generator().manual_seed(3))
+    question = torch.randint(3, 128, (1, 5), generator=torch.Generator().manual_seed(4))
+    full = torch.cat([ids, question], dim=1)
+    model.set_attn_implementation("sdpa")
+    with torch.no_grad():
+        ref32 = model(full).logits[0, -5:].double()
+        m64 = transformers.Gemma3ForCausalLM(cfg).to(torch.float64).eval()
+        m64.load_state_dict(model.state_dict())
+        ref64 = m64(full).logits[0, -5:]
+    e = (ref32 - ref64).abs().max().item()
+    press = kvc_hf.KvcPress(method="exact", dtype="f32", compression_ratio=0.0, params={"sink": 0, "window": 0})
+    cache = transformers.DynamicCache()
+    with torch.no_grad(), press(model):
+        model.model(input_ids=ids, past_key_values=cache)
+    sh = press.shared
+    assert sh.sliding is not None and sh.sliding.plan["n_sink"] == 0 and sh.sliding.plan["n_window"] == 7
+    f16_bytes = 64 * 3 * 1 * 2 * 32 * 2
+    assert press.nbytes <= f16_bytes
+    with torch.no_grad():
+        ours = model(question, past_key_values=cache).logits[0].double()
+    diff = (ours - ref32).abs().max().item()
+    print(f"sliding layers: max |press - transformers| = {diff:.3g}, e = {e:.3g}, {press.nbytes} of {f16_bytes} B")
+    assert diff <= 2 * e
