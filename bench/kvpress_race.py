@@ -23,6 +23,7 @@ there (resume). bench/kvpress_race_table.py makes the table.
 
 usage: kvpress_race.py GGUF_DIR GGUF_NAME --csv OUT.csv [--contexts 1024,2048,4096] [--trials 5]
        [--budgets 10,25] [--tasks passkey,natural] [--haystack TEXT] [--presses NAME,...] [--seed 1]
+       [--tokenizer DIR]
 """
 import argparse
 import csv
@@ -142,6 +143,7 @@ def main():
     ap.add_argument("--presses", default="exact,kvc-sink-window-int8-protect,kvc-balancekv-int8-protect,"
                     "kvc-express-int8-protect,tova,knorm,kvzip,streaming_llm,snapkv,expected_attention")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tokenizer", help="a tokenizer folder in place of the GGUF's (Gemma 3: bench/gguf_bpe_tokenizer.py)")
     ap.add_argument("--max-new-tokens", type=int, default=8)
     a = ap.parse_args()
 
@@ -152,7 +154,8 @@ def main():
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(a.seed)
-    tok = AutoTokenizer.from_pretrained(a.gguf_dir, gguf_file=a.gguf_name)
+    tok = (AutoTokenizer.from_pretrained(a.tokenizer) if a.tokenizer
+           else AutoTokenizer.from_pretrained(a.gguf_dir, gguf_file=a.gguf_name))
     model = AutoModelForCausalLM.from_pretrained(a.gguf_dir, gguf_file=a.gguf_name, dtype=torch.float32)
     model.eval()
     # KVzip re-reads the tokenizer from model.config.name_or_path, which a GGUF
@@ -206,7 +209,8 @@ def main():
                             with torch.no_grad():
                                 answer = pipe(context, question=QUESTION, answer_prefix=ANSWER_PREFIX, press=press,
                                               max_new_tokens=a.max_new_tokens)["answer"]
-                        except RuntimeError as e:  # a press that fails here (PyramidKV at 8k): no row, said
+                        except (RuntimeError, ValueError) as e:  # a press that fails or refuses the model
+                            # (PyramidKV at 8k; KVzip on Gemma 3): no row, said
                             print(f"{task} n={n} t={t} {name} {pct:g}%: failed, no row ({e})", flush=True)
                             continue
                         sec = time.time() - t0
