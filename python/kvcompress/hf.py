@@ -295,8 +295,13 @@ def kvcompress_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     answered by the C cache; any other cache's by transformers' SDPA."""
     layer = getattr(key, "_kvcompress_layer", None)
     if layer is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        # the registry's "sdpa" as it is now, not the bare function: kvpress
+        # wraps every registered attention (its head-wise key masking, which
+        # KVzip's ragged per-head budgets need), and a model switched to this
+        # attention by one press must still mask keys for the next press
+        # (calling the bare function silently kept every key KVzip evicted)
+        sdpa = ALL_ATTENTION_FUNCTIONS.get("sdpa", sdpa_attention_forward)
+        return sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     if query.device.type != "cpu" and not isinstance(layer, KvcPagedLayer):
         raise ValueError(f"a kvcompress.Cache attends on the CPU; the query is on {query.device} "
                          f"(KvcCache.for_model(..., paged=True) keeps CUDA tensors on the device)")

@@ -219,6 +219,34 @@ def test_press_sentences_protects_the_surprising_sentence(lm):
                                                     budget=n, sink=0, window=0).nbytes
 
 
+def test_other_caches_are_answered_by_the_registrys_sdpa(monkeypatch):
+    """A model switched to the "kvcompress" attention (by KvcCache or
+    KvcPress) answers any other cache through the registry's "sdpa" as it is
+    at that moment: with kvpress imported, kvpress's wrapper, which masks the
+    keys a head-wise press (KVzip) evicted. Calling the bare SDPA function
+    instead (until 2026-11-30) silently kept every key KVzip had evicted
+    when it ran after a kvcompress press in the same process."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    torch.manual_seed(1)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    kvc_hf.KvcCache.for_model(model, paged=False, method="exact", budget=64, sink=0, window=0)  # switches it
+    assert model.config._attn_implementation == kvc_hf.ATTENTION
+    calls = []
+    registered = ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return registered(*args, **kwargs)
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", spy)
+    ids = torch.randint(3, 64, (1, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        model(ids, past_key_values=transformers.DynamicCache())
+    assert len(calls) == 2  # one per layer
+
+
 def test_a_left_padded_prompt_on_the_cpu_path_generates_the_unpadded_tokens():
     """The CPU path (batch 1) reads the attention mask: padding is not
     appended, and a left-padded prompt generates what the prompt alone does
