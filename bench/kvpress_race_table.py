@@ -3,7 +3,7 @@
 CSV: per task and budget, each press's correct answers out of its prompts with
 a Wilson 95% interval; exact once per task.
 
-usage: kvpress_race_table.py RACE.csv
+usage: kvpress_race_table.py RACE.csv [--presses NAME,...]   (only these, in this order)
 """
 import csv
 import math
@@ -26,7 +26,8 @@ def median(xs):
 
 
 def main():
-    rows = list(csv.DictReader(open(sys.argv[1])))
+    only = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--presses" else None
+    rows = [r for r in csv.DictReader(open(sys.argv[1])) if only is None or r["press"] in only]
     cells = defaultdict(lambda: [0, 0])
     seconds = defaultdict(list)
     presses, tasks = [], []
@@ -42,6 +43,8 @@ def main():
             tasks.append(r["task"])
         if r["press"] != "exact":
             budgets[r["task"]].add(r["budget_pct"])
+    if only is not None:
+        presses = [p for p in only if p in presses]
     contexts = sorted({int(r["context"]) for r in rows})
     print(f"contexts {', '.join(map(str, contexts))} tokens; correct / prompts [Wilson 95%]")
     for t in tasks:  # one table per task: a press per row, a budget per column

@@ -17,6 +17,7 @@ already there (resume).
 
 usage: prose_spans.py GGUF_DIR GGUF_NAME --csv OUT.csv [--haystack TEXT] [--seed 1]
        [--contexts 1024,2048,4096] [--trials 5] [--sigmas 1,1.5,2] [--sinks 4]
+       prose_spans.py --table OUT.csv        (the table of docs/kvpress-race.md)
 """
 import argparse
 import csv
@@ -30,7 +31,43 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kvpress_race as race  # noqa: E402  (the prompts)
 
 
+def table(path):
+    """Per haystack, seed and rule: the protected tokens needed to reach the
+    needle as a share of the prompt (median, worst), and in how many prompts
+    the needle's span is reached within the protected rows the sentences
+    press has at 10%, 6.25% and 3.125% of f16 bytes (the plan of each
+    prompt's own length: int8 rows, half the budget for spans, 4 sinks)."""
+    from kvcompress import Cache
+
+    budgets = ("10", "6.25", "3.125")
+    room = {}
+
+    def n_protect(pct, n):
+        if (pct, n) not in room:
+            c = Cache(30, 9, 3, 64, method="sink-window", dtype="int8", budget=f"{pct}%f16", context=n,
+                      protect=50, protect_radius=1, sink=4)
+            room[(pct, n)] = c.plan["n_protect"]
+        return room[(pct, n)]
+
+    cells = {}
+    for r in csv.DictReader(open(path)):
+        cells.setdefault((r["task"], r["seed"], r["rule"]), []).append(r)
+    print("| haystack, seed | span rule | prompts | protected share needed: median | worst | "
+          + " | ".join(f"reached at {b}%" for b in budgets) + " |")
+    print("|---" * (5 + len(budgets)) + "|")
+    for (task, seed, rule), rows in sorted(cells.items()):
+        pcts = [float(r["cost_pct_of_prompt"]) for r in rows]
+        ok = sorted(x for x in pcts if x >= 0)
+        worst = "split apart" if len(ok) < len(pcts) else f"{max(pcts):.1f}%"
+        med = f"{ok[len(ok) // 2]:.1f}%" if ok else "–"
+        reached = [sum(0 <= int(r["cost_tokens"]) <= n_protect(b, int(r["prompt_tokens"])) for r in rows)
+                   for b in budgets]
+        print(f"| {task}, {seed} | {rule} | {len(rows)} | {med} | {worst} | " + " | ".join(map(str, reached)) + " |")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--table":
+        return table(sys.argv[2])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("gguf_dir")
     ap.add_argument("gguf_name")
