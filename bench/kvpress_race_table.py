@@ -4,6 +4,7 @@ CSV: per task and budget, each press's correct answers out of its prompts with
 a Wilson 95% interval; exact once per task.
 
 usage: kvpress_race_table.py RACE.csv [--presses NAME,...]   (only these, in this order)
+       kvpress_race_table.py RACE.csv --paired A,B,PCT         (B's seconds over A's, same prompts)
 """
 import csv
 import math
@@ -25,7 +26,26 @@ def median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
+def paired(path, a, b, pct):
+    """Per context: the median seconds of A and B over the prompts both ran
+    at PCT, and the median of the per-prompt ratios B / A."""
+    by = defaultdict(dict)
+    for r in csv.DictReader(open(path)):
+        if r["budget_pct"] == pct and r["press"] in (a, b):
+            by[(r["task"], int(r["context"]), r["trial"])][r["press"]] = float(r["seconds"])
+    print(f"| context | prompts | {a} s | {b} s | median of {b} / {a} |")
+    print("|---|---|---|---|---|")
+    for c in sorted({k[1] for k in by}):
+        both = [v for k, v in by.items() if k[1] == c and len(v) == 2]
+        if both:
+            print(f"| {c} | {len(both)} | {median([v[a] for v in both]):.1f} | {median([v[b] for v in both]):.1f} | "
+                  f"{median([v[b] / v[a] for v in both]):.2f} |")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[2] == "--paired":
+        a, b, pct = sys.argv[3].split(",")
+        return paired(sys.argv[1], a, b, pct)
     only = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--presses" else None
     rows = [r for r in csv.DictReader(open(sys.argv[1])) if only is None or r["press"] in only]
     cells = defaultdict(lambda: [0, 0])
