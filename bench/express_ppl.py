@@ -17,12 +17,15 @@ finish; a rerun skips those there.
         [--text /usr/share/common-licenses/GPL-3]
 """
 import argparse
-import csv
 import os
 import re
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resumable_csv import ResumableCsv  # noqa: E402
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -74,20 +77,14 @@ def main() -> None:
     AttentionInterface.register("kvc_replace", attention)
     model.config._attn_implementation = "kvc_replace"
 
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            done = {(r["method"], r["replaced_layers"], r["tokens"], r["budget"]) for r in csv.DictReader(f)}
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.writer(out)
-    if new:
-        w.writerow(["method", "replaced_layers", "tokens", "budget", "perplexity", "seconds", "text", "seed"])
+    out = ResumableCsv(a.csv, ["method", "replaced_layers", "tokens", "budget", "perplexity", "seconds", "text",
+                               "seed"],
+                       key=["method", "replaced_layers", "tokens", "budget"])
     print(f"express_ppl: {ids.shape[1]} tokens of {a.text}, budget {a.budget} tokens per kv head, seed {a.seed}, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)", flush=True)
     runs = [("exact", 0)] + [(m, int(k)) for k in a.layers.split(",") for m in a.methods.split(",")]
     for method, k in runs:
-        if (method, str(k), str(ids.shape[1]), str(a.budget)) in done:
+        if out.has(method, k, ids.shape[1], a.budget):
             continue
         state["method"] = None if method == "exact" else method
         state["first"] = n_layers - k
@@ -96,9 +93,7 @@ def main() -> None:
             loss = model(ids, labels=ids).loss.item()
         sec = time.perf_counter() - t0
         ppl = float(np.exp(loss))
-        w.writerow([method, k, ids.shape[1], a.budget, f"{ppl:.4f}", f"{sec:.1f}", os.path.basename(a.text),
-                    a.seed])
-        out.flush()
+        out.write([method, k, ids.shape[1], a.budget, f"{ppl:.4f}", f"{sec:.1f}", os.path.basename(a.text), a.seed])
         print(f"{method} last {k} layers: perplexity {ppl:.3f}, {sec:.1f} s", flush=True)
     out.close()
 

@@ -26,11 +26,14 @@ vector). Rows are appended to the CSV as they finish; a rerun skips the
         [--exact-max 32768] [--seed 54]
 """
 import argparse
-import csv
 import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resumable_csv import ResumableCsv  # noqa: E402
 
 HQ, HKV, D = 9, 3, 64
 
@@ -81,22 +84,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            done = {(r["method"], r["n"], r["budget"]) for r in csv.DictReader(f)}
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.writer(out)
-    if new:
-        w.writerow(["method", "n", "budget", "seconds", "sdpa_seconds", "speedup_vs_sdpa", "rel_error",
-                    "error_over_value_rms", "seed"])
+    out = ResumableCsv(a.csv, ["method", "n", "budget", "seconds", "sdpa_seconds", "speedup_vs_sdpa", "rel_error",
+                               "error_over_value_rms", "seed"],
+                       key=["method", "n", "budget"])
     print(f"express_prefill: seed {a.seed}, shape {HQ}/{HKV} heads, d {D}, key mean {a.key_mean}, one thread, "
           f"torch {torch.__version__}", flush=True)
     for n in [int(x) for x in a.lengths.split(",")]:
         runs = [("exact", n)] if n <= a.exact_max else []
         runs += [(m, int(b)) for b in a.budgets.split(",") for m in ("express", "uniform")]
-        if all((m, str(n), str(b)) in done for m, b in runs) or n > a.sdpa_max:
+        if all(out.has(m, n, b) for m, b in runs) or n > a.sdpa_max:
             continue
         q, k, v = data(n, a.seed, a.key_mean)
         ref, ref_sec = sdpa(q, k, v)
@@ -104,14 +100,13 @@ def main() -> None:
         value_rms = float(np.sqrt(np.mean(v.astype(np.float64) ** 2)))
         print(f"n={n}: SDPA {ref_sec:.2f} s", flush=True)
         for method, budget in runs:
-            if (method, str(n), str(budget)) in done:
+            if out.has(method, n, budget):
                 continue
             o, sec = kvc(method, budget, q, k, v, a.seed)
             err = float(np.linalg.norm(o - ref)) / norm
             err_v = float(np.sqrt(np.mean((o.astype(np.float64) - ref) ** 2))) / value_rms
-            w.writerow([method, n, budget, f"{sec:.3f}", f"{ref_sec:.3f}", f"{ref_sec / sec:.3f}", f"{err:.3e}",
-                        f"{err_v:.3e}", a.seed])
-            out.flush()
+            out.write([method, n, budget, f"{sec:.3f}", f"{ref_sec:.3f}", f"{ref_sec / sec:.3f}", f"{err:.3e}",
+                       f"{err_v:.3e}", a.seed])
             print(f"  {method} budget {budget}: {sec:.2f} s ({ref_sec / sec:.2f}x SDPA), error {err:.2e} "
                   f"({err_v:.2e} of the values' RMS)", flush=True)
     out.close()

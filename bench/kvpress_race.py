@@ -26,13 +26,15 @@ usage: kvpress_race.py GGUF_DIR GGUF_NAME --csv OUT.csv [--contexts 1024,2048,40
        [--tokenizer DIR]
 """
 import argparse
-import csv
 import os
 import random
 import re
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resumable_csv import ResumableCsv  # noqa: E402
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -177,17 +179,9 @@ def main():
           f"bytes, torch {torch.__version__}, transformers {transformers.__version__}, "
           f"kvpress {__import__('importlib.metadata').metadata.version('kvpress')}", flush=True)
 
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            for r in csv.DictReader(f):
-                done.add((r["task"], r["context"], r["trial"], r["press"], r["budget_pct"]))
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.writer(out)
-    if new:
-        w.writerow(["task", "context", "trial", "depth", "key", "prompt_tokens", "press", "budget_pct", "correct",
-                    "answer", "seconds"])
+    out = ResumableCsv(a.csv, ["task", "context", "trial", "depth", "key", "prompt_tokens", "press", "budget_pct",
+                               "correct", "answer", "seconds"],
+                       key=["task", "context", "trial", "press", "budget_pct"])
     natural = natural_blocks(a.haystack) if "natural" in a.tasks else None
     natural_name = "natural" if a.haystack == NATURAL_TEXT else "natural:" + os.path.basename(a.haystack)
     for t in range(a.trials):
@@ -201,7 +195,7 @@ def main():
                 context = build_context(tok, blocks, n - 48, depth, key)  # room for the template, question, answer
                 for name in presses:
                     for pct in ([100.0] if name == "exact" else budgets):
-                        if (task, str(n), str(t), name, f"{pct:g}") in done:
+                        if out.has(task, n, t, name, f"{pct:g}"):
                             continue
                         press = make_press(name, 1.0 - pct / 100.0, tok)
                         t0 = time.time()
@@ -216,9 +210,8 @@ def main():
                         sec = time.time() - t0
                         ok = int(key in answer)
                         n_prompt = len(tok(context).input_ids)
-                        w.writerow([task, n, t, f"{depth:.2f}", key, n_prompt, name, f"{pct:g}", ok,
-                                    re.sub(r"[\s,]+", " ", answer)[:40], f"{sec:.1f}"])
-                        out.flush()
+                        out.write([task, n, t, f"{depth:.2f}", key, n_prompt, name, f"{pct:g}", ok,
+                                   re.sub(r"[\s,]+", " ", answer)[:40], f"{sec:.1f}"])
                         print(f"{task} n={n} t={t} {name} {pct:g}%: {'ok' if ok else 'miss'} "
                               f"({answer.strip()[:24]!r}, {sec:.1f} s)", flush=True)
     out.close()

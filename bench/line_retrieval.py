@@ -16,9 +16,12 @@ they finish and a rerun skips those there.
         [--lines 3,5,10,20,50] [--questions 15] [--seed 54]
 """
 import argparse
-import csv
 import os
 import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resumable_csv import ResumableCsv  # noqa: E402
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -62,20 +65,13 @@ def main() -> None:
     logging.set_verbosity_error()
     tok = AutoTokenizer.from_pretrained(a.gguf_dir, gguf_file=a.gguf_name)
     model = AutoModelForCausalLM.from_pretrained(a.gguf_dir, gguf_file=a.gguf_name, dtype=torch.float32).eval()
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            done = {(r["method"], r["lines"], r["question"]) for r in csv.DictReader(f)}
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.writer(out)
-    if new:
-        w.writerow(["method", "lines", "question", "prompt_tokens", "correct", "answer", "seed"])
+    out = ResumableCsv(a.csv, ["method", "lines", "question", "prompt_tokens", "correct", "answer", "seed"],
+                       key=["method", "lines", "question"])
     print(f"line_retrieval: seed {a.seed}, {a.questions} questions a cell, exact attention", flush=True)
     for n in [int(x) for x in a.lines.split(",")]:
         ok = 0
         for q in range(a.questions):
-            if ("exact", str(n), str(q)) in done:
+            if out.has("exact", n, q):
                 continue
             prompt, value = line_prompt(n, q, a.questions, a.seed)
             ids = tok(prompt, return_tensors="pt").input_ids
@@ -83,8 +79,7 @@ def main() -> None:
                 gen = model.generate(ids, max_new_tokens=8, do_sample=False)
             answer = tok.decode(gen[0, ids.shape[1]:])
             ok += value in answer
-            w.writerow(["exact", n, q, ids.shape[1], int(value in answer), " ".join(answer.split())[:24], a.seed])
-            out.flush()
+            out.write(["exact", n, q, ids.shape[1], int(value in answer), " ".join(answer.split())[:24], a.seed])
         print(f"{n} lines: {ok}/{a.questions}", flush=True)
     out.close()
 

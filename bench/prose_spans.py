@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kvpress_race as race  # noqa: E402  (the prompts)
+from resumable_csv import ResumableCsv  # noqa: E402
 
 
 def table(path):
@@ -94,19 +95,12 @@ def main():
     task = "natural" if a.haystack == race.NATURAL_TEXT else "natural:" + os.path.basename(a.haystack)
     rules = [("sentences", None)] + [(f"sentences+split{s}", float(s)) for s in a.sigmas.split(",")]
 
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            done = {(r["task"], r["seed"], r["context"], r["trial"]) for r in csv.DictReader(f)}
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.writer(out)
-    if new:
-        w.writerow(["task", "seed", "context", "trial", "prompt_tokens", "rule", "needle_rank", "needle_span_tokens",
-                    "cost_tokens", "cost_pct_of_prompt"])
+    out = ResumableCsv(a.csv, ["task", "seed", "context", "trial", "prompt_tokens", "rule", "needle_rank",
+                               "needle_span_tokens", "cost_tokens", "cost_pct_of_prompt"],
+                       key=["task", "seed", "context", "trial"])
     for n in [int(x) for x in a.contexts.split(",")]:
         for t in range(a.trials):
-            if (task, str(a.seed), str(n), str(t)) in done:
+            if out.has(task, a.seed, n, t):
                 continue
             key = f"{random.Random(f'{a.seed}-{task}-{n}-{t}').randrange(10000, 100000):05d}"
             context = (tok.bos_token or "") + race.build_context(tok, blocks, n - 48, (t + 0.5) / a.trials, key)
@@ -115,21 +109,22 @@ def main():
             with torch.no_grad():
                 hidden = model.model(input_ids=ids[None]).last_hidden_state[0]
             s = prompt_surprisal(model, hidden, ids)
+            rows = []
             for name, sigma in rules:
                 ends = sentence_ends(text, s if sigma is not None else None, sigma or 0.0).tolist()
                 spans = [(b, e) for b, e in zip([0] + ends[:-1], ends) if b >= a.sinks]
                 needle = [j for j, (b, e) in enumerate(spans) if key in "".join(text[b:e])
                           and "pass key is" in "".join(text[b:e])]
                 if not needle:  # the needle's first sentence cut apart: no span holds it whole
-                    w.writerow([task, a.seed, n, t, len(ids), name, -1, 0, -1, -1])
+                    rows.append([task, a.seed, n, t, len(ids), name, -1, 0, -1, -1])
                     continue
                 means = np.array([s[b:e].mean() for b, e in spans])
                 order = list(np.argsort(-means, kind="stable"))
                 rank = order.index(needle[0])
                 cost = sum(spans[j][1] - spans[j][0] + 2 for j in order[:rank + 1])
                 b, e = spans[needle[0]]
-                w.writerow([task, a.seed, n, t, len(ids), name, rank, e - b, cost, f"{100 * cost / len(ids):.2f}"])
-            out.flush()
+                rows.append([task, a.seed, n, t, len(ids), name, rank, e - b, cost, f"{100 * cost / len(ids):.2f}"])
+            out.write_all(rows)
             print(f"{task} seed {a.seed} n={n} t={t}: done", flush=True)
     out.close()
 

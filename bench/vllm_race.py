@@ -34,7 +34,6 @@ the CSV as they finish, and a rerun skips the engines whose rows are there):
   setting.
 """
 import argparse
-import csv
 import json
 import os
 import random
@@ -45,6 +44,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kvpress_race import FILL, build_context  # noqa: E402  (the same prompts)
+from resumable_csv import ResumableCsv  # noqa: E402
 
 QUESTION = " What is the pass key?"
 ANSWER_PREFIX = "\nThe pass key is"
@@ -222,21 +222,11 @@ def main() -> None:
     contexts = [int(x) for x in a.contexts.split(",")]
     budgets = [float(x) for x in a.budgets.split(",")]
     max_len = max(contexts) + 16 * -(-max(contexts) // CHUNK) + 64  # the admission part's decode fits
-    done = set()
-    if os.path.exists(a.csv):
-        with open(a.csv) as f:
-            done = {(r["part"], r["engine"], r["context"], r["budget_pct"]) for r in csv.DictReader(f)}
-    new = not os.path.exists(a.csv)
-    out = open(a.csv, "a", newline="")
-    w = csv.DictWriter(out, FIELDS)
-    if new:
-        w.writeheader()
+    out = ResumableCsv(a.csv, FIELDS, key=["part", "engine", "context", "budget_pct"])
     print(f"vllm_race: vLLM {vllm.__version__}, seed {a.seed}, contexts {contexts}, {a.trials} trials, budgets "
           f"{budgets}% of f16 bytes, blocks of {BLOCK} (stock {STOCK_BLOCK}), prefill chunks of {CHUNK}", flush=True)
 
-    def emit(row):
-        w.writerow({k: row.get(k, "") for k in FIELDS})
-        out.flush()
+    emit = out.write
 
     gib = 1 << 30
     if "pool" in a.parts.split(","):
@@ -244,7 +234,7 @@ def main() -> None:
                                          ("plugin-f16", True, {"KVCOMPRESS_VLLM_DTYPE": "f16"}, "float32"),
                                          ("plugin-int8", True, {"KVCOMPRESS_VLLM_DTYPE": "int8"}, "float32"),
                                          ("plugin-int4", True, {"KVCOMPRESS_VLLM_DTYPE": "int4"}, "float32")]:
-            if ("pool", name, "", "") in done:
+            if out.has("pool", name, "", ""):
                 continue
             print(f"pool {name}", flush=True)
             lines = run_worker(dict(part="pool", model=a.model, plugin=plugin, max_len=max_len, kv_bytes=gib,
@@ -257,7 +247,7 @@ def main() -> None:
         for n in contexts:
             prompts = passkey_prompts(tok, n, a.trials, a.seed)
             for name, pct in cells:
-                if ("recall", name, str(n), f"{pct:g}") in done:
+                if out.has("recall", name, n, f"{pct:g}"):
                     continue
                 env = {}
                 kept = ""
@@ -294,7 +284,7 @@ def main() -> None:
         fit = (kv_bytes // (LAYERS * KV_HEADS * INT8_BYTES * BLOCK)) // (kept + CHUNK // BLOCK)
         requests = a.requests or min(16, int(fit) + 2)
         for name, plugin, e, dtype in [("stock-bf16", False, {}, "bfloat16"), ("plugin", True, env, "float32")]:
-            if ("admission", name, str(n), "25" if plugin else "100") in done:
+            if out.has("admission", name, n, "25" if plugin else "100"):
                 continue
             print(f"admission {name}: {requests} requests of {n} tokens, {kv_bytes} B of KV", flush=True)
             lines = run_worker(dict(part="admission", model=a.model, plugin=plugin, max_len=max_len,
@@ -309,7 +299,7 @@ def main() -> None:
 
     if "speed" in a.parts.split(","):
         for name, plugin, env in [("stock-f32", False, {}), ("plugin-int8", True, {"KVCOMPRESS_VLLM_DTYPE": "int8"})]:
-            if ("speed", name, "", "") in done:
+            if out.has("speed", name, "", ""):
                 continue
             print(f"speed {name}", flush=True)
             lines = run_worker(dict(part="speed", model=a.model, plugin=plugin, max_len=2048, kv_bytes=gib,

@@ -24,7 +24,10 @@ python3 "$here/requirements_from_wheel.py" "$whl" "$TORCH_VERSION" > "$venv/requ
 "$venv/bin/pip" install --quiet --no-index --find-links "$wheels" -r "$venv/requirements.txt" >&2
 "$venv/bin/pip" install --quiet --no-deps "$whl" >&2
 # the GGUF -> safetensors conversion of the test model (transformers needs both)
-"$venv/bin/pip" download --quiet -d "$wheels" gguf accelerate >&2
+# (accelerate is fetched without its dependencies: they would pull PyPI's
+#  newest torch and its CUDA libraries, about 2.8 GB the venv never installs)
+"$venv/bin/pip" download --quiet -d "$wheels" gguf >&2
+"$venv/bin/pip" download --quiet --no-deps -d "$wheels" accelerate >&2
 "$venv/bin/pip" install --quiet --find-links "$wheels" gguf >&2
 "$venv/bin/pip" install --quiet --no-deps --find-links "$wheels" accelerate >&2
 # the plugin's engine tests (python/tests/test_vllm.py)
