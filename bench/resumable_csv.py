@@ -50,12 +50,11 @@ class ResumableCsv:
 
     def write_all(self, rows) -> None:
         """Appends rows that belong together (one cell's) and flushes once, after the last."""
-        for row in rows:
-            self._writer.writerow(self._checked(row))
+        checked = [self._checked(row) for row in rows]  # every row checked before any is written
+        self._writer.writerows(checked)
         self._file.flush()
-        for row in rows:
-            row = self._checked(row)
-            self.done.add(tuple(str(row[self.fields.index(k)]) for k in self.key))
+        at = [self.fields.index(k) for k in self.key]
+        self.done.update(tuple(str(row[i]) for i in at) for row in checked)
 
     def _checked(self, row) -> list:
         if isinstance(row, dict):
