@@ -116,25 +116,33 @@ static void kernels_usage(FILE *f)
                "  table this CPU runs x every storage type x thread counts: GB/s of cache read, ratio to a\n"
                "  streaming read of the same bytes on as many threads (bw_ratio), to the reference\n"
                "  table (vs_ref) and to OpenBLAS (vs_blas: sgemm, softmax, sgemm on f32 rows; libopenblas\n"
-               "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Ends with the\n"
-               "  summary line for f32, n = 16384, one thread, the best table.\n");
+               "  loaded at run time, $KVC_OPENBLAS or Debian's libopenblas0-pthread). Ends with one\n"
+               "  line per storage type and thread count at the largest n, the best table (time per\n"
+               "  query, bw_ratio, speed-up over f32), then the summary line for f32, n = 16384, one\n"
+               "  thread. --tables best runs the best table alone (no vs_ref: for n = 1M and more).\n");
 }
 
 int kvc_bench_kernels(int argc, char **argv)
 {
-    const char *n_list = NULL, *t_list = NULL;
+    const char *n_list = NULL, *t_list = NULL, *tables = "all";
     uint64_t reps = 20, seed = 1;
     const kvc_flag fl[] = {
         {"--n", 's', &n_list, 0, 0, NULL, "N,..\tcached tokens (default 1024,4096,16384,65536)"},
         {"--threads", 's', &t_list, 0, 0, NULL, "T,..\tthread counts; several run the attend split-K (default 1,2)"},
         {"--reps", 'u', &reps, 3, 10000, NULL, "R\trepetitions, medians (default 20)"},
-        {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL, "S\tseed of the cached rows (default 1)"}};
+        {"--seed", 'u', &seed, 0, 18446744073709551615.0, NULL, "S\tseed of the cached rows (default 1)"},
+        {"--tables", 's', &tables, 0, 0, NULL, "all|best\tevery table this CPU runs (default) or the best alone"}};
     const int prc = kvc_cli_parse("bench kernels", argc, argv, fl, sizeof fl / sizeof fl[0], NULL, kernels_usage);
     if (prc) return prc == 1 ? 0 : 2;
     int ns[KVC_BENCH_MAX_LIST] = {1024, 4096, 16384, 65536}, n_n = 4;
     int ts[KVC_BENCH_MAX_LIST] = {1, 2}, n_t = 2;
     if (n_list && (n_n = kvc_bench_int_list("--n", n_list, 1, 1 << 22, ns, KVC_BENCH_MAX_LIST)) < 0) return 2;
     if (t_list && (n_t = kvc_bench_int_list("--threads", t_list, 1, MAX_T, ts, KVC_BENCH_MAX_LIST)) < 0) return 2;
+    if (strcmp(tables, "all") != 0 && strcmp(tables, "best") != 0) {
+        fprintf(stderr, "kvc bench kernels: --tables %s: want all or best\n", tables);
+        return 2;
+    }
+    const int best_only = strcmp(tables, "best") == 0;
     const uint32_t have = kvc_cpu_features();
     const kvc_kernels *best = kvc_kernels_best();
     const char *blas_why = kvc_openblas_load();
@@ -146,6 +154,13 @@ int kvc_bench_kernels(int argc, char **argv)
     kvc_rng r;
     kvc_rng_seed(&r, seed);
     double summary_bw = NAN, summary_blas = NAN;
+    /* the best table at the largest n: time per query and bw_ratio per type and thread count */
+    size_t n_top = 0;
+    for (int ni = 0; ni < n_n; ni++)
+        if ((size_t)ns[ni] > n_top) n_top = (size_t)ns[ni];
+    double top_tm[KVC_DTYPE_COUNT][KVC_BENCH_MAX_LIST], top_bw[KVC_DTYPE_COUNT][KVC_BENCH_MAX_LIST];
+    for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+        for (int tj = 0; tj < KVC_BENCH_MAX_LIST; tj++) top_tm[t][tj] = top_bw[t][tj] = NAN;
     int rc = 0;
     float x[HD], xb[KVC_KIVI_BLOCK * HD], q[NQ * HD], out[NQ * HD];
     double *state = malloc(MAX_T * NQ * KVC_ATTEND_STATE(HD) * sizeof(double));
@@ -222,7 +237,7 @@ int kvc_bench_kernels(int argc, char **argv)
                 double t_ref = NAN;
                 for (size_t ti = 0; ti < kvc_kernels_count(); ti++) {
                     const kvc_kernels *kt = kvc_kernels_at(ti);
-                    if ((kt->needs & have) != kt->needs) continue;
+                    if ((kt->needs & have) != kt->needs || (best_only && kt != best)) continue;
                     attend_job aj = {kt, &view, q, T, state, work, outs, 0};
                     for (uint64_t i = 0; i < reps; i++) {
                         const double t0 = kvc_bench_now();
@@ -237,6 +252,7 @@ int kvc_bench_kernels(int argc, char **argv)
                            t_blas / tm);
                     if (kt == best && t == KVC_DTYPE_F32 && n == 16384 && T == 1)
                         summary_bw = bw, summary_blas = t_blas / tm;
+                    if (kt == best && n == n_top) top_tm[t][tj] = tm, top_bw[t][tj] = bw;
                 }
                 if (!blas_why && t == KVC_DTYPE_F32)
                     printf("%-6s %-5s %8zu %7zu %9.2f %9.1f us %9.2f %9.3f %8s %8s   (sgemm, softmax, sgemm)\n", "blas",
@@ -249,6 +265,13 @@ int kvc_bench_kernels(int argc, char **argv)
             free(tr), free(tb), free(k), free(v), free(flat), free(scores);
         }
     }
+    for (unsigned t = 0; t < KVC_DTYPE_COUNT; t++)
+        for (int tj = 0; tj < n_t; tj++)
+            if (!isnan(top_tm[t][tj]))
+                printf("kvc bench kernels: table=%s n=%zu dtype=%s threads=%d time=%.1f us bw_ratio=%.3f "
+                       "vs_f32=%.2f\n",
+                       best->name, n_top, kvc_dtype_name((kvc_dtype)t), ts[tj], top_tm[t][tj] * 1e6, top_bw[t][tj],
+                       top_tm[KVC_DTYPE_F32][tj] / top_tm[t][tj]);
     printf("kvc bench kernels: table=%s n=16384 dtype=f32 threads=1 bw_ratio=%.3f openblas_ratio=%.3f%s\n", best->name,
            summary_bw, summary_blas, blas_why ? " (OpenBLAS not loaded)" : "");
 done:

@@ -66,6 +66,21 @@ KVC_INLINE vf v_exp(vf x)
     return _mm512_maskz_mov_ps((__mmask16)~under, y);
 }
 
+/* 32 int4 codes (16 bytes, code 2i in byte i's low nibble) as the floats
+ * mn + code * sc, in order: the nibbles split with a mask and a shift,
+ * interleaved back into bytes, widened 16 at a time. The product is exact
+ * (4 x 11 bits), so the one rounding of the FMA is the reference's. */
+KVC_INLINE void v_nibbles32(const unsigned char *nib, float sc, float mn, float *x)
+{
+    const __m128i m = _mm_set1_epi8(15), b = _mm_loadu_si128((const __m128i *)(const void *)nib);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    const __m512 s = _mm512_set1_ps(sc), n = _mm512_set1_ps(mn);
+    _mm512_storeu_ps(x, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi))), s, n));
+    _mm512_storeu_ps(x + 16,
+                     _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(lo, hi))), s, n));
+}
+#define v_nibbles32 v_nibbles32
+
 /* one half (an int4 group's scale or minimum) by the conversion instruction */
 #define v_half_to_float(h) _cvtsh_ss(h)
 #include "../common/attend_simd.h"

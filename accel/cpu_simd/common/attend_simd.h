@@ -14,6 +14,9 @@
  *   v_hsum4(a0, a1, a2, a3, o) o[0..3] = the horizontal sums of the four
  *   v_exp(v)                   e^x for x <= 0 (-inf: 0), relative error < 2e-7
  *   v_half_to_float(h)         optional: one IEEE half as a float (else kvc_f16_to_f32)
+ *   v_nibbles32(nib, sc, mn, x) optional: 32 int4 codes (16 bytes, code 2i in the low
+ *                              nibble of byte i) as x[i] = mn + code_i * sc, the
+ *                              reference's values (else a loop over the bytes)
  *
  * The kernel works on blocks of VW entries of one segment: for every query it
  * computes the block's scores (3 queries per row load where the shape
@@ -28,6 +31,7 @@
 #define KVC_ATTEND_SIMD_H
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kvc/kvc_kernels.h"
@@ -150,6 +154,26 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
         }
 }
 
+/* Floats per channel of a channel-major key block (KIVI4 keys, dequantised
+ * once per 32-token block): the block's 32 tokens, then BLK zeros, so that a
+ * vector load at any token offset < 32 stays inside the channel. */
+#define KCOL_STRIDE (KVC_KIVI_BLOCK + BLK)
+
+/* Scores of up to BLK tokens whose keys are columns of a channel-major block
+ * (token j of the vector: kc[c * KCOL_STRIDE + j]) against nq <= 3 queries:
+ * lanes are tokens, so a channel is one broadcast and one FMA per query and
+ * no horizontal sum is left. Lanes past the block's tokens hold finite
+ * values (later tokens of the block, or the zeros) that the pass masks. */
+KVC_INLINE void dot_cols(const float *kc, const float *const qx[3], size_t nq, size_t d, float s3[3][BLK])
+{
+    vf a[3] = {v_zero(), v_zero(), v_zero()};
+    for (size_t c = 0; c < d; c++) {
+        const vf k = v_load(kc + c * KCOL_STRIDE);
+        for (size_t x = 0; x < nq; x++) a[x] = v_fma(v_set1(qx[x][c]), k, a[x]);
+    }
+    for (size_t x = 0; x < nq; x++) v_store(s3[x], a[x]);
+}
+
 /* acc += sum_j p_j row_j over the nb rows of a block, eight (then four, then
  * one) vectors of channels at a time held in registers (read and written once
  * per block). */
@@ -266,7 +290,7 @@ KVC_INLINE void block_weights(const kvc_segment *seg, double ln_scale, size_t j0
 /* One segment of one storage type, for every query: the block loop.
  * st: per query {m, have_m, den, acc[dv]} in f32. */
 KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                             size_t n_causal_total, size_t *e_causal, int causal, float *st)
+                             size_t n_causal_total, size_t *e_causal, int causal, float *st, const float *kcols)
 {
     const size_t d = view->d, dv = view->dv, n_q = b->n_q, Q = b->n_pos * n_q, W = dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
@@ -293,7 +317,10 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             const size_t nqg = Q - q0 < 3 ? Q - q0 : 3;
             float s3[3][BLK], pj[3][BLK];
             int live[3] = {0, 0, 0};
-            if (nqg == 3 && nb == BLK && d % VW == 0) {
+            if (kcols) { /* keys given channel-major (KIVI4): entry j0 + j is column j0 + j */
+                const float *qx[3] = {b->q + q0 * d, b->q + (q0 + (nqg > 1)) * d, b->q + (q0 + 2 * (nqg > 2)) * d};
+                dot_cols(kcols + j0, qx, nqg, d, s3);
+            } else if (nqg == 3 && nb == BLK && d % VW == 0) {
                 dot_block_q3(t, K + j0 * ks, ks, b->q + q0 * d, b->q + (q0 + 1) * d, b->q + (q0 + 2) * d, d, s3);
             } else {
                 for (size_t x = 0; x < nqg; x++) {
@@ -350,7 +377,8 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
  * e^{x_j - m} / den, x_j = beta <q, k_j> + ln w_j computed as the first pass
  * computes it (f32), the exponential and the sum in double. */
 KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                             size_t n_causal_total, size_t *e_causal, int causal, const float *st, double *mass)
+                             size_t n_causal_total, size_t *e_causal, int causal, const float *st, double *mass,
+                             const float *kcols)
 {
     const size_t d = view->d, n_q = b->n_q, Q = b->n_pos * n_q, W = view->dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d);
@@ -367,7 +395,14 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
             if (!(q_st[2] > 0.0f)) continue;
             float sc[BLK];
             for (size_t j = 0; j < BLK; j++) sc[j] = 0.0f;
-            dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
+            if (kcols) {
+                const float *qx[3] = {b->q + qi * d, NULL, NULL};
+                float s3[3][BLK];
+                dot_cols(kcols + j0, qx, 1, d, s3);
+                memcpy(sc, s3[0], sizeof sc);
+            } else {
+                dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
+            }
             v_store(sc, v_fma(beta, v_load(sc), v_load(lw)));
             const size_t pos = qi / n_q;
             for (size_t j = 0; j < nb; j++) {
@@ -417,32 +452,46 @@ KVC_INLINE void i4_row_to_f32(const unsigned char *row, float *x, size_t dim)
         uint16_t h[2];
         memcpy(h, row + 4u * g, sizeof h);
         const size_t c0 = 32u * g, n = dim - c0 < 32u ? dim - c0 : 32u;
+#ifdef v_nibbles32
+        if (n == 32u) { /* a whole group: the ISA's vector unpack (the same values) */
+            v_nibbles32(nib + 16u * g, v_half_to_float(h[0]), v_half_to_float(h[1]), x + c0);
+            continue;
+        }
+#endif
         i4_codes_to_f32(nib, c0, n, v_half_to_float(h[0]), v_half_to_float(h[1]), x + c0, 1);
     }
 }
 
-/* Tokens t0 .. t0+nb-1 of one KIVI4 key block (each channel an int4 row of
- * 32 values) as nb rows of d floats: a channel's scale and minimum read once
- * for them. */
-KVC_INLINE void kivi4_block_to_f32(const unsigned char *block, size_t t0, size_t nb, float *x, size_t d)
+/* A KIVI4 key block's 32 tokens channel-major (channel c's at kc + c *
+ * KCOL_STRIDE; the stride's padding is the caller's): each channel an int4
+ * row of 32 codes, its scale and minimum read once. Tokens past a last,
+ * partly filled block decode to finite values the pass masks. */
+KVC_INLINE void kivi4_block_to_cols(const unsigned char *block, float *kc, size_t d)
 {
     for (size_t c = 0; c < d; c++) {
         const unsigned char *ch = block + 20u * c;
         uint16_t h[2];
         memcpy(h, ch, sizeof h);
-        i4_codes_to_f32(ch + 4, t0, nb, v_half_to_float(h[0]), v_half_to_float(h[1]), x + c, d);
+#ifdef v_nibbles32
+        v_nibbles32(ch + 4, v_half_to_float(h[0]), v_half_to_float(h[1]), kc + c * KCOL_STRIDE);
+#else
+        i4_codes_to_f32(ch + 4, 0, KVC_KIVI_BLOCK, v_half_to_float(h[0]), v_half_to_float(h[1]), kc + c * KCOL_STRIDE,
+                        1);
+#endif
     }
 }
 
 /* An int4 segment (groups of 32 with an f16 scale and minimum each), a
  * KIVI4 one (its keys per channel over 32 tokens, its values int4 rows) or a
  * Q15 one (a scale per row): every block of BLK rows is dequantised into f32
- * rows on the stack by the reference `load` (min + q * scale or scale * q,
- * rounded to float once) and goes through the f32 pass, block by block, so
- * the blocks, the causal count and the weights line up with what one f32
- * segment of those values would do. The codes are read once per block; the
- * dequantisation costs about what the f16 conversion does. With `mass` the
- * block goes through the mass pass instead (values not read). */
+ * rows on the stack with the reference's values (min + q * scale or scale *
+ * q, rounded to float once; int4 by the ISA's vector unpack) and goes through
+ * the f32 pass, block by block, so the blocks, the causal count and the
+ * weights line up with what one f32 segment of those values would do. KIVI4
+ * keys are dequantised a whole 32-token key block at a time, channel-major as
+ * stored (no transposition), and the pass takes their scores from the columns
+ * (dot_cols). With `mass` the block goes through the mass pass instead
+ * (values not read). */
 static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg,
                                      const kvc_attend_batch *b, size_t n_causal_total, size_t *e_causal, int causal,
                                      float *st, double *mass)
@@ -453,18 +502,29 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
     const size_t ks = t == KVC_DTYPE_KIVI4 ? 0u : (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(vt, dv);
     const unsigned char *K = kvc_segment_key_rows(seg), *V = kvc_segment_value_rows(seg);
     const int in_num = (seg->role & KVC_SET_NUM) != 0 && mass == NULL;
-    float kf[BLK * KVC_MAX_HEAD_DIM], vfl[BLK * KVC_MAX_HEAD_DIM];
+    union { /* row-major keys, or KIVI4's channel-major key block */
+        float rows[BLK * KVC_MAX_HEAD_DIM];
+        float cols[KVC_MAX_HEAD_DIM * KCOL_STRIDE];
+    } kbuf;
+    float *kf = kbuf.rows, vfl[BLK * KVC_MAX_HEAD_DIM];
+    const float *kcols = NULL;
     const size_t first = t == KVC_DTYPE_KIVI4 ? seg->first : 0u;
+    size_t have_block = SIZE_MAX; /* the KIVI4 key block now in kbuf.cols */
+    if (t == KVC_DTYPE_KIVI4)
+        for (size_t c = 0; c < d; c++) memset(kbuf.cols + c * KCOL_STRIDE + KVC_KIVI_BLOCK, 0, BLK * sizeof(float));
     for (size_t j0 = 0, nb; j0 < seg->n; j0 += nb) {
         nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
         if (t == KVC_DTYPE_KIVI4) {
             /* KIVI4 keys: a block of the pass stays inside one key block,
-               whose channel scales and minima are then read once for it */
+               dequantised once for all of its pass blocks */
             const size_t in_block = KVC_KIVI_BLOCK - (first + j0) % KVC_KIVI_BLOCK;
             if (nb > in_block) nb = in_block;
-            const size_t pos = first + j0;
-            kivi4_block_to_f32(K + pos / KVC_KIVI_BLOCK * KVC_KIVI4_KEY_BLOCK_BYTES(d), pos % KVC_KIVI_BLOCK, nb, kf,
-                               d);
+            const size_t pos = first + j0, blk = pos / KVC_KIVI_BLOCK;
+            if (blk != have_block) {
+                kivi4_block_to_cols(K + blk * KVC_KIVI4_KEY_BLOCK_BYTES(d), kbuf.cols, d);
+                have_block = blk;
+            }
+            kcols = kbuf.cols + pos % KVC_KIVI_BLOCK;
         }
         for (size_t j = 0; j < nb; j++) {
             /* int4 rows in float (the reference's values, faster); Q15 by the reference load */
@@ -483,9 +543,9 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
         sub.weights = seg->weights ? seg->weights + j0 : NULL;
         sub.n = nb;
         if (mass)
-            segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0);
+            segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0, kcols);
         else
-            segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st);
+            segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, kcols);
     }
 }
 
@@ -521,14 +581,14 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         const kvc_segment *seg = &view->seg[s];
         const int causal = s < b->causal_segs;
         switch (seg->dtype) { /* one specialised loop per storage type */
-        case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st); break;
-        case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st); break;
+        case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
+        case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
         case KVC_DTYPE_I4:
         case KVC_DTYPE_Q15:
         case KVC_DTYPE_KIVI4:
             dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL);
             break;
-        default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st); break;
+        default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
         }
     }
     /* The f32 sums overflow where the reference's doubles do not (values
@@ -554,17 +614,19 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
             const int causal = s < b->causal_segs;
             switch (seg->dtype) {
             case KVC_DTYPE_F32:
-                segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                segment_mass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e, NULL);
                 break;
             case KVC_DTYPE_F16:
-                segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                segment_mass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e, NULL);
                 break;
             case KVC_DTYPE_I4:
             case KVC_DTYPE_Q15:
             case KVC_DTYPE_KIVI4:
                 dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
                 break;
-            default: segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e); break;
+            default:
+                segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e, NULL);
+                break;
             }
             e += seg->n;
         }

@@ -65,6 +65,24 @@ KVC_INLINE vf v_exp(vf x)
 }
 
 /* one half (an int4 group's scale or minimum) by the conversion instruction */
+/* 32 int4 codes (16 bytes, code 2i in byte i's low nibble) as the floats
+ * mn + code * sc, in order: the nibbles split with a mask and a shift,
+ * zipped back into bytes, widened 4 at a time. The product is exact
+ * (4 x 11 bits), so the one rounding of the FMA is the reference's. */
+KVC_INLINE void v_nibbles32(const unsigned char *nib, float sc, float mn, float *x)
+{
+    const uint8x16_t b = vld1q_u8(nib);
+    const uint8x16x2_t e = vzipq_u8(vandq_u8(b, vdupq_n_u8(15)), vshrq_n_u8(b, 4));
+    const float32x4_t s = vdupq_n_f32(sc), n = vdupq_n_f32(mn);
+    for (int h = 0; h < 2; h++) {
+        const uint16x8_t w0 = vmovl_u8(vget_low_u8(e.val[h])), w1 = vmovl_u8(vget_high_u8(e.val[h]));
+        const uint32x4_t u[4] = {vmovl_u16(vget_low_u16(w0)), vmovl_u16(vget_high_u16(w0)), vmovl_u16(vget_low_u16(w1)),
+                                 vmovl_u16(vget_high_u16(w1))};
+        for (int i = 0; i < 4; i++) vst1q_f32(x + 16 * h + 4 * i, vfmaq_f32(n, vcvtq_f32_u32(u[i]), s));
+    }
+}
+#define v_nibbles32 v_nibbles32
+
 #define v_half_to_float(h) vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0)
 #include "../common/attend_simd.h"
 
