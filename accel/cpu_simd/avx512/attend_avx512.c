@@ -20,6 +20,7 @@ KVC_INLINE vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 KVC_INLINE vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 KVC_INLINE vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 KVC_INLINE vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+KVC_INLINE vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 
 /* 16 elements c.. of a stored row as floats (int8 without its scale) */
 KVC_INLINE vf v_row(unsigned t, const unsigned char *row, size_t c)

@@ -4,7 +4,7 @@
  * kvc_simd_table(). Compiled only inside such a file, with its ISA flags.
  *
  * The ISA file provides:
- *   VW                         lanes per vector (entries per block, BLK)
+ *   VW                         lanes per vector (a power of two <= 32)
  *   vf                         the vector type
  *   v_zero() v_set1(f) v_load(p) v_store(p, v)
  *   v_add v_sub v_mul v_max v_fma(a, b, c) = a * b + c
@@ -40,7 +40,14 @@
 #include "simd_entries.h"
 #include "internal/kvc_internal.h"
 
-#define BLK VW
+/* Entries per block of the pass: 32 on every ISA (4 AVX2 vectors, 2
+ * AVX-512, 8 NEON), so that the per-query work of a block (its maximum, the
+ * rescale, the exponentials' sum) is paid once per 32 entries, not once per
+ * vector: with one vector per block that work took about as long as the
+ * scores (perf on AVX2, int8, 2026-11-30). */
+#define BLK 32
+#define NV  (BLK / VW) /* vectors per block */
+_Static_assert(BLK % VW == 0, "a block is whole vectors");
 
 /* One stored half as a float (exact): the ISA file may give its instruction
  * (F16C, NEON's fcvtl), else the library's conversion. */
@@ -155,23 +162,30 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
 }
 
 /* Floats per channel of a channel-major key block (KIVI4 keys, dequantised
- * once per 32-token block): the block's 32 tokens, then BLK zeros, so that a
- * vector load at any token offset < 32 stays inside the channel. */
-#define KCOL_STRIDE (KVC_KIVI_BLOCK + BLK)
+ * once per 32-token block): the block's 32 tokens, then VW zeros, so that
+ * the vectors that cover nb tokens from any offset o (o + nb <= 32) stay
+ * inside the channel. */
+#define KCOL_STRIDE (KVC_KIVI_BLOCK + VW)
 
-/* Scores of up to BLK tokens whose keys are columns of a channel-major block
- * (token j of the vector: kc[c * KCOL_STRIDE + j]) against nq <= 3 queries:
- * lanes are tokens, so a channel is one broadcast and one FMA per query and
- * no horizontal sum is left. Lanes past the block's tokens hold finite
- * values (later tokens of the block, or the zeros) that the pass masks. */
-KVC_INLINE void dot_cols(const float *kc, const float *const qx[3], size_t nq, size_t d, float s3[3][BLK])
+/* Scores of nb <= BLK tokens whose keys are columns of a channel-major block
+ * (token j: kc[c * KCOL_STRIDE + j]) against nq <= 3 queries: lanes are
+ * tokens, so a channel is one broadcast and one FMA per query and vector,
+ * and no horizontal sum is left. Lanes past nb hold finite values (later
+ * tokens of the block, the padding's zeros, or zeros here) that the pass
+ * masks. */
+KVC_INLINE void dot_cols(const float *kc, const float *const qx[3], size_t nq, size_t nb, size_t d, float s3[3][BLK])
 {
-    vf a[3] = {v_zero(), v_zero(), v_zero()};
-    for (size_t c = 0; c < d; c++) {
-        const vf k = v_load(kc + c * KCOL_STRIDE);
-        for (size_t x = 0; x < nq; x++) a[x] = v_fma(v_set1(qx[x][c]), k, a[x]);
-    }
-    for (size_t x = 0; x < nq; x++) v_store(s3[x], a[x]);
+    const size_t nv = (nb + VW - 1u) / VW;
+    vf a[3][NV];
+    for (size_t x = 0; x < 3; x++)
+        for (size_t u = 0; u < NV; u++) a[x][u] = v_zero();
+    for (size_t c = 0; c < d; c++)
+        for (size_t u = 0; u < nv; u++) {
+            const vf k = v_load(kc + c * KCOL_STRIDE + u * VW);
+            for (size_t x = 0; x < nq; x++) a[x][u] = v_fma(v_set1(qx[x][c]), k, a[x][u]);
+        }
+    for (size_t x = 0; x < nq; x++)
+        for (size_t u = 0; u < NV; u++) v_store(s3[x] + u * VW, a[x][u]);
 }
 
 /* acc += sum_j p_j row_j over the nb rows of a block, eight (then four, then
@@ -319,7 +333,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             int live[3] = {0, 0, 0};
             if (kcols) { /* keys given channel-major (KIVI4): entry j0 + j is column j0 + j */
                 const float *qx[3] = {b->q + q0 * d, b->q + (q0 + (nqg > 1)) * d, b->q + (q0 + 2 * (nqg > 2)) * d};
-                dot_cols(kcols + j0, qx, nqg, d, s3);
+                dot_cols(kcols + j0, qx, nqg, nb, d, s3);
             } else if (nqg == 3 && nb == BLK && d % VW == 0) {
                 dot_block_q3(t, K + j0 * ks, ks, b->q + q0 * d, b->q + (q0 + 1) * d, b->q + (q0 + 2) * d, d, s3);
             } else {
@@ -331,16 +345,20 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             for (size_t x = 0; x < nqg; x++) {
                 const size_t qi = q0 + x, pos = qi / n_q;
                 float *q_st = st + qi * W, *acc = q_st + 3, *s = s3[x];
-                poison = v_add(poison, v_mul(v_mul(beta, v_load(s)), zero));
-                v_store(s, v_fma(beta, v_load(s), v_load(lw)));
+                for (size_t u = 0; u < BLK; u += VW) {
+                    poison = v_add(poison, v_mul(v_mul(beta, v_load(s + u)), zero));
+                    v_store(s + u, v_fma(beta, v_load(s + u), v_load(lw + u)));
+                }
                 float mb = -INFINITY;
                 if (masked || nb < BLK) {
                     for (size_t j = 0; j < nb; j++) {
                         if (lw[j] == -INFINITY || pos < p0[j]) s[j] = -INFINITY;
                         if (s[j] > mb) mb = s[j];
                     }
-                } else {
-                    mb = v_hmax(v_load(s)); /* every entry seen: the block maximum in registers */
+                } else { /* every entry seen: the block maximum in registers */
+                    vf mv = v_load(s);
+                    for (size_t u = VW; u < BLK; u += VW) mv = v_max(mv, v_load(s + u));
+                    mb = v_hmax(mv);
                 }
                 if (mb == -INFINITY) continue; /* nothing of this block is seen by this query */
                 if (q_st[1] == 0.0f || mb > q_st[0]) {
@@ -353,9 +371,14 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
                     q_st[0] = mb, q_st[1] = 1.0f;
                 }
                 for (size_t j = nb; j < BLK; j++) s[j] = -INFINITY;
-                const vf pv = v_exp(v_sub(v_load(s), v_set1(q_st[0])));
-                v_store(pj[x], pv);
-                if (in_den) q_st[2] += v_hsum(pv);
+                const vf mq = v_set1(q_st[0]);
+                vf ps = v_zero();
+                for (size_t u = 0; u < BLK; u += VW) {
+                    const vf pv = v_exp(v_sub(v_load(s + u), mq));
+                    v_store(pj[x] + u, pv);
+                    ps = v_add(ps, pv);
+                }
+                if (in_den) q_st[2] += v_hsum(ps);
                 live[x] = 1;
             }
             if (!in_num) continue;
@@ -398,12 +421,12 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
             if (kcols) {
                 const float *qx[3] = {b->q + qi * d, NULL, NULL};
                 float s3[3][BLK];
-                dot_cols(kcols + j0, qx, 1, d, s3);
+                dot_cols(kcols + j0, qx, 1, nb, d, s3);
                 memcpy(sc, s3[0], sizeof sc);
             } else {
                 dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
             }
-            v_store(sc, v_fma(beta, v_load(sc), v_load(lw)));
+            for (size_t u = 0; u < BLK; u += VW) v_store(sc + u, v_fma(beta, v_load(sc + u), v_load(lw + u)));
             const size_t pos = qi / n_q;
             for (size_t j = 0; j < nb; j++) {
                 if (lw[j] == -INFINITY || pos < p0[j]) continue;

@@ -21,6 +21,7 @@ KVC_INLINE vf v_add(vf a, vf b) { return vaddq_f32(a, b); }
 KVC_INLINE vf v_sub(vf a, vf b) { return vsubq_f32(a, b); }
 KVC_INLINE vf v_mul(vf a, vf b) { return vmulq_f32(a, b); }
 KVC_INLINE vf v_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+KVC_INLINE vf v_max(vf a, vf b) { return vmaxq_f32(a, b); }
 
 /* 4 elements c.. of a stored row as floats (int8 without its scale) */
 KVC_INLINE vf v_row(unsigned t, const unsigned char *row, size_t c)
