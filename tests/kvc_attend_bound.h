@@ -13,15 +13,32 @@
  * f32 weight below FLT_MIN = 2^-126 may be flushed to 0 (a vector exp, or a
  * rescale by e^{m_old - m_new} < FLT_MIN that drops what was summed): an
  * absolute error <= 2^-126 per entry, which values near FLT_MAX turn into
- * whole units: 2^-126 (S_c + n |z_c|) / D more, S_c = sum_N |v_c|. Shared by tests/kernels/test_backends.c and
+ * whole units: 2^-126 (S_c + n |z_c|) / D more, S_c = sum_N |v_c|.
+ *
+ * A table with KVC_CAP_Q8_INT4 scores int4 keys (d a multiple of 64)
+ * against the query quantised per group g of 32 channels: q8_c =
+ * round(q_c / sq_g), sq_g = max_g |q_c| / 127, so |q_c - sq_g q8_c| <= sq_g / 2
+ * + 2u |q_c|, and K.q = sum_g (sc_g sq_g I_g + mn_g S_g), I_g the exact
+ * integer sum of code x q8, S_g the f32 sum of the group's q_c (31 roundings),
+ * then at most d / 32 + 8 more roundings of products and sums. With k_c -
+ * mn_g = sc_g code_c >= 0 and G = sum_c |q_c| (|mn_g| + k_c - mn_g) >= sum_c
+ * |q_c k_c|, such a score moves by at most
+ *   beta [ sum_g (sq_g / 2)(1 + 2^-20) sum_{c in g} (k_c - mn_g) + (d + 8) u G ]
+ * on top of the delta above (the quantised query's term, then the roundings,
+ * (31 + 2 + d / 32 + 6) u G <= (d + 8) u G for d >= 64).
+ *
+ * Shared by tests/kernels/test_backends.c and
  * the API fuzzer, which both hold every table to it. Needs core/src on the
  * include path (shared/rows.h). */
 #ifndef KVC_ATTEND_BOUND_H
 #define KVC_ATTEND_BOUND_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kvc/kvc.h"
+#include "ref/rows_typed.h"
 #include "shared/rows.h"
 
 #define U 0x1p-24
@@ -31,9 +48,10 @@
  * movement *delta (formula in the file comment) and the entries *n seen;
  * positions limited by `skip_last_causal` trailing causal entries. */
 /* tail: 2 KVC_MAX_HEAD_DIM doubles: [c] the |v_c| of entries whose double
- * weight underflowed, [KVC_MAX_HEAD_DIM + c] S_c of every numerator entry. */
-static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_causal, size_t causal_segs, double *A,
-                         double *tail, double *den, double *delta, size_t *n_seen)
+ * weight underflowed, [KVC_MAX_HEAD_DIM + c] S_c of every numerator entry.
+ * caps: the table's KVC_CAP_* bits (KVC_CAP_Q8_INT4 adds its term). */
+static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_causal, size_t causal_segs, uint32_t caps,
+                         double *A, double *tail, double *den, double *delta, size_t *n_seen)
 {
     const double beta = (double)v->beta;
     size_t n = 0, causal_total = 0;
@@ -61,8 +79,26 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
                     n++;
                     continue;
                 }
-                const double dj =
-                    beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
+                double dj = beta * mag * (double)(v->d + 4) * U + fabs(lw) * U + 2.0 * (fabs(x) + fabs(M)) * U + 4e-7;
+                if ((caps & KVC_CAP_Q8_INT4) && g->dtype == KVC_DTYPE_I4 && v->d % 64u == 0) {
+                    /* the row's group minima from its bytes (f16 scale, f16 minimum per group) */
+                    const unsigned char *rb =
+                        (const unsigned char *)g->keys_q + i * (size_t)kvc_row_bytes(KVC_DTYPE_I4, v->d);
+                    double qterm = 0.0, G = 0.0;
+                    for (size_t gi = 0; gi < v->d / 32u; gi++) {
+                        uint16_t hm;
+                        memcpy(&hm, rb + 4u * gi + 2u, 2);
+                        const double mn = (double)kvc_f16_to_f32(hm);
+                        double mq = 0.0, spread = 0.0;
+                        for (size_t t = 32u * gi; t < 32u * gi + 32u; t++) {
+                            mq = fmax(mq, fabs((double)q[t]));
+                            spread += fabs((double)row[t] - mn);
+                            G += fabs((double)q[t]) * (fabs(mn) + fabs((double)row[t] - mn));
+                        }
+                        qterm += mq / 127.0 * 0.5 * (1.0 + 0x1p-20) * spread;
+                    }
+                    dj += beta * (qterm + G * (double)(v->d + 8) * U);
+                }
                 if (dj > dl) dl = dj;
                 const double p = exp(x - M);
                 if (g->role & KVC_SET_DEN) Dn += p;
@@ -82,11 +118,11 @@ static void softmax_sums(const kvc_view *v, const float *q, size_t skip_last_cau
 
 /* The bound above for query q against the view, every output channel at once. */
 static void bounds_of(const kvc_view *v, const float *q, const float *z, size_t skip_last_causal, size_t causal_segs,
-                      double *bound)
+                      uint32_t caps, double *bound)
 {
     double A[KVC_MAX_HEAD_DIM], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta;
     size_t n;
-    softmax_sums(v, q, skip_last_causal, causal_segs, A, tail, &Dn, &delta, &n);
+    softmax_sums(v, q, skip_last_causal, causal_segs, caps, A, tail, &Dn, &delta, &n);
     const double ed = exp(delta);
     for (size_t c = 0; c < v->dv; c++) {
         const double r = A[c] > 0.0 ? A[c] / Dn : 0.0;

@@ -207,7 +207,7 @@ static void compare_tables(const kvc_stream *st, const kvc_stream_config *cfg, c
         if (ra != KVC_OK || rt != KVC_OK || !have_view) continue;
         for (size_t i = 0; i < nq; i++) {
             double bound[MAXD];
-            bounds_of(&view, q + i * view.d, za + i * view.dv, 0, 0, bound);
+            bounds_of(&view, q + i * view.d, za + i * view.dv, 0, 0, t->caps, bound);
             for (size_t c = 0; c < view.dv; c++) {
                 const double e = fabs((double)zt[i * view.dv + c] - (double)za[i * view.dv + c]);
                 if (!(e <= bound[c])) { /* e is finite (rt == KVC_OK): an infinite bound always holds */

@@ -93,13 +93,17 @@ static void make_view(kvc_rng *r, view_data *vd, size_t d, size_t dv, size_t n_t
 
 /* Cases per storage type, printed with each table's summary. */
 static size_t g_type_cases[KVC_DTYPE_COUNT];
+/* The largest error / bound per storage type (a bound far above every error
+ * would say little: printed, so that a loose one shows). */
+static double g_type_worst[KVC_DTYPE_COUNT];
 
-static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double *worst_ratio)
+static int compare_table(const kvc_kernels *t, kvc_rng *r, int only_i4, size_t *cases, double *worst_ratio)
 {
     static const size_t dims[] = {1, 3, 7, 8, 16, 33, 64, 100, 128, 255, 256};
     static const size_t ns[] = {0, 1, 5, 8, 9, 100, 1000, 20000, 100000};
     for (size_t trial = 0; trial < 60; trial++) {
-        const size_t d = dims[kvc_rng_below(r, 11)], dv = dims[kvc_rng_below(r, 11)];
+        size_t d = dims[kvc_rng_below(r, 11)];
+        const size_t dv = dims[kvc_rng_below(r, 11)];
         size_t n = ns[kvc_rng_below(r, 9)];
         if (n * (d + dv) > 4000000) n = 4000000 / (d + dv); /* keep each case fast */
         /* any storage type the reference attend reads (the registry of types
@@ -108,10 +112,15 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
         unsigned types[KVC_DTYPE_COUNT], n_types = 0;
         for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
             if (kvc_kernels_support(kvc_kernels_ref(), ty)) types[n_types++] = ty;
-        const unsigned dt = types[trial % n_types]; /* every type the same number of times */
+        const unsigned dt = only_i4 ? (unsigned)KVC_DTYPE_I4 : types[trial % n_types]; /* every type alike */
+        /* only_i4: int4 with d a multiple of 64, where a table with
+           KVC_CAP_Q8_INT4 scores on integers (its bound has the extra term) */
+        if (only_i4) d = (size_t)64 << kvc_rng_below(r, 3);
         const size_t n_seg = 1 + kvc_rng_below(r, 4);
         const double spread = kvc_rng_unit(r) < 0.2 ? 30.0 : 1.0; /* scores up to ~10^3 apart */
-        const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3;
+        const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3 && !only_i4;
+        /* (only_i4 keeps N and D one set: its cases test the integer scores;
+           split views are the main cases' concern) */
         view_data vd;
         make_view(r, &vd, d, dv, n, n_seg, dt, spread, weights, split);
         const size_t n_pos = 1 + kvc_rng_below(r, 3), n_q = 1 + kvc_rng_below(r, 4);
@@ -133,12 +142,13 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
             for (size_t p = 0; p < n_pos; p++)
                 for (size_t h = 0; h < n_q; h++) {
                     bounds_of(&vd.v, q + (p * n_q + h) * d, za + (p * n_q + h) * dv, causal ? n_pos - 1 - p : 0, causal,
-                              bounds);
+                              t->caps, bounds);
                     for (size_t c = 0; c < dv; c++) {
                         const size_t o = (p * n_q + h) * dv + c;
                         const double bd = bounds[c];
                         const double err = fabs((double)za[o] - zb[o]);
                         if (isfinite(bd) && bd > 0 && err / bd > *worst_ratio) *worst_ratio = err / bd;
+                        if (isfinite(bd) && bd > 0 && err / bd > g_type_worst[dt]) g_type_worst[dt] = err / bd;
                         CHECK_MSG(
                             isinf(bd) ? zb[o] == 0.0f && za[o] == 0.0f : err <= bd,
                             "%s: d %zu dv %zu n %zu dtype %u seg %zu weights %d split %d pos %zu head %zu ch %zu: "
@@ -154,8 +164,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                 for (size_t qi = 0; qi < n_pos * n_q; qi++) {
                     double A[256], tail[2 * KVC_MAX_HEAD_DIM], den, delta;
                     size_t seen;
-                    softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, A, tail, &den, &delta,
-                                 &seen);
+                    softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, t->caps, A, tail, &den,
+                                 &delta, &seen);
                     const double f = expm1(2.0 * delta) + 4.0 * (double)(seen + 16) * U;
                     if (f > factor) factor = f;
                 }
@@ -165,8 +175,9 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, size_t *cases, double
                 const double underflow = (double)(n_pos * n_q) * 0x1p-148;
                 for (size_t e = 0; e < n; e++)
                     CHECK_MSG(fabs(ma[e] - mb[e]) <= factor * ma[e] + underflow,
-                              "%s: mass of entry %zu: %.9g vs ref %.9g (d %zu n %zu dtype %u)", t->name, e, mb[e],
-                              ma[e], d, n, dt);
+                              "%s: mass of entry %zu: %.9g vs ref %.9g (d %zu n %zu dtype %u, factor %g, weights %d "
+                              "causal %zu)",
+                              t->name, e, mb[e], ma[e], d, n, dt, factor, weights, causal);
             }
             (*cases)++;
             g_type_cases[dt]++;
@@ -229,12 +240,19 @@ static int test_table(const kvc_kernels *t, size_t i)
     size_t cases = 0;
     double worst = 0.0;
     memset(g_type_cases, 0, sizeof g_type_cases);
-    if (compare_table(t, &r, &cases, &worst)) return 1;
+    memset(g_type_worst, 0, sizeof g_type_worst);
+    if (compare_table(t, &r, 0, &cases, &worst)) return 1;
+    /* and 60 int4 cases at d = 64, 128, 256 from a generator of their own
+       (the cases above stay what they were) */
+    kvc_rng r4;
+    kvc_rng_seed(&r4, 131 + i);
+    printf("table %s: int4 at d = 64..256, seed %zu\n", t->name, 131 + i);
+    if (compare_table(t, &r4, 1, &cases, &worst)) return 1;
     printf("table %s: %zu batched-attend cases within the derived bound (largest error / bound %.3g); by type:",
            t->name, cases, worst);
     for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
         if (kvc_kernels_support(kvc_kernels_ref(), ty))
-            printf(" %s %zu", kvc_dtype_name((kvc_dtype)ty), g_type_cases[ty]);
+            printf(" %s %zu (worst %.3g)", kvc_dtype_name((kvc_dtype)ty), g_type_cases[ty], g_type_worst[ty]);
     printf("\n");
     /* every type the reference reads was compared (not only refused alike) */
     for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
@@ -309,7 +327,7 @@ static double a_over_d(const kvc_view *v, const float *q)
 {
     double A[256], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta, worst = 0.0;
     size_t n;
-    softmax_sums(v, q, 0, 0, A, tail, &Dn, &delta, &n);
+    softmax_sums(v, q, 0, 0, 0u, A, tail, &Dn, &delta, &n); /* A / D only: no table's score term */
     for (size_t c = 0; c < v->dv; c++) worst = fmax(worst, Dn > 0.0 ? A[c] / Dn : 0.0);
     return worst;
 }
@@ -670,7 +688,7 @@ static int magnitude_and_nan_sweeps_on_every_table(void)
                     if (ra == KVC_OK) {
                         double bounds[256];
                         for (size_t h = 0; h < 2; h++) {
-                            bounds_of(&vd.v, q + h * d, za + h * dv, 0, 0, bounds);
+                            bounds_of(&vd.v, q + h * d, za + h * dv, 0, 0, t->caps, bounds);
                             for (size_t c = 0; c < dv; c++) {
                                 const double e = fabs((double)za[h * dv + c] - zb[h * dv + c]);
                                 if (!isfinite(bounds[c])) {

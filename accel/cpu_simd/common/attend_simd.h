@@ -14,6 +14,9 @@
  *   v_hsum4(a0, a1, a2, a3, o) o[0..3] = the horizontal sums of the four
  *   v_exp(v)                   e^x for x <= 0 (-inf: 0), relative error < 2e-7
  *   v_half_to_float(h)         optional: one IEEE half as a float (else kvc_f16_to_f32)
+ *   v_i4_q8_scores(...)        optional: int4 key rows scored on the integer units
+ *                              against int8 queries (common/i4_q8_avx2.h); the table
+ *                              then sets KVC_CAP_Q8_INT4
  *   v_nibbles32(nib, sc, mn, x) optional: 32 int4 codes (16 bytes, code 2i in the low
  *                              nibble of byte i) as x[i] = mn + code_i * sc, the
  *                              reference's values (else a loop over the bytes)
@@ -167,6 +170,42 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
  * inside the channel. */
 #define KCOL_STRIDE (KVC_KIVI_BLOCK + VW)
 
+/* Where a pass block's key scores come from when not from rows of its
+ * storage type: a KIVI4 block's columns, or int4 rows scored against the
+ * prepared int8 queries. */
+typedef struct key_source {
+    const float *cols;       /* channel-major keys (dot_cols), or NULL */
+    const unsigned char *i4; /* int4 key rows (v_i4_q8_scores), or NULL */
+    size_t i4_stride;        /* their row bytes */
+    const unsigned char *q8; /* the prepared queries, Q8_BYTES(d) each */
+} key_source;
+
+/* Bytes of one prepared query (common/i4_q8_avx2.h: the int8 channels, then
+ * a scale and a float sum per group of 32). */
+#define Q8_BYTES(d) ((d) + (d) / 4u)
+
+/* Query q (d a multiple of 64) prepared for integer int4 scores: per group
+ * of 32 channels the scale sq = max |q_c| / 127 and q8_c = round(q_c / sq)
+ * (|q_c - sq q8_c| <= sq / 2 + 2u |q_c|), the even and odd channels apart as
+ * the codes' nibbles lie, and S = the group's float sum of q_c. */
+static void q8_prepare(const float *q, size_t d, unsigned char *out)
+{
+    const size_t ng = d / 32u;
+    for (size_t g = 0; g < ng; g++) {
+        const float *qg = q + 32u * g;
+        float m = 0.0f, sum = 0.0f;
+        for (size_t c = 0; c < 32u; c++) m = fabsf(qg[c]) > m ? fabsf(qg[c]) : m, sum += qg[c];
+        const float sq = m / 127.0f, inv = m > 0.0f ? 127.0f / m : 0.0f;
+        unsigned char *e = out + 64u * (g / 2u) + 16u * (g % 2u), *o = e + 32u;
+        for (size_t i = 0; i < 16u; i++) {
+            const long a = lrintf(qg[2u * i] * inv), b = lrintf(qg[2u * i + 1u] * inv);
+            e[i] = (unsigned char)(int8_t)(a > 127 ? 127 : a < -127 ? -127 : a);
+            o[i] = (unsigned char)(int8_t)(b > 127 ? 127 : b < -127 ? -127 : b);
+        }
+        memcpy(out + d + 4u * g, &sq, 4), memcpy(out + d + 4u * (ng + g), &sum, 4);
+    }
+}
+
 /* Scores of nb <= BLK tokens whose keys are columns of a channel-major block
  * (token j: kc[c * KCOL_STRIDE + j]) against nq <= 3 queries: lanes are
  * tokens, so a channel is one broadcast and one FMA per query and vector,
@@ -304,7 +343,7 @@ KVC_INLINE void block_weights(const kvc_segment *seg, double ln_scale, size_t j0
 /* One segment of one storage type, for every query: the block loop.
  * st: per query {m, have_m, den, acc[dv]} in f32. */
 KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                             size_t n_causal_total, size_t *e_causal, int causal, float *st, const float *kcols)
+                             size_t n_causal_total, size_t *e_causal, int causal, float *st, const key_source *src)
 {
     const size_t d = view->d, dv = view->dv, n_q = b->n_q, Q = b->n_pos * n_q, W = dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
@@ -331,9 +370,18 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             const size_t nqg = Q - q0 < 3 ? Q - q0 : 3;
             float s3[3][BLK], pj[3][BLK];
             int live[3] = {0, 0, 0};
-            if (kcols) { /* keys given channel-major (KIVI4): entry j0 + j is column j0 + j */
+            if (src && src->cols) { /* keys given channel-major (KIVI4): entry j0 + j is column j0 + j */
                 const float *qx[3] = {b->q + q0 * d, b->q + (q0 + (nqg > 1)) * d, b->q + (q0 + 2 * (nqg > 2)) * d};
-                dot_cols(kcols + j0, qx, nqg, nb, d, s3);
+                dot_cols(src->cols + j0, qx, nqg, nb, d, s3);
+#ifdef v_i4_q8_scores
+            } else if (src && src->i4) { /* int4 rows on the integer units */
+                const size_t qb = Q8_BYTES(d);
+                const unsigned char *qx[3] = {src->q8 + q0 * qb, src->q8 + (q0 + (nqg > 1)) * qb,
+                                              src->q8 + (q0 + 2 * (nqg > 2)) * qb};
+                for (size_t x = 0; x < nqg; x++)
+                    for (size_t j = nb; j < BLK; j++) s3[x][j] = 0.0f;
+                v_i4_q8_scores(src->i4 + j0 * src->i4_stride, src->i4_stride, nb, d, qx, nqg, s3);
+#endif
             } else if (nqg == 3 && nb == BLK && d % VW == 0) {
                 dot_block_q3(t, K + j0 * ks, ks, b->q + q0 * d, b->q + (q0 + 1) * d, b->q + (q0 + 2) * d, d, s3);
             } else {
@@ -401,7 +449,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
  * computes it (f32), the exponential and the sum in double. */
 KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
                              size_t n_causal_total, size_t *e_causal, int causal, const float *st, double *mass,
-                             const float *kcols)
+                             const key_source *src)
 {
     const size_t d = view->d, n_q = b->n_q, Q = b->n_pos * n_q, W = view->dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d);
@@ -418,11 +466,18 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
             if (!(q_st[2] > 0.0f)) continue;
             float sc[BLK];
             for (size_t j = 0; j < BLK; j++) sc[j] = 0.0f;
-            if (kcols) {
+            if (src && src->cols) {
                 const float *qx[3] = {b->q + qi * d, NULL, NULL};
                 float s3[3][BLK];
-                dot_cols(kcols + j0, qx, 1, nb, d, s3);
+                dot_cols(src->cols + j0, qx, 1, nb, d, s3);
                 memcpy(sc, s3[0], sizeof sc);
+#ifdef v_i4_q8_scores
+            } else if (src && src->i4) { /* the first pass's integer scores */
+                const unsigned char *qx[3] = {src->q8 + qi * Q8_BYTES(d), NULL, NULL};
+                float s3[3][BLK];
+                v_i4_q8_scores(src->i4 + j0 * src->i4_stride, src->i4_stride, nb, d, qx, 1, s3);
+                memcpy(sc, s3[0], nb * sizeof(float));
+#endif
             } else {
                 dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
             }
@@ -517,7 +572,7 @@ KVC_INLINE void kivi4_block_to_cols(const unsigned char *block, float *kc, size_
  * (values not read). */
 static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg,
                                      const kvc_attend_batch *b, size_t n_causal_total, size_t *e_causal, int causal,
-                                     float *st, double *mass)
+                                     float *st, double *mass, const unsigned char *q8)
 {
     const unsigned vt = kvc_segment_value_dtype(t); /* KIVI4: int4 value rows */
     const kvc_row_kernels *rk = &kvc_kernels_ref()->rows[vt];
@@ -530,7 +585,8 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
         float cols[KVC_MAX_HEAD_DIM * KCOL_STRIDE];
     } kbuf;
     float *kf = kbuf.rows, vfl[BLK * KVC_MAX_HEAD_DIM];
-    const float *kcols = NULL;
+    key_source src = {NULL, NULL, 0, NULL};
+    const int i4_int = t == KVC_DTYPE_I4 && q8 != NULL; /* int4 keys scored on integers, not dequantised */
     const size_t first = t == KVC_DTYPE_KIVI4 ? seg->first : 0u;
     size_t have_block = SIZE_MAX; /* the KIVI4 key block now in kbuf.cols */
     if (t == KVC_DTYPE_KIVI4)
@@ -547,28 +603,31 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                 kivi4_block_to_cols(K + blk * KVC_KIVI4_KEY_BLOCK_BYTES(d), kbuf.cols, d);
                 have_block = blk;
             }
-            kcols = kbuf.cols + pos % KVC_KIVI_BLOCK;
+            src.cols = kbuf.cols + pos % KVC_KIVI_BLOCK;
         }
         for (size_t j = 0; j < nb; j++) {
             /* int4 rows in float (the reference's values, faster); Q15 by the reference load */
-            if (t == KVC_DTYPE_I4)
-                i4_row_to_f32(K + (j0 + j) * ks, kf + j * d, d);
-            else if (t != KVC_DTYPE_KIVI4)
+            if (t == KVC_DTYPE_I4) {
+                if (!i4_int) i4_row_to_f32(K + (j0 + j) * ks, kf + j * d, d);
+            } else if (t != KVC_DTYPE_KIVI4)
                 rk->load(K + (j0 + j) * ks, kf + j * d, d);
             if (in_num && vt == KVC_DTYPE_I4)
                 i4_row_to_f32(V + (j0 + j) * vs, vfl + j * dv, dv);
             else if (in_num)
                 rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
         }
+        if (i4_int) src.i4 = K + j0 * ks, src.i4_stride = ks, src.q8 = q8;
         kvc_segment sub = *seg;
         sub.dtype = KVC_DTYPE_F32;
         sub.keys = kf, sub.values = in_num ? vfl : NULL, sub.keys_q = NULL, sub.values_q = NULL;
         sub.weights = seg->weights ? seg->weights + j0 : NULL;
         sub.n = nb;
         if (mass)
-            segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0, kcols);
+            segment_mass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, mass + j0,
+                         src.cols || src.i4 ? &src : NULL);
         else
-            segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st, kcols);
+            segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st,
+                         src.cols || src.i4 ? &src : NULL);
     }
 }
 
@@ -599,6 +658,18 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
     const size_t Q = b->n_pos * b->n_q, W = view->dv + 3u;
     float *st = (float *)work; /* f32 state: half the room the doubles of the contract give */
     memset(st, 0, Q * W * sizeof(float));
+    /* int4 keys on the integer units: every query prepared once, in the
+       workspace's other half when it has the room (d <= 3.2 (dv + 3)) */
+    const unsigned char *q8 = NULL;
+#ifdef v_i4_q8_scores
+    int any_i4 = 0;
+    for (size_t s = 0; s < view->n_seg; s++) any_i4 |= view->seg[s].dtype == KVC_DTYPE_I4 && view->seg[s].n > 0;
+    if (any_i4 && view->d % 64u == 0 && work_bytes - Q * W * sizeof(float) >= Q * Q8_BYTES(view->d)) {
+        unsigned char *qp = (unsigned char *)(st + Q * W);
+        for (size_t qi = 0; qi < Q; qi++) q8_prepare(b->q + qi * view->d, view->d, qp + qi * Q8_BYTES(view->d));
+        q8 = qp;
+    }
+#endif
     size_t e_causal = 0;
     for (size_t s = 0; s < view->n_seg; s++) {
         const kvc_segment *seg = &view->seg[s];
@@ -609,7 +680,7 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         case KVC_DTYPE_I4:
         case KVC_DTYPE_Q15:
         case KVC_DTYPE_KIVI4:
-            dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL);
+            dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL, q8);
             break;
         default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
         }
@@ -645,7 +716,8 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
             case KVC_DTYPE_I4:
             case KVC_DTYPE_Q15:
             case KVC_DTYPE_KIVI4:
-                dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e);
+                dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e,
+                                         q8);
                 break;
             default:
                 segment_mass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, b->mass + e, NULL);
@@ -764,12 +836,18 @@ static double f32_dot(const void *row, const float *x, size_t dim) { return dot_
 static double f16_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_F16, row, x, dim); }
 static double i8_dot(const void *row, const float *x, size_t dim) { return dot_row(KVC_DTYPE_I8, row, x, dim); }
 
+#ifdef v_i4_q8_scores
+#define KVC_SIMD_Q8_CAP KVC_CAP_Q8_INT4
+#else
+#define KVC_SIMD_Q8_CAP 0u
+#endif
+
 /* This ISA's entries of the kernel table (kernels.c assembles the table). */
 #define KVC_SIMD_ENTRIES(isa, needs_bits)                                                                              \
     const kvc_simd_entries kvc_simd_entries_##isa = {                                                                  \
         .name = #isa,                                                                                                  \
         .needs = (needs_bits),                                                                                         \
-        .caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS,                                 \
+        .caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_SIMD_Q8_CAP,               \
         .attend_f32 = attend_f32_simd,                                                                                 \
         .attend_batch = attend_batch_simd,                                                                             \
         .row_dot_f32 = {[KVC_DTYPE_F32] = f32_dot, [KVC_DTYPE_F16] = f16_dot, [KVC_DTYPE_I8] = i8_dot},                \

@@ -339,8 +339,12 @@ enum {
 #undef KVC_CAP_OF_DTYPE
         KVC_CAP_BATCH = 1u << 16, /**< attend_batch answers many positions per row read */
     KVC_CAP_MASS = 1u << 17,      /**< attend_batch returns per-entry attention mass */
-    KVC_CAP_OPT_IN = 1u << 18     /**< less precise than the reference by design (the single-precision
+    KVC_CAP_OPT_IN = 1u << 18,    /**< less precise than the reference by design (the single-precision
                                    table): never picked by kvc_kernels_best, only by name */
+    KVC_CAP_Q8_INT4 = 1u << 19    /**< attend_batch scores int4 keys against the query quantised to
+                                   int8 per group of 32 channels (integer dot products): each score
+                                   moves by up to sum_g (sq_g / 2) sum_{c in g} (k_c - min_g) more,
+                                   sq_g = max_{c in g} |q_c| / 127 (tests/kvc_attend_bound.h) */
 };
 
 /** The bits of every storage type kvc_dtype_list.h marks implemented. */
