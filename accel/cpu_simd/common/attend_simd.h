@@ -266,12 +266,22 @@ KVC_INLINE void axpy_block(unsigned t, float *acc, const float *p, const unsigne
         for (size_t j = 0; j < nb; j++) acc[c] += ps[j] * ld1(t, V + j * vs, c);
 }
 
+/* Vectors of channels per pass of axpy_block_q3 (3 x nvec accumulators, 3
+ * broadcasts and the row in registers): 4 for rows read from the cache; the
+ * ISA file may set fewer for rows dequantised on the stack, AXPY3_STAGED_VECS
+ * (AVX2: 2. With 4, gcc 12 spilled one accumulator there, a store-forwarding
+ * chain that took 17% of the int4 pass under perf; 2 in the row passes made
+ * f32 and f16 5-10% slower. A/B at n = 16384, 2026-11-30). */
+#ifndef AXPY3_STAGED_VECS
+#define AXPY3_STAGED_VECS 4
+#endif
+
 /* The same for three queries at once: each chunk of a value row is loaded
  * (and converted) once for the three accumulators, four vectors of channels
  * x three queries = 12 accumulators. Per channel the operations are those of
  * axpy_block, in the same order, so the results are the same bits. */
 KVC_INLINE void axpy_block_q3(unsigned t, float *acc0, float *acc1, float *acc2, const float p[3][BLK],
-                              const unsigned char *V, size_t vs, size_t nb, size_t dv)
+                              const unsigned char *V, size_t vs, size_t nb, size_t dv, size_t nvec)
 {
     float ps[3][BLK];
     for (size_t j = 0; j < nb; j++) {
@@ -280,20 +290,20 @@ KVC_INLINE void axpy_block_q3(unsigned t, float *acc0, float *acc1, float *acc2,
     }
     float *acc[3] = {acc0, acc1, acc2};
     size_t c = 0;
-    for (; c + 4 * VW <= dv; c += 4 * VW) {
+    for (; c + nvec * VW <= dv; c += nvec * VW) { /* nvec <= 4: a constant at every call */
         vf a[3][4];
         for (size_t x = 0; x < 3; x++)
-            for (size_t i = 0; i < 4; i++) a[x][i] = v_load(acc[x] + c + i * VW);
+            for (size_t i = 0; i < nvec; i++) a[x][i] = v_load(acc[x] + c + i * VW);
         for (size_t j = 0; j < nb; j++) {
             const unsigned char *v = V + j * vs;
             const vf p0 = v_set1(ps[0][j]), p1 = v_set1(ps[1][j]), p2 = v_set1(ps[2][j]);
-            for (size_t i = 0; i < 4; i++) {
+            for (size_t i = 0; i < nvec; i++) {
                 const vf r = v_row(t, v, c + i * VW);
                 a[0][i] = v_fma(p0, r, a[0][i]), a[1][i] = v_fma(p1, r, a[1][i]), a[2][i] = v_fma(p2, r, a[2][i]);
             }
         }
         for (size_t x = 0; x < 3; x++)
-            for (size_t i = 0; i < 4; i++) v_store(acc[x] + c + i * VW, a[x][i]);
+            for (size_t i = 0; i < nvec; i++) v_store(acc[x] + c + i * VW, a[x][i]);
     }
     for (; c + VW <= dv; c += VW) {
         vf a0 = v_load(acc0 + c), a1 = v_load(acc1 + c), a2 = v_load(acc2 + c);
@@ -343,7 +353,8 @@ KVC_INLINE void block_weights(const kvc_segment *seg, double ln_scale, size_t j0
 /* One segment of one storage type, for every query: the block loop.
  * st: per query {m, have_m, den, acc[dv]} in f32. */
 KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg, const kvc_attend_batch *b,
-                             size_t n_causal_total, size_t *e_causal, int causal, float *st, const key_source *src)
+                             size_t n_causal_total, size_t *e_causal, int causal, float *st, const key_source *src,
+                             int staged)
 {
     const size_t d = view->d, dv = view->dv, n_q = b->n_q, Q = b->n_pos * n_q, W = dv + 3u;
     const size_t ks = (size_t)kvc_row_bytes(t, d), vs = (size_t)kvc_row_bytes(t, dv);
@@ -432,7 +443,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             if (!in_num) continue;
             if (nqg == 3 && live[0] && live[1] && live[2]) {
                 axpy_block_q3(t, st + q0 * W + 3, st + (q0 + 1) * W + 3, st + (q0 + 2) * W + 3, (const float(*)[BLK])pj,
-                              V + j0 * vs, vs, nb, dv);
+                              V + j0 * vs, vs, nb, dv, staged ? AXPY3_STAGED_VECS : 4u);
             } else {
                 for (size_t x = 0; x < nqg; x++)
                     if (live[x]) axpy_block(t, st + (q0 + x) * W + 3, pj[x], V + j0 * vs, vs, nb, dv);
@@ -627,7 +638,7 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                          src.cols || src.i4 ? &src : NULL);
         else
             segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st,
-                         src.cols || src.i4 ? &src : NULL);
+                         src.cols || src.i4 ? &src : NULL, 1);
     }
 }
 
@@ -675,14 +686,18 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
         const kvc_segment *seg = &view->seg[s];
         const int causal = s < b->causal_segs;
         switch (seg->dtype) { /* one specialised loop per storage type */
-        case KVC_DTYPE_F32: segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
-        case KVC_DTYPE_F16: segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
+        case KVC_DTYPE_F32:
+            segment_pass(KVC_DTYPE_F32, view, seg, b, causal_total, &e_causal, causal, st, NULL, 0);
+            break;
+        case KVC_DTYPE_F16:
+            segment_pass(KVC_DTYPE_F16, view, seg, b, causal_total, &e_causal, causal, st, NULL, 0);
+            break;
         case KVC_DTYPE_I4:
         case KVC_DTYPE_Q15:
         case KVC_DTYPE_KIVI4:
             dequantised_segment_pass(seg->dtype, view, seg, b, causal_total, &e_causal, causal, st, NULL, q8);
             break;
-        default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, NULL); break;
+        default: segment_pass(KVC_DTYPE_I8, view, seg, b, causal_total, &e_causal, causal, st, NULL, 0); break;
         }
     }
     /* The f32 sums overflow where the reference's doubles do not (values
