@@ -601,7 +601,7 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
     const size_t first = t == KVC_DTYPE_KIVI4 ? seg->first : 0u;
     size_t have_block = SIZE_MAX; /* the KIVI4 key block now in kbuf.cols */
     if (t == KVC_DTYPE_KIVI4)
-        for (size_t c = 0; c < d; c++) memset(kbuf.cols + c * KCOL_STRIDE + KVC_KIVI_BLOCK, 0, BLK * sizeof(float));
+        for (size_t c = 0; c < d; c++) memset(kbuf.cols + c * KCOL_STRIDE + KVC_KIVI_BLOCK, 0, VW * sizeof(float));
     for (size_t j0 = 0, nb; j0 < seg->n; j0 += nb) {
         nb = seg->n - j0 < BLK ? seg->n - j0 : BLK;
         if (t == KVC_DTYPE_KIVI4) {

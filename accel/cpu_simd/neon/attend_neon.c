@@ -65,7 +65,6 @@ KVC_INLINE vf v_exp(vf x)
     return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), under));
 }
 
-/* one half (an int4 group's scale or minimum) by the conversion instruction */
 /* 32 int4 codes (16 bytes, code 2i in byte i's low nibble) as the floats
  * mn + code * sc, in order: the nibbles split with a mask and a shift,
  * zipped back into bytes, widened 4 at a time. The product is exact
@@ -84,6 +83,7 @@ KVC_INLINE void v_nibbles32(const unsigned char *nib, float sc, float mn, float 
 }
 #define v_nibbles32 v_nibbles32
 
+/* one half (an int4 group's scale or minimum) by the conversion instruction */
 #define v_half_to_float(h) vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0)
 #include "../common/attend_simd.h"
 
