@@ -227,6 +227,32 @@ KVC_INLINE void dot_cols(const float *kc, const float *const qx[3], size_t nq, s
         for (size_t u = 0; u < NV; u++) v_store(s3[x] + u * VW, a[x][u]);
 }
 
+/* Scores of a pass block's nb entries (from entry j0) against nq <= 3
+ * queries q0.. when a key source gives them: KIVI4 columns or int4 rows on
+ * the integer units. Lanes past nb hold finite values the pass masks. 0 when
+ * src gives no scores (the rows of the segment's type do). */
+KVC_INLINE int source_scores(const key_source *src, const kvc_attend_batch *b, size_t d, size_t j0, size_t nb,
+                             size_t q0, size_t nq, float s3[3][BLK])
+{
+    if (src && src->cols) {
+        const float *qx[3] = {b->q + q0 * d, b->q + (q0 + (nq > 1)) * d, b->q + (q0 + 2 * (nq > 2)) * d};
+        dot_cols(src->cols + j0, qx, nq, nb, d, s3);
+        return 1;
+    }
+#ifdef v_i4_q8_scores
+    if (src && src->i4) {
+        const size_t qb = Q8_BYTES(d);
+        const unsigned char *qx[3] = {src->q8 + q0 * qb, src->q8 + (q0 + (nq > 1)) * qb,
+                                      src->q8 + (q0 + 2 * (nq > 2)) * qb};
+        for (size_t x = 0; x < nq; x++)
+            for (size_t j = nb; j < BLK; j++) s3[x][j] = 0.0f;
+        v_i4_q8_scores(src->i4 + j0 * src->i4_stride, src->i4_stride, nb, d, qx, nq, s3);
+        return 1;
+    }
+#endif
+    return 0;
+}
+
 /* acc += sum_j p_j row_j over the nb rows of a block, eight (then four, then
  * one) vectors of channels at a time held in registers (read and written once
  * per block). */
@@ -381,18 +407,7 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
             const size_t nqg = Q - q0 < 3 ? Q - q0 : 3;
             float s3[3][BLK], pj[3][BLK];
             int live[3] = {0, 0, 0};
-            if (src && src->cols) { /* keys given channel-major (KIVI4): entry j0 + j is column j0 + j */
-                const float *qx[3] = {b->q + q0 * d, b->q + (q0 + (nqg > 1)) * d, b->q + (q0 + 2 * (nqg > 2)) * d};
-                dot_cols(src->cols + j0, qx, nqg, nb, d, s3);
-#ifdef v_i4_q8_scores
-            } else if (src && src->i4) { /* int4 rows on the integer units */
-                const size_t qb = Q8_BYTES(d);
-                const unsigned char *qx[3] = {src->q8 + q0 * qb, src->q8 + (q0 + (nqg > 1)) * qb,
-                                              src->q8 + (q0 + 2 * (nqg > 2)) * qb};
-                for (size_t x = 0; x < nqg; x++)
-                    for (size_t j = nb; j < BLK; j++) s3[x][j] = 0.0f;
-                v_i4_q8_scores(src->i4 + j0 * src->i4_stride, src->i4_stride, nb, d, qx, nqg, s3);
-#endif
+            if (source_scores(src, b, d, j0, nb, q0, nqg, s3)) { /* KIVI4 columns, int4 on integers */
             } else if (nqg == 3 && nb == BLK && d % VW == 0) {
                 dot_block_q3(t, K + j0 * ks, ks, b->q + q0 * d, b->q + (q0 + 1) * d, b->q + (q0 + 2) * d, d, s3);
             } else {
@@ -477,21 +492,11 @@ KVC_INLINE void segment_mass(unsigned t, const kvc_view *view, const kvc_segment
             if (!(q_st[2] > 0.0f)) continue;
             float sc[BLK];
             for (size_t j = 0; j < BLK; j++) sc[j] = 0.0f;
-            if (src && src->cols) {
-                const float *qx[3] = {b->q + qi * d, NULL, NULL};
-                float s3[3][BLK];
-                dot_cols(src->cols + j0, qx, 1, nb, d, s3);
+            float s3[3][BLK]; /* the first pass's scores, from the same source */
+            if (source_scores(src, b, d, j0, nb, qi, 1, s3))
                 memcpy(sc, s3[0], sizeof sc);
-#ifdef v_i4_q8_scores
-            } else if (src && src->i4) { /* the first pass's integer scores */
-                const unsigned char *qx[3] = {src->q8 + qi * Q8_BYTES(d), NULL, NULL};
-                float s3[3][BLK];
-                v_i4_q8_scores(src->i4 + j0 * src->i4_stride, src->i4_stride, nb, d, qx, 1, s3);
-                memcpy(sc, s3[0], nb * sizeof(float));
-#endif
-            } else {
+            else
                 dot_block(t, K + j0 * ks, ks, nb, b->q + qi * d, d, sc);
-            }
             for (size_t u = 0; u < BLK; u += VW) v_store(sc + u, v_fma(beta, v_load(sc + u), v_load(lw + u)));
             const size_t pos = qi / n_q;
             for (size_t j = 0; j < nb; j++) {
