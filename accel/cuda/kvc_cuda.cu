@@ -389,7 +389,8 @@ namespace
 {
 
 // The kernels sum in f32, which overflows where the reference's doubles do
-// not (values near FLT_MAX / n, scores past FLT_MAX); exact attention is a
+// not (values near FLT_MAX / n, scores past FLT_MAX) and its denominator may
+// underflow where theirs holds (merge_kernel marks such a query NaN); exact attention is a
 // convex combination of finite values, so a batch whose results are not all
 // finite is answered by the reference instead (kvc_attend.h: only views whose
 // N and D sets differ may give KVC_E_RANGE). The table is synchronous and

@@ -717,6 +717,74 @@ static int magnitude_and_nan_sweeps_on_every_table(void)
     return 0;
 }
 
+/* The far-apart split views (shared/f32_state.h): a view whose numerator
+ * set alone holds the largest scores, its denominator Delta below them
+ * (segment 1 in N only, weighted e^Delta; segments 0 and 2 in D). The true
+ * output is about e^Delta times the values: finite up to Delta ~ 88, then
+ * KVC_E_RANGE. An f32 table's den is e^-Delta, subnormal from Delta ~ 87.3
+ * and 0 (flushed weights) from ~ 103: the SIMD tables answered such views
+ * with zeros or infinities and KVC_OK. Every table must give the
+ * reference's status; where both answer, the error within the header's
+ * bound, with its flush term (2^-126 per flushed weight over den) replaced
+ * by what a table that gates on den >= (n + 1) 2^-100 can lose:
+ * 2^-126 (S_c + n |z|) / den <= 2^-26 (S_c + n |z|) / (n + 1). Seed 5501. */
+static int far_apart_split_views_on_every_table(void)
+{
+    static const double gaps[] = {0.0, 40.0, 80.0, 86.0, 87.5, 88.0, 88.5, 95.0, 104.0, 110.0, 300.0, 700.0};
+    kvc_rng r;
+    kvc_rng_seed(&r, 5501);
+    printf("seed 5501\n");
+    size_t runs = 0, ranges = 0;
+    for (size_t ti = 1; ti < kvc_kernels_count(); ti++) {
+        const kvc_kernels *t = kvc_kernels_at(ti);
+        if ((t->needs & kvc_cpu_features()) != t->needs) continue;
+        double worst = 0.0;
+        for (unsigned dt = 0; dt < KVC_DTYPE_COUNT; dt++) {
+            if (!kvc_kernels_support(kvc_kernels_ref(), dt) || !kvc_kernels_support(t, dt)) continue;
+            for (size_t gi = 0; gi < sizeof gaps / sizeof gaps[0]; gi++) {
+                const size_t d = 64, dv = 16, n = 96, n_seg = 3, n_q = 3;
+                view_data vd;
+                make_view(&r, &vd, d, dv, n, n_seg, dt, 1.0, 0, 1); /* roles: D+N, N, D */
+                vd.v.seg[1].scale = exp(gaps[gi]);
+                float *q = tu_normal(&r, n_q, d, 1.0);
+                float za[3 * 16], zb[3 * 16];
+                const kvc_status ra = kvc_attend(kvc_kernels_ref(), &vd.v, q, n_q, za);
+                const kvc_status rb = kvc_attend(t, &vd.v, q, n_q, zb);
+                CHECK_MSG(ra == rb, "table %s, dtype %s, gap %g: status %s, reference %s", t->name,
+                          kvc_dtype_name((kvc_dtype)dt), gaps[gi], kvc_status_str(rb), kvc_status_str(ra));
+                if (ra == KVC_OK) {
+                    for (size_t h = 0; h < n_q; h++) {
+                        double A[KVC_MAX_HEAD_DIM], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta, bounds[KVC_MAX_HEAD_DIM];
+                        size_t seen;
+                        softmax_sums(&vd.v, q + h * d, 0, 0, t->caps, A, tail, &Dn, &delta, &seen);
+                        bounds_of(&vd.v, q + h * d, za + h * dv, 0, 0, t->caps, bounds);
+                        for (size_t c = 0; c < dv; c++) {
+                            const double S = tail[KVC_MAX_HEAD_DIM + c], za_c = za[h * dv + c], zb_c = zb[h * dv + c];
+                            const double flush = 0x1p-126 * (S + (double)seen * fabs(za_c)) / Dn;
+                            const double gated =
+                                0x1p-26 * (S + (double)seen * (fabs(za_c) + fabs(zb_c))) / (double)(seen + 1);
+                            const double bd = bounds[c] - flush + gated, e = fabs(za_c - zb_c);
+                            CHECK_MSG(isfinite(zb_c) && e <= bd,
+                                      "table %s, dtype %s, gap %g: head %zu ch %zu %.9g vs reference %.9g (bound "
+                                      "%.3g)",
+                                      t->name, kvc_dtype_name((kvc_dtype)dt), gaps[gi], h, c, zb_c, za_c, bd);
+                            if (bd > 0 && e / bd > worst) worst = e / bd;
+                        }
+                    }
+                } else {
+                    ranges++;
+                }
+                runs++;
+                free(q);
+                free_view(&vd);
+            }
+        }
+        printf("table %s: largest error / bound %.3g\n", t->name, worst);
+    }
+    printf("%zu runs: statuses equal to the reference's, %zu refused by both\n", runs, ranges);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const kvc_test_case cases[] = {
@@ -724,7 +792,8 @@ int main(int argc, char **argv)
         {"split_k_merges_to_attend", split_k_merges_to_attend},
         {"methods_on_every_table", methods_on_every_table},
         {"exact_huge_values_on_every_table", exact_huge_values_on_every_table},
-        {"magnitude_and_nan_sweeps_on_every_table", magnitude_and_nan_sweeps_on_every_table}};
+        {"magnitude_and_nan_sweeps_on_every_table", magnitude_and_nan_sweeps_on_every_table},
+        {"far_apart_split_views_on_every_table", far_apart_split_views_on_every_table}};
     if (argc > 1 && strncmp(argv[1], "table_", 6) == 0) return one_table(argv[1] + 6);
     return kvc_test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -39,6 +39,7 @@
 
 #include "kvc/kvc_kernels.h"
 #include "ref/rows_ref.h"
+#include "shared/f32_state.h"
 #include "shared/rows.h"
 #include "simd_entries.h"
 #include "internal/kvc_internal.h"
@@ -712,9 +713,10 @@ static kvc_status attend_batch_simd(const kvc_kernels *kern, const kvc_view *vie
        (kvc_attend.h: only views whose N and D sets differ may overflow),
        and so does one with a score that is not finite (segment_pass marks
        it with a NaN denominator). */
-    for (size_t i = 0; i < Q; i++)
-        for (size_t c = 2; c < W; c++)
-            if (!isfinite(st[i * W + c])) return ref->attend_batch(ref, view, b, work, work_bytes);
+    size_t n_entries = 0;
+    for (size_t s = 0; s < view->n_seg; s++) n_entries += view->seg[s].n;
+    if (kvc_f32_state_needs_reference(st, Q, W, n_entries)) /* and far-apart split views: shared/f32_state.h */
+        return ref->attend_batch(ref, view, b, work, work_bytes);
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;

@@ -752,7 +752,14 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const attend_args a)
     __syncthreads(); // redundant: block_reduce below has barriers (the matrix's control)
 #endif
     den = block_reduce<false>(den, red, &result);
-    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    // A query that saw entries but whose f32 den is below (n + 1) 2^-100 (a
+    // view with separate N and D sets, D far below N's maximum:
+    // core/src/shared/f32_state.h) cannot be answered in f32: its outputs
+    // are NaN, which the table (attend_or_reference) answers from the reference.
+    uint32_t n_entries = 0;
+    for (uint32_t s = 0; s < a.n_seg; s++) n_entries += a.seg[s].n;
+    const bool gated = M != -INFINITY && !(den >= ((float)n_entries + 1.0f) * 0x1p-100f);
+    const float inv = gated ? NAN : den > 0.0f ? 1.0f / den : 0.0f;
     for (uint32_t c = t; c < a.dv; c += kThreads) {
         float acc = 0.0f;
         for (uint32_t b = 0; b < a.n_blocks; b++) acc += factor[b] * p[b * stride + 2 + c];

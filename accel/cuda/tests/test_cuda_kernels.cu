@@ -553,6 +553,91 @@ void run_table_case(unsigned t, rng &r, int steps)
     kvc_cuda_free_shared(arena);
 }
 
+// The far-apart split views (core/src/shared/f32_state.h): N alone holds
+// the largest scores, D `gap` below them. The true output is about e^gap
+// times the values (KVC_E_RANGE past ~88); an f32 denominator of e^-gap
+// loses its bits and then flushes to 0. The raw kvc_cuda_attend must give a
+// result within the tolerance or NaN (its mark for "ask the reference"),
+// never another finite number; the "cuda" table must give the reference's
+// status, and within the tolerance where both answer. Rows in shared memory,
+// as the table's fallback reads them on the host.
+void run_far_apart_case(unsigned t, rng &r)
+{
+    const kvc_kernels *cu = kvc_kernels_cuda(), *ref = kvc_kernels_ref();
+    const unsigned B = KVC_SET_BOTH, N = KVC_SET_NUM, D = KVC_SET_DEN;
+    static const double gaps[] = {0.0, 60.0, 66.0, 75.0, 86.0, 95.0, 110.0, 300.0};
+    const size_t d = 64, dv = 16, nq = 3;
+    double worst = 0;
+    int marked = 0, refused = 0;
+    for (double gap : gaps) {
+        std::vector<built_seg> segs;
+        for (const seg_spec &sp :
+             std::vector<seg_spec>{{64, B, 0, 1.0, 0, 0}, {96, N, 0, std::exp(gap), 0, 0}, {64, D, 0, 1.0, 0, 0}})
+            segs.push_back(build_segment(r, t, d, dv, sp, 1.0));
+        kvc_view v;
+        fill_view(v, t, d, dv, segs, nullptr);
+        std::vector<void *> shared;
+        for (size_t s = 0; s < v.n_seg; s++) { // the rows again, in memory both sides read
+            const built_seg &b = segs[s];
+            kvc_segment &g = v.seg[s];
+            void *k = kvc_cuda_alloc_shared(b.k.size()),
+                 *vv = b.v.empty() ? nullptr : kvc_cuda_alloc_shared(b.v.size());
+            std::memcpy(k, b.k.data(), b.k.size());
+            if (vv != nullptr) std::memcpy(vv, b.v.data(), b.v.size());
+            shared.push_back(k), shared.push_back(vv);
+            if (t == KVC_DTYPE_F32)
+                g.keys = static_cast<const float *>(k), g.values = static_cast<const float *>(vv);
+            else
+                g.keys_q = k, g.values_q = vv;
+        }
+        std::vector<float> q(nq * d), o_ref(nq * dv), o_raw(nq * dv), o_tab(nq * dv);
+        for (float &x : q) x = (float)r.normal();
+        std::vector<double> work(kvc_attend_work_bytes(1, nq, dv) / sizeof(double) + 1);
+        kvc_attend_batch br = {q.data(), 1, nq, 0, o_ref.data(), nullptr, nullptr};
+        const kvc_status rs = ref->attend_batch(ref, &v, &br, work.data(), work.size() * sizeof(double));
+        kvc_attend_batch bw = br, bt = br;
+        bw.out = o_raw.data(), bt.out = o_tab.data();
+        kvc_cuda_attend_info info;
+        CHECK(kvc_cuda_attend(&v, &bw, 0, nullptr, &info) == KVC_OK, "far-apart %s gap %g: raw attend", type_name(t),
+              gap);
+        const kvc_status rt = cu->attend_batch(cu, &v, &bt, work.data(), work.size() * sizeof(double));
+        CHECK(rt == rs, "far-apart %s gap %g: the table says %d, the reference %d", type_name(t), gap, (int)rt,
+              (int)rs);
+        bool nan_raw = false;
+        for (float x : o_raw) nan_raw |= std::isnan(x);
+        bool range = rs != KVC_OK;
+        for (float x : o_ref) range |= !std::isfinite(x);
+        marked += nan_raw, refused += range;
+        if (rs == KVC_OK && rt == KVC_OK) {
+            const std::vector<query_bound> qb = attend_bounds(v, br, info.n_blocks);
+            for (size_t qi = 0; qi < nq; qi++) {
+                const double tol = qb[qi].rel * qb[qi].num_abs + 2.0 * kU * qb[qi].num_abs + 1e-30;
+                for (size_t c = 0; c < dv; c++) {
+                    const double z = o_ref[qi * dv + c], et = std::fabs((double)o_tab[qi * dv + c] - z),
+                                 ew = std::fabs((double)o_raw[qi * dv + c] - z);
+                    if (!std::isfinite(z)) { // past FLT_MAX (kvc_attend's KVC_E_RANGE): not finite on every path
+                        CHECK(!std::isfinite(o_tab[qi * dv + c]) && !std::isfinite(o_raw[qi * dv + c]),
+                              "far-apart %s gap %g: q %zu col %zu: reference %g, table %g, raw %g", type_name(t), gap,
+                              qi, c, z, (double)o_tab[qi * dv + c], (double)o_raw[qi * dv + c]);
+                        continue;
+                    }
+                    CHECK(et <= tol, "far-apart %s gap %g: table q %zu col %zu %.9g vs %.9g (tol %.3g)", type_name(t),
+                          gap, qi, c, (double)o_tab[qi * dv + c], z, tol);
+                    CHECK(std::isnan(o_raw[qi * dv + c]) || ew <= tol,
+                          "far-apart %s gap %g: raw q %zu col %zu %.9g vs %.9g (tol %.3g), neither right nor NaN",
+                          type_name(t), gap, qi, c, (double)o_raw[qi * dv + c], z, tol);
+                    worst = std::fmax(worst, et / tol);
+                }
+            }
+        }
+        for (void *p : shared) kvc_cuda_free_shared(p);
+    }
+    std::printf(
+        "  far-apart N/D %-3s gaps 0..300: statuses the reference's (%d past FLT_MAX), %d raw calls marked NaN, "
+        "err/tol %.3g\n",
+        type_name(t), refused, marked, worst);
+}
+
 } // namespace
 
 int run_batch_checks(bool matrix, bool one_type, double *worst_ratio); // test_cuda_batch.cu
@@ -629,6 +714,7 @@ int main(int argc, char **argv)
                         type_name(t));
         }
         if (!one_type || t == KVC_DTYPE_F16) run_table_case(t, r, one_type ? 40 : 300);
+        if (!one_type) run_far_apart_case(t, r);
     }
     // every type the reference reads (kvc_kernels_support), not a list kept here
     size_t ref_types = 0;

@@ -15,6 +15,7 @@
 #include "kvc/kvc_kernels.h"
 #include "portable_math.h"
 #include "rows_ref.h"
+#include "shared/f32_state.h"
 #include "shared/rows.h"
 #include "internal/kvc_internal.h"
 
@@ -186,10 +187,10 @@ kvc_status kvc_k_attend_batch__single(const kvc_kernels *kern, const kvc_view *v
        FLT_MAX / n): exact attention, a convex combination of finite values,
        must not come back as KVC_E_RANGE, so such a batch is answered by the
        double reference (rare: it costs software doubles on an M4F) */
-    for (size_t i = 0; i < Q; i++)
-        for (size_t c = 2; c < W; c++)
-            if (!isfinite(st[i * W + c]))
-                return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
+    size_t n_entries = 0;
+    for (size_t s = 0; s < view->n_seg; s++) n_entries += view->seg[s].n;
+    if (kvc_f32_state_needs_reference(st, Q, W, n_entries)) /* and the far-apart split views (shared/f32_state.h) */
+        return kvc_kernels_ref()->attend_batch(kvc_kernels_ref(), view, b, work, work_bytes);
     for (size_t qi = 0; qi < Q; qi++) {
         const float *q_st = st + qi * W;
         const float inv = q_st[2] > 0.0f ? 1.0f / q_st[2] : 0.0f;

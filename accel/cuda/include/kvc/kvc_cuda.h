@@ -76,7 +76,12 @@ typedef struct kvc_cuda_attend_info {
  * @param info NULL, or receives what the call did.
  * @return KVC_OK; KVC_E_ARG for arguments kvc_k_attend_batch__ref refuses;
  *         KVC_E_UNSUPPORTED for a storage type not on the GPU; KVC_E_BACKEND
- *         when a CUDA call fails.
+ *         when a CUDA call fails. The sums are f32: a query whose f32
+ *         denominator falls below (n + 1) 2^-100 (n entries; only a view with
+ *         separate N and D sets, its D entries about 69 below N's largest
+ *         score) gets NaN outputs, as does one whose sums overflow; the
+ *         "cuda" table (kvc_kernels_cuda) answers such a batch from the
+ *         reference instead.
  */
 kvc_status kvc_cuda_attend(const kvc_view *view, const kvc_attend_batch *b, uint32_t tiles_per_block, void *stream,
                            kvc_cuda_attend_info *info);
