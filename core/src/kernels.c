@@ -6,6 +6,9 @@
  * single-precision ones (which best() never picks: it is opt-in). */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #include "kvc/kvc_kernels.h"
 #include "ref/rows_ref.h"
@@ -128,6 +131,12 @@ uint32_t kvc_cpu_features(void)
     if (__builtin_cpu_supports("avx512f")) f |= KVC_CPU_AVX512;
 #elif defined(__ARM_NEON) || defined(__aarch64__)
     f |= KVC_CPU_NEON;
+#if defined(__aarch64__) && defined(__linux__)
+    /* the dot product instructions: the kernel's hwcap bit (HWCAP_ASIMDDP) */
+    if (getauxval(AT_HWCAP) & (1ul << 20)) f |= KVC_CPU_DOTPROD;
+#elif defined(__ARM_FEATURE_DOTPROD)
+    f |= KVC_CPU_DOTPROD; /* no run-time query here: the compiler's target says it */
+#endif
 #endif
     return f;
 }

@@ -103,7 +103,7 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, int only_i4, size_t *
     static const size_t ns[] = {0, 1, 5, 8, 9, 100, 1000, 20000, 100000};
     for (size_t trial = 0; trial < 60; trial++) {
         size_t d = dims[kvc_rng_below(r, 11)];
-        const size_t dv = dims[kvc_rng_below(r, 11)];
+        size_t dv = dims[kvc_rng_below(r, 11)];
         size_t n = ns[kvc_rng_below(r, 9)];
         if (n * (d + dv) > 4000000) n = 4000000 / (d + dv); /* keep each case fast */
         /* any storage type the reference attend reads (the registry of types
@@ -116,6 +116,8 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, int only_i4, size_t *
         /* only_i4: int4 with d a multiple of 64, where a table with
            KVC_CAP_Q8_INT4 scores on integers (its bound has the extra term) */
         if (only_i4) d = (size_t)64 << kvc_rng_below(r, 3);
+        /* and every other one dv too, where KVC_CAP_Q8_PV_INT4 accumulates the values on integers */
+        if (only_i4 && trial % 2 == 0) dv = (size_t)64 << kvc_rng_below(r, 3);
         const size_t n_seg = 1 + kvc_rng_below(r, 4);
         const double spread = kvc_rng_unit(r) < 0.2 ? 30.0 : 1.0; /* scores up to ~10^3 apart */
         const int weights = kvc_rng_unit(r) < 0.5, split = kvc_rng_unit(r) < 0.3 && !only_i4;
@@ -162,7 +164,7 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, int only_i4, size_t *
                    relative, summed over the queries: the largest factor bounds the sum */
                 double factor = 0.0;
                 for (size_t qi = 0; qi < n_pos * n_q; qi++) {
-                    double A[256], tail[2 * KVC_MAX_HEAD_DIM], den, delta;
+                    double A[256], tail[KVC_BOUND_TAIL], den, delta;
                     size_t seen;
                     softmax_sums(&vd.v, q + qi * d, causal ? n_pos - 1 - qi / n_q : 0, causal, t->caps, A, tail, &den,
                                  &delta, &seen);
@@ -325,7 +327,7 @@ static int one_table(const char *name)
 /* max over channels of A_c / D = sum_N a e^{s - M} |v_c| / sum_D b e^{s - M}, for query q. */
 static double a_over_d(const kvc_view *v, const float *q)
 {
-    double A[256], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta, worst = 0.0;
+    double A[256], tail[KVC_BOUND_TAIL], Dn, delta, worst = 0.0;
     size_t n;
     softmax_sums(v, q, 0, 0, 0u, A, tail, &Dn, &delta, &n); /* A / D only: no table's score term */
     for (size_t c = 0; c < v->dv; c++) worst = fmax(worst, Dn > 0.0 ? A[c] / Dn : 0.0);
@@ -754,7 +756,7 @@ static int far_apart_split_views_on_every_table(void)
                           kvc_dtype_name((kvc_dtype)dt), gaps[gi], kvc_status_str(rb), kvc_status_str(ra));
                 if (ra == KVC_OK) {
                     for (size_t h = 0; h < n_q; h++) {
-                        double A[KVC_MAX_HEAD_DIM], tail[2 * KVC_MAX_HEAD_DIM], Dn, delta, bounds[KVC_MAX_HEAD_DIM];
+                        double A[KVC_MAX_HEAD_DIM], tail[KVC_BOUND_TAIL], Dn, delta, bounds[KVC_MAX_HEAD_DIM];
                         size_t seen;
                         softmax_sums(&vd.v, q + h * d, 0, 0, t->caps, A, tail, &Dn, &delta, &seen);
                         bounds_of(&vd.v, q + h * d, za + h * dv, 0, 0, t->caps, bounds);

@@ -98,6 +98,7 @@ KVC_INLINE void v_nibbles32(const unsigned char *nib, float sc, float mn, float 
 #define v_half_to_float(h) _cvtsh_ss(h)
 #define AXPY3_STAGED_VECS  2u /* 16 registers: 6 accumulators, 3 broadcasts, the row */
 #include "../common/i4_q8_avx2.h"
+#include "../common/i4_pv_avx2.h"
 #include "../common/attend_simd.h"
 
 KVC_SIMD_ENTRIES(avx2, KVC_CPU_AVX2);

@@ -85,6 +85,7 @@ KVC_INLINE void v_nibbles32(const unsigned char *nib, float sc, float mn, float 
 /* one half (an int4 group's scale or minimum) by the conversion instruction */
 #define v_half_to_float(h) _cvtsh_ss(h)
 #include "../common/i4_q8_avx2.h"
+#include "../common/i4_pv_avx2.h"
 #include "../common/attend_simd.h"
 
 KVC_SIMD_ENTRIES(avx512, KVC_CPU_AVX2 | KVC_CPU_AVX512);

@@ -17,6 +17,9 @@
  *   v_i4_q8_scores(...)        optional: int4 key rows scored on the integer units
  *                              against int8 queries (common/i4_q8_avx2.h); the table
  *                              then sets KVC_CAP_Q8_INT4
+ *   v_i4_pv(...)               optional: int4 value rows accumulated on the integer units
+ *                              with the weights quantised per block (common/i4_pv_avx2.h);
+ *                              the table then sets KVC_CAP_Q8_PV_INT4
  *   v_nibbles32(nib, sc, mn, x) optional: 32 int4 codes (16 bytes, code 2i in the low
  *                              nibble of byte i) as x[i] = mn + code_i * sc, the
  *                              reference's values (else a loop over the bytes)
@@ -175,10 +178,12 @@ KVC_INLINE void dot_block_q3(unsigned t, const unsigned char *K, size_t ks, cons
  * storage type: a KIVI4 block's columns, or int4 rows scored against the
  * prepared int8 queries. */
 typedef struct key_source {
-    const float *cols;       /* channel-major keys (dot_cols), or NULL */
-    const unsigned char *i4; /* int4 key rows (v_i4_q8_scores), or NULL */
-    size_t i4_stride;        /* their row bytes */
-    const unsigned char *q8; /* the prepared queries, Q8_BYTES(d) each */
+    const float *cols;        /* channel-major keys (dot_cols), or NULL */
+    const unsigned char *i4;  /* int4 key rows (v_i4_q8_scores), or NULL */
+    size_t i4_stride;         /* their row bytes */
+    const unsigned char *q8;  /* the prepared queries, Q8_BYTES(d) each */
+    const unsigned char *vi4; /* int4 value rows accumulated by v_i4_pv, or NULL */
+    size_t vi4_stride;        /* their row bytes */
 } key_source;
 
 /* Bytes of one prepared query (common/i4_q8_avx2.h: the int8 channels, then
@@ -358,12 +363,14 @@ static float exp1(float x)
 
 /* Entries j0 .. j0+nb-1 of a segment: ln(scale w_j) (-inf for a zero
  * weight), and under the causal mask the first position that sees each
- * (p0; the causal entry counter advances). Lanes past nb: 0. */
+ * (p0, 0 without the mask; the causal entry counter advances). Lanes of lw
+ * past nb: 0; p0 past nb is not written. */
 KVC_INLINE void block_weights(const kvc_segment *seg, double ln_scale, size_t j0, size_t nb, const kvc_attend_batch *b,
                               size_t n_causal_total, size_t *e_causal, int causal, float lw[BLK], size_t p0[BLK])
 {
-    for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f, p0[j] = 0;
-    for (size_t j = 0; j < nb; j++) {
+    for (size_t j = 0; j < BLK; j++) lw[j] = 0.0f;
+    for (size_t j = 0; j < nb; j++) { /* (p0 past nb is never read) */
+        p0[j] = 0;
         double x = ln_scale;
         if (seg->weights) {
             const double w = (double)seg->weights[j0 + j];
@@ -457,6 +464,15 @@ KVC_INLINE void segment_pass(unsigned t, const kvc_view *view, const kvc_segment
                 live[x] = 1;
             }
             if (!in_num) continue;
+#ifdef v_i4_pv
+            if (src && src->vi4) { /* int4 value rows on the integer units */
+                float *const accs[3] = {st + q0 * W + 3, st + (q0 + (nqg > 1)) * W + 3,
+                                        st + (q0 + 2 * (nqg > 2)) * W + 3};
+                v_i4_pv(src->vi4 + j0 * src->vi4_stride, src->vi4_stride, nb, dv, (const float(*)[BLK])pj, live, nqg,
+                        accs);
+                continue;
+            }
+#endif
             if (nqg == 3 && live[0] && live[1] && live[2]) {
                 axpy_block_q3(t, st + q0 * W + 3, st + (q0 + 1) * W + 3, st + (q0 + 2) * W + 3, (const float(*)[BLK])pj,
                               V + j0 * vs, vs, nb, dv, staged ? AXPY3_STAGED_VECS : 4u);
@@ -602,8 +618,13 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
         float cols[KVC_MAX_HEAD_DIM * KCOL_STRIDE];
     } kbuf;
     float *kf = kbuf.rows, vfl[BLK * KVC_MAX_HEAD_DIM];
-    key_source src = {NULL, NULL, 0, NULL};
+    key_source src = {NULL, NULL, 0, NULL, NULL, 0};
     const int i4_int = t == KVC_DTYPE_I4 && q8 != NULL; /* int4 keys scored on integers, not dequantised */
+#ifdef v_i4_pv
+    const int pv_int = vt == KVC_DTYPE_I4 && dv % 64u == 0; /* int4 value rows accumulated on integers */
+#else
+    const int pv_int = 0;
+#endif
     const size_t first = t == KVC_DTYPE_KIVI4 ? seg->first : 0u;
     size_t have_block = SIZE_MAX; /* the KIVI4 key block now in kbuf.cols */
     if (t == KVC_DTYPE_KIVI4)
@@ -628,12 +649,15 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                 if (!i4_int) i4_row_to_f32(K + (j0 + j) * ks, kf + j * d, d);
             } else if (t != KVC_DTYPE_KIVI4)
                 rk->load(K + (j0 + j) * ks, kf + j * d, d);
-            if (in_num && vt == KVC_DTYPE_I4)
+            if (in_num && pv_int)
+                ; /* read as they are by v_i4_pv */
+            else if (in_num && vt == KVC_DTYPE_I4)
                 i4_row_to_f32(V + (j0 + j) * vs, vfl + j * dv, dv);
             else if (in_num)
                 rk->load(V + (j0 + j) * vs, vfl + j * dv, dv);
         }
         if (i4_int) src.i4 = K + j0 * ks, src.i4_stride = ks, src.q8 = q8;
+        if (pv_int && in_num) src.vi4 = V + j0 * vs, src.vi4_stride = vs;
         kvc_segment sub = *seg;
         sub.dtype = KVC_DTYPE_F32;
         sub.keys = kf, sub.values = in_num ? vfl : NULL, sub.keys_q = NULL, sub.values_q = NULL;
@@ -644,7 +668,7 @@ static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc
                          src.cols || src.i4 ? &src : NULL);
         else
             segment_pass(KVC_DTYPE_F32, view, &sub, b, n_causal_total, e_causal, causal, st,
-                         src.cols || src.i4 ? &src : NULL, 1);
+                         src.cols || src.i4 || src.vi4 ? &src : NULL, 1);
     }
 }
 
@@ -863,13 +887,19 @@ static double i8_dot(const void *row, const float *x, size_t dim) { return dot_r
 #else
 #define KVC_SIMD_Q8_CAP 0u
 #endif
+#ifdef v_i4_pv
+#define KVC_SIMD_PV_CAP KVC_CAP_Q8_PV_INT4
+#else
+#define KVC_SIMD_PV_CAP 0u
+#endif
 
 /* This ISA's entries of the kernel table (kernels.c assembles the table). */
 #define KVC_SIMD_ENTRIES(isa, needs_bits)                                                                              \
     const kvc_simd_entries kvc_simd_entries_##isa = {                                                                  \
         .name = #isa,                                                                                                  \
         .needs = (needs_bits),                                                                                         \
-        .caps = KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_SIMD_Q8_CAP,               \
+        .caps =                                                                                                        \
+            KVC_CAP_F32 | KVC_CAP_F16 | KVC_CAP_I8 | KVC_CAP_BATCH | KVC_CAP_MASS | KVC_SIMD_Q8_CAP | KVC_SIMD_PV_CAP, \
         .attend_f32 = attend_f32_simd,                                                                                 \
         .attend_batch = attend_batch_simd,                                                                             \
         .row_dot_f32 = {[KVC_DTYPE_F32] = f32_dot, [KVC_DTYPE_F16] = f16_dot, [KVC_DTYPE_I8] = i8_dot},                \

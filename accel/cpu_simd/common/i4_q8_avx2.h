@@ -2,7 +2,8 @@
  * too, being built with -mavx2): the query quantised to int8 per group of 32
  * channels, K.q as sum_g (sc_g sq_g I_g + mn_g S_g) with I_g = sum of code x
  * q8 over the group, exact in integers (|I_g| <= 32 * 15 * 127), S_g the
- * group's float sum of q. The ISA file includes this before
+ * group's float sum of q; each group's mn_g S_g / 4 joins the four lanes of
+ * its partial sums, so that a row's score is one horizontal sum. The ISA file includes this before
  * ../common/attend_simd.h, which then uses it for int4 keys when d is a
  * multiple of 64 (two groups fill one 256-bit vector of codes).
  *
@@ -34,33 +35,41 @@ static inline __attribute__((always_inline)) void v_i4_q8_scores(const unsigned 
     const size_t ng = d / 32u;
     const __m256i m15 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2); /* sc_p to lanes 0-3, sc_p+1 to 4-7 */
+    const __m256i spread_mn = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+    /* per query and pair of groups, once per call: sq_p in lanes 0-3 and
+       sq_p+1 in 4-7; S_p / 4 and S_p+1 / 4 likewise (exact: a power of two),
+       so that a row's minima terms mn_g S_g join its lanes' sum */
+    __m256 qs[3][KVC_MAX_HEAD_DIM / 64], qsum[3][KVC_MAX_HEAD_DIM / 64];
+    for (size_t x = 0; x < nq; x++) {
+        const float *sq = (const float *)(const void *)(q8[x] + d), *sum = sq + ng;
+        for (size_t p = 0; p < ng; p += 2) {
+            qs[x][p / 2] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(sq[p])), _mm_set1_ps(sq[p + 1]), 1);
+            qsum[x][p / 2] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(0.25f * sum[p])),
+                                                  _mm_set1_ps(0.25f * sum[p + 1]), 1);
+        }
+    }
     for (size_t j = 0; j < nb; j += 4) {
         const size_t g4 = nb - j < 4 ? nb - j : 4;
         __m256 a[3][4];
-        float base[3][4];
         for (size_t x = 0; x < 3; x++)
-            for (size_t i = 0; i < 4; i++) a[x][i] = _mm256_setzero_ps(), base[x][i] = 0.0f;
+            for (size_t i = 0; i < 4; i++) a[x][i] = _mm256_setzero_ps();
         for (size_t i = 0; i < g4; i++) {
             const unsigned char *row = K + (j + i) * ks, *nib = row + 4u * ng;
             for (size_t p = 0; p < ng; p += 2) {
                 /* sc_p, mn_p, sc_p+1, mn_p+1 from their halves */
-                const __m128 h = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(row + 4u * p)));
-                const __m256 sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(h), spread);
-                float hm[4];
-                _mm_storeu_ps(hm, h);
+                const __m256 h = _mm256_castps128_ps256(
+                    _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(row + 4u * p))));
+                const __m256 sc = _mm256_permutevar8x32_ps(h, spread), mn = _mm256_permutevar8x32_ps(h, spread_mn);
                 const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(nib + 16u * p));
                 const __m256i lo = _mm256_and_si256(b, m15), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m15);
                 for (size_t x = 0; x < nq; x++) {
                     const unsigned char *qq = q8[x] + 64u * (p / 2u);
-                    const float *sq = (const float *)(const void *)(q8[x] + d), *sum = sq + ng;
                     const __m256i e = _mm256_loadu_si256((const __m256i *)(const void *)qq);
                     const __m256i o = _mm256_loadu_si256((const __m256i *)(const void *)(qq + 32));
                     const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o));
-                    const __m256 qs =
-                        _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(sq[p])), _mm_set1_ps(sq[p + 1]), 1);
-                    a[x][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pr, ones)), _mm256_mul_ps(sc, qs),
-                                              a[x][i]);
-                    base[x][i] += hm[1] * sum[p] + hm[3] * sum[p + 1];
+                    a[x][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pr, ones)),
+                                              _mm256_mul_ps(sc, qs[x][p / 2]), a[x][i]);
+                    a[x][i] = _mm256_fmadd_ps(mn, qsum[x][p / 2], a[x][i]);
                 }
             }
         }
@@ -68,7 +77,7 @@ static inline __attribute__((always_inline)) void v_i4_q8_scores(const unsigned 
             const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[x][0], a[x][1]), _mm256_hadd_ps(a[x][2], a[x][3]));
             float four[4];
             _mm_storeu_ps(four, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
-            for (size_t i = 0; i < g4; i++) s3[x][j + i] = four[i] + base[x][i];
+            for (size_t i = 0; i < g4; i++) s3[x][j + i] = four[i];
         }
     }
 }

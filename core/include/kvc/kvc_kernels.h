@@ -59,7 +59,8 @@ static inline double kvc_element_bytes(unsigned t, uint64_t dim)
 enum {
     KVC_CPU_AVX2 = 1u << 0,   /**< x86 AVX2 + FMA */
     KVC_CPU_AVX512 = 1u << 1, /**< x86 AVX-512F */
-    KVC_CPU_NEON = 1u << 2    /**< Arm Advanced SIMD */
+    KVC_CPU_NEON = 1u << 2,   /**< Arm Advanced SIMD */
+    KVC_CPU_DOTPROD = 1u << 3 /**< Arm Armv8.2 dot product (sdot/udot; Linux: HWCAP_ASIMDDP) */
 };
 
 /** The scalar reference kernels (ground truth). Never NULL. Pass it
@@ -341,10 +342,14 @@ enum {
     KVC_CAP_MASS = 1u << 17,      /**< attend_batch returns per-entry attention mass */
     KVC_CAP_OPT_IN = 1u << 18,    /**< less precise than the reference by design (the single-precision
                                    table): never picked by kvc_kernels_best, only by name */
-    KVC_CAP_Q8_INT4 = 1u << 19    /**< attend_batch scores int4 keys against the query quantised to
+    KVC_CAP_Q8_INT4 = 1u << 19,   /**< attend_batch scores int4 keys against the query quantised to
                                    int8 per group of 32 channels (integer dot products): each score
                                    moves by up to sum_g (sq_g / 2) sum_{c in g} (k_c - min_g) more,
                                    sq_g = max_{c in g} |q_c| / 127 (tests/kvc_attend_bound.h) */
+    KVC_CAP_Q8_PV_INT4 = 1u << 20 /**< attend_batch accumulates int4 value rows (dv a multiple of 64) on
+                                   integers, the weights p_t sc_t of each block of 32 entries quantised to
+                                   8 bits: channel c of a block's numerator moves by up to
+                                   (max_t p_t sc_t / 510) sum_t code_tc more (tests/kvc_attend_bound.h) */
 };
 
 /** The bits of every storage type kvc_dtype_list.h marks implemented. */
