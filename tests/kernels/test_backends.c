@@ -233,11 +233,11 @@ static int compare_table(const kvc_kernels *t, kvc_rng *r, int only_i4, size_t *
     return 0;
 }
 
-/* Table i against the reference (seed 31 + i). */
-/* only_int4: the int4 cases alone (`table_int4_<name>`: a table whose code
- * differs from another's only in its int4 scores, as neon_dotprod's from
- * neon's, run under qemu where every case costs minutes). */
-static int test_table(const kvc_kernels *t, size_t i, int only_int4)
+/* Table i against the reference (seed 31 + i); only_i4: its int4 cases
+ * alone (`table_int4_<name>`: for a table whose code differs from another's
+ * only in its int4 scores, as neon_dotprod's from neon's, under qemu, where
+ * every case costs minutes). */
+static int test_table(const kvc_kernels *t, size_t i, int only_i4)
 {
     kvc_rng r;
     kvc_rng_seed(&r, 31 + i);
@@ -246,7 +246,7 @@ static int test_table(const kvc_kernels *t, size_t i, int only_int4)
     double worst = 0.0;
     memset(g_type_cases, 0, sizeof g_type_cases);
     memset(g_type_worst, 0, sizeof g_type_worst);
-    if (!only_int4 && compare_table(t, &r, 0, &cases, &worst)) return 1;
+    if (!only_i4 && compare_table(t, &r, 0, &cases, &worst)) return 1;
     /* and 60 int4 cases at d = 64, 128, 256 from a generator of their own
        (the cases above stay what they were) */
     kvc_rng r4;
@@ -262,7 +262,7 @@ static int test_table(const kvc_kernels *t, size_t i, int only_int4)
     /* every type the reference reads was compared (not only refused alike) */
     for (unsigned ty = 0; ty < KVC_DTYPE_COUNT; ty++)
         CHECK_MSG(!kvc_kernels_support(kvc_kernels_ref(), ty) || g_type_cases[ty] > 0 ||
-                      (only_int4 && ty != KVC_DTYPE_I4),
+                      (only_i4 && ty != KVC_DTYPE_I4),
                   "%s: no %s case compared", t->name, kvc_dtype_name((kvc_dtype)ty));
     return 0;
 }
@@ -292,11 +292,12 @@ static int every_table_matches_reference(void)
     return 0;
 }
 
-/* `table_<name>`: that one table, or 77 where it is not built in or this CPU lacks its ISA. */
+/* `table_<name>`: that one table (`table_int4_<name>`: its int4 cases), or
+ * 77 where it is not built in or this CPU lacks its ISA. */
 static int one_table(const char *name)
 {
-    const int only_int4 = strncmp(name, "int4_", 5) == 0;
-    if (only_int4) name += 5;
+    const int only_i4 = strncmp(name, "int4_", 5) == 0;
+    if (only_i4) name += 5;
     printf("== table_%s\n", name);
     for (size_t i = 0; i < kvc_kernels_count(); i++) {
         const kvc_kernels *t = kvc_kernels_at(i);
@@ -305,7 +306,7 @@ static int one_table(const char *name)
             printf("table %s: built in, but this CPU lacks its ISA: skipped\n", name);
             return KVC_TEST_SKIP;
         }
-        const int rc = test_table(t, i, only_int4);
+        const int rc = test_table(t, i, only_i4);
         printf("%s table_%s\n", rc ? "FAIL" : "PASS", name);
         return rc;
     }

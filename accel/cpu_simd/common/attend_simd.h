@@ -32,7 +32,8 @@
  * (double) is the ground truth, and tests/kernels/test_backends.c bounds the
  * difference from the reduction lengths. Attention mass, when asked for,
  * is a second pass over the keys (segment_mass). int4 and KIVI4 segments
- * are dequantised block by block into the f32 pass (dequantised_segment_pass), and so are Q15 rows. */
+ * go block by block through the f32 pass (dequantised_segment_pass: dequantised
+ * on the stack, or read as stored by the integer paths), and so do Q15 rows. */
 #ifndef KVC_ATTEND_SIMD_H
 #define KVC_ATTEND_SIMD_H
 
@@ -607,7 +608,10 @@ KVC_INLINE void kivi4_block_to_cols(const unsigned char *block, float *kc, size_
  * weights line up with what one f32 segment of those values would do. KIVI4
  * keys are dequantised a whole 32-token key block at a time, channel-major as
  * stored (no transposition), and the pass takes their scores from the columns
- * (dot_cols). With `mass` the block goes through the mass pass instead
+ * (dot_cols). Where the ISA has the integer paths, int4 keys are not
+ * dequantised (v_i4_q8_scores against the prepared queries, d % 64 == 0) and
+ * neither are int4 value rows (v_i4_pv, dv % 64 == 0): the pass reads them
+ * as stored. With `mass` the block goes through the mass pass instead
  * (values not read). */
 static void dequantised_segment_pass(unsigned t, const kvc_view *view, const kvc_segment *seg,
                                      const kvc_attend_batch *b, size_t n_causal_total, size_t *e_causal, int causal,

@@ -13,9 +13,10 @@
  * codes are never converted to floats.
  *
  * The added error (derived in tests/kvc_attend_bound.h, which holds tables
- * with KVC_CAP_Q8_PV_INT4 to it): |w_tg - s_g w8_tg| <= (s_g / 2)(1 + 2^-20),
+ * with KVC_CAP_Q8_PV_INT4 to it): |w_tg - s_g w8_tg| <= (max_t w_tg / 510)
+ * (1 + 2^-13) (the roundings of 255 / max, of the product and of s_g: 1530 u),
  * so channel c of a block's numerator moves by at most
- * (max_t w_tg / 510)(1 + 2^-20) sum_t code_tc, plus a few f32 roundings of
+ * (max_t w_tg / 510)(1 + 2^-13) sum_t code_tc, plus a few f32 roundings of
  * the block's terms.
  *
  * Layout: for each pair of groups (64 channels, 32 bytes of nibbles per
@@ -41,7 +42,7 @@ typedef struct i4_pv_block {
 } i4_pv_block;
 
 /* 8 interleaved vectors (4 even channels' quads, then 4 odd) of rows r0..r3,
- * 32 bytes each: the pair of groups starting at byte `at` of their nibbles. */
+ * each the 32 nibble bytes of one pair of groups. */
 static inline __attribute__((always_inline)) void i4_pv_quad(const __m256i b0, const __m256i b1, const __m256i b2,
                                                              const __m256i b3, __m256i out[8])
 {
